@@ -1,0 +1,30 @@
+/* Sizes and percents as users write them on the command line and in the environment.
+ * Sizes are decimal numbers (an optional fraction) with an optional binary suffix:
+ *   B; K, KB, KiB; M, MB, MiB; G, GB, GiB; T, TB, TiB (case-insensitive; "KB" means 1024,
+ *   as nvidia-smi and Docker users expect). Plain digits are bytes.
+ * Rejected, with the bad text quoted: empty, signs, hex/octal/exponent forms, unknown
+ * suffixes, a fraction of a byte, overflow. Percents: "30" or "30%", 0..100, integers. */
+#ifndef VGPU_UNITS_H
+#define VGPU_UNITS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "vgpu/log.h"
+
+#define VGPU_KIB (1024ULL)
+#define VGPU_MIB (1024ULL * 1024)
+#define VGPU_GIB (1024ULL * 1024 * 1024)
+
+/* 0 on success; -1 with e filled (code VGPU_EXIT_USAGE) otherwise. `what` names the value
+ * in the message ("--mem"). */
+int vgpu_parse_size(const char *text, uint64_t *bytes, const char *what, struct vgpu_err *e);
+int vgpu_parse_percent(const char *text, unsigned *pct, const char *what, struct vgpu_err *e);
+
+/* "4.00 GiB", "512 MiB", "1023 B": binary units, at most 3 significant decimals. */
+char *vgpu_format_size(uint64_t bytes, char *buf, size_t len);
+/* "4G"-style compact form used in tables: "4G", "1.5G", "512M". */
+char *vgpu_format_size_short(uint64_t bytes, char *buf, size_t len);
+/* "1h02m", "3m05s", "12s". */
+char *vgpu_format_duration(uint64_t seconds, char *buf, size_t len);
+
+#endif
