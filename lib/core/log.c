@@ -1,0 +1,104 @@
+/* Logging and error helpers shared by vgpu and libvgpu.so (libc only). */
+#include "vgpu/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int level_cached = -1;
+static char prefix[64] = "vgpu";
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+enum vgpu_log_level vgpu_log_level(void)
+{
+    /* A benign race: every thread computes the same value from the same environment. */
+    int lvl = __atomic_load_n(&level_cached, __ATOMIC_RELAXED);
+    if (lvl >= 0)
+        return (enum vgpu_log_level)lvl;
+    lvl = VGPU_LOG_WARN;
+    const char *env = getenv("VGPU_LOG");
+    if (env && *env) {
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcasecmp(env, level_names[i]) == 0)
+                found = i;
+        if (strcasecmp(env, "warning") == 0)
+            found = VGPU_LOG_WARN;
+        if (found < 0)
+            fprintf(stderr, "%s: warning: VGPU_LOG='%s' is not one of error, warn, info, debug; using warn\n",
+                    prefix, env);
+        else
+            lvl = found;
+    }
+    __atomic_store_n(&level_cached, lvl, __ATOMIC_RELAXED);
+    return (enum vgpu_log_level)lvl;
+}
+
+void vgpu_log_set_level(enum vgpu_log_level lvl)
+{
+    __atomic_store_n(&level_cached, (int)lvl, __ATOMIC_RELAXED);
+}
+
+void vgpu_log_set_prefix(const char *p)
+{
+    snprintf(prefix, sizeof prefix, "%s", p);
+}
+
+const char *vgpu_log_prefix(void)
+{
+    return prefix;
+}
+
+static void vlog(enum vgpu_log_level lvl, const char *fmt, va_list ap)
+{
+    /* One write per message, so lines of concurrent processes do not interleave. */
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "%s: %s: ", prefix, lvl == VGPU_LOG_WARN ? "warning" : level_names[lvl]);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof buf)
+        n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    if ((size_t)n >= sizeof buf - 1)
+        n = (int)sizeof buf - 2;
+    if (n > 0 && buf[n - 1] != '\n')
+        buf[n++] = '\n';
+    fwrite(buf, 1, (size_t)n, stderr);
+}
+
+void vgpu_log(enum vgpu_log_level lvl, const char *fmt, ...)
+{
+    if (lvl > vgpu_log_level())
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(lvl, fmt, ap);
+    va_end(ap);
+}
+
+int vgpu_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(VGPU_LOG_ERROR, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void vgpu_err_set(struct vgpu_err *e, int code, const char *fmt, ...)
+{
+    if (!e)
+        return;
+    e->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+}
+
+int vgpu_err_report(const struct vgpu_err *e)
+{
+    return vgpu_fail(e->code, "%s", e->msg);
+}

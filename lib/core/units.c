@@ -1,0 +1,164 @@
+/* Sizes and percents (see units.h for the grammar). Decimal only, an explicit suffix table,
+ * overflow detected: none of the traps of strtoul(s, 0) with a last-character suffix
+ * (reference/interception.md, pitfall 14). libc only: libvgpu.so parses HAMi's variables here. */
+#include "vgpu/units.h"
+#include "vgpu/exitcode.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+struct suffix { const char *text; uint64_t mult; };
+
+static const struct suffix suffixes[] = {
+    { "",    1 }, { "B", 1 },
+    { "K",   VGPU_KIB }, { "KB", VGPU_KIB }, { "KiB", VGPU_KIB }, { "Ki", VGPU_KIB },
+    { "M",   VGPU_MIB }, { "MB", VGPU_MIB }, { "MiB", VGPU_MIB }, { "Mi", VGPU_MIB },
+    { "G",   VGPU_GIB }, { "GB", VGPU_GIB }, { "GiB", VGPU_GIB }, { "Gi", VGPU_GIB },
+    { "T",   VGPU_GIB * 1024 }, { "TB", VGPU_GIB * 1024 }, { "TiB", VGPU_GIB * 1024 }, { "Ti", VGPU_GIB * 1024 },
+};
+
+int vgpu_parse_size(const char *text, uint64_t *bytes, const char *what, struct vgpu_err *e)
+{
+    const char *w = what ? what : "size";
+    if (!text || !*text) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: empty size; give a number with an optional unit, e.g. 4G, 512MiB, 1.5G", w);
+        return -1;
+    }
+    const char *p = text;
+    uint64_t whole = 0;
+    int ndigits = 0;
+    while (*p >= '0' && *p <= '9') {
+        if (__builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, (uint64_t)(*p - '0'), &whole))
+            goto overflow;
+        p++;
+        ndigits++;
+    }
+    /* Up to 9 fractional digits, kept as a numerator over 10^nfrac. */
+    uint64_t frac = 0, frac_den = 1;
+    int nfrac = 0;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9') {
+            if (nfrac < 9) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                frac_den *= 10;
+            } else if (*p != '0') {
+                goto bad;
+            }
+            nfrac++;
+            p++;
+        }
+        if (nfrac == 0)
+            goto bad;
+    }
+    if (ndigits == 0)
+        goto bad;
+    /* Leading zeros are fine ("010G" is ten GiB, never octal), but "0x10" stops at 'x' and fails. */
+    const struct suffix *sx = NULL;
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
+        if (strcasecmp(p, suffixes[i].text) == 0) {
+            sx = &suffixes[i];
+            break;
+        }
+    if (!sx)
+        goto bad;
+    uint64_t total;
+    if (__builtin_mul_overflow(whole, sx->mult, &total))
+        goto overflow;
+    if (frac) {
+        /* frac/frac_den * mult, exact when the product is a whole number of bytes. */
+        unsigned __int128 f = (unsigned __int128)frac * sx->mult;
+        if (f % frac_den != 0) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is not a whole number of bytes; use a larger unit or fewer decimals", w, text);
+            return -1;
+        }
+        if (__builtin_add_overflow(total, (uint64_t)(f / frac_den), &total))
+            goto overflow;
+    }
+    *bytes = total;
+    return 0;
+bad:
+    vgpu_err_set(e, VGPU_EXIT_USAGE,
+                 "%s: '%s' is not a size; use a decimal number with an optional unit B, K, M, G, T "
+                 "(KiB/MiB/GiB/TiB and KB/MB/GB/TB mean the same, binary), e.g. 4G, 512MiB, 1.5G", w, text);
+    return -1;
+overflow:
+    vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is too large", w, text);
+    return -1;
+}
+
+int vgpu_parse_percent(const char *text, unsigned *pct, const char *what, struct vgpu_err *e)
+{
+    const char *w = what ? what : "percent";
+    const char *p = text;
+    unsigned v = 0;
+    int n = 0;
+    if (!p)
+        p = "";
+    while (*p >= '0' && *p <= '9' && n < 4) {
+        v = v * 10 + (unsigned)(*p - '0');
+        p++;
+        n++;
+    }
+    if (*p == '%')
+        p++;
+    if (n == 0 || *p || n >= 4 || v > 100) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is not a percentage; give a whole number from 0 to 100, e.g. 30 or 30%%",
+                     w, text ? text : "");
+        return -1;
+    }
+    *pct = v;
+    return 0;
+}
+
+char *vgpu_format_size(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    if (bytes < 1024) {
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+        return buf;
+    }
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (v == (double)(uint64_t)v)
+        snprintf(buf, len, "%llu %s", (unsigned long long)v, unit[u]);
+    else
+        snprintf(buf, len, "%.2f %s", v, unit[u]);
+    return buf;
+}
+
+char *vgpu_format_size_short(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const unit[] = { "B", "K", "M", "G", "T", "P" };
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0 || v >= 100 || v == (double)(uint64_t)v)
+        snprintf(buf, len, "%.0f%s", v, unit[u]);
+    else if (v >= 10)
+        snprintf(buf, len, "%.1f%s", v, unit[u]);
+    else
+        snprintf(buf, len, "%.2g%s", v, unit[u]);
+    return buf;
+}
+
+char *vgpu_format_duration(uint64_t s, char *buf, size_t len)
+{
+    if (s >= 86400)
+        snprintf(buf, len, "%llud%02lluh", (unsigned long long)(s / 86400), (unsigned long long)(s % 86400 / 3600));
+    else if (s >= 3600)
+        snprintf(buf, len, "%lluh%02llum", (unsigned long long)(s / 3600), (unsigned long long)(s % 3600 / 60));
+    else if (s >= 60)
+        snprintf(buf, len, "%llum%02llus", (unsigned long long)(s / 60), (unsigned long long)(s % 60));
+    else
+        snprintf(buf, len, "%llus", (unsigned long long)s);
+    return buf;
+}
