@@ -1,0 +1,168 @@
+/* Helpers every command uses: option parsing with "did you mean", usage errors, help. */
+#include "cmd.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/log.h"
+#include "common.h"
+
+/* Edit distance (Damerau-style transpositions count as one), for "did you mean". */
+size_t vgpu_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            size_t v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v)
+                v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+const char *vgpu_closest(const char *bad, const char *const *cands, size_t n)
+{
+    const char *best = NULL;
+    size_t bestd = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        if (!cands[i])
+            continue;
+        size_t dd = vgpu_edit_distance(bad, cands[i]);
+        /* A prefix of a candidate is as good as a typo of it. */
+        if (strncmp(cands[i], bad, strlen(bad)) == 0 && *bad)
+            dd = dd < 1 ? dd : 1;
+        if (dd < bestd) {
+            bestd = dd;
+            best = cands[i];
+        }
+    }
+    size_t limit = strlen(bad) / 2 + 2;
+    return bestd <= limit ? best : NULL;
+}
+
+const struct vgpu_cmd *vgpu_cmd_find(const char *name)
+{
+    for (size_t i = 0; vgpu_commands[i]; i++) {
+        const struct vgpu_cmd *c = vgpu_commands[i];
+        if (strcmp(c->name, name) == 0 || (c->alias && strcmp(c->alias, name) == 0))
+            return c;
+    }
+    return NULL;
+}
+
+void vgpu_cmd_help(const struct vgpu_cmd *cmd, FILE *to)
+{
+    fputs(cmd->usage, to);
+    size_t n = strlen(cmd->usage);
+    if (n && cmd->usage[n - 1] != '\n')
+        fputc('\n', to);
+}
+
+static int unknown_option(const struct vgpu_cmd *cmd, const char *bad)
+{
+    /* Candidates: every long option as "--name". */
+    const char *cands[128];
+    char store[128][48];
+    size_t n = 0;
+    for (const struct option *o = cmd->options; o && o->name && n < 128; o++) {
+        snprintf(store[n], sizeof store[n], "--%s", o->name);
+        cands[n] = store[n];
+        n++;
+    }
+    char word[64];
+    snprintf(word, sizeof word, "%s", bad);
+    char *eq = strchr(word, '=');
+    if (eq)
+        *eq = 0;
+    const char *best = vgpu_closest(word, cands, n);
+    if (best)
+        vgpu_fail(VGPU_EXIT_USAGE, "unknown option '%s'; did you mean '%s'? (see 'vgpu %s --help')", word, best,
+                  cmd->name);
+    else
+        vgpu_fail(VGPU_EXIT_USAGE, "unknown option '%s' (see 'vgpu %s --help')", word, cmd->name);
+    return '?';
+}
+
+int vgpu_getopt(const struct vgpu_cmd *cmd, int argc, char **argv, const char *shortopts)
+{
+    char spec[128];
+    const char *s = shortopts ? shortopts : "";
+    bool posix = *s == '+';
+    snprintf(spec, sizeof spec, "%s:%s", posix ? "+" : "", posix ? s + 1 : s);
+    opterr = 0;
+    int prev = optind;
+    int longidx = -1;
+    int c = getopt_long(argc, argv, spec, cmd->options, &longidx);
+    if (c == VGPU_OPT_HELP || (c == 'h' && strchr(s, 'h'))) {
+        vgpu_cmd_help(cmd, stdout);
+        return VGPU_OPT_HELP;
+    }
+    if (c == ':') {
+        const char *arg = argv[optind - 1];
+        if (optopt && !(arg[0] == '-' && arg[1] == '-'))
+            vgpu_fail(VGPU_EXIT_USAGE, "option '-%c' needs a value (see 'vgpu %s --help')", optopt, cmd->name);
+        else
+            vgpu_fail(VGPU_EXIT_USAGE, "option '%s' needs a value (see 'vgpu %s --help')", arg, cmd->name);
+        return '?';
+    }
+    if (c == '?') {
+        const char *arg = optind - 1 < argc && optind - 1 >= prev ? argv[optind - 1] : NULL;
+        if (optopt && !(arg && arg[0] == '-' && arg[1] == '-')) {
+            char b[3] = { '-', (char)optopt, 0 };
+            return unknown_option(cmd, b);
+        }
+        if (arg && arg[0] == '-' && arg[1] == '-') {
+            /* An option that takes no value given one, or an unknown/ambiguous long option. */
+            const char *eq = strchr(arg, '=');
+            if (eq) {
+                for (const struct option *o = cmd->options; o && o->name; o++)
+                    if (strlen(o->name) == (size_t)(eq - arg - 2) && strncmp(o->name, arg + 2, (size_t)(eq - arg - 2)) == 0) {
+                        vgpu_fail(VGPU_EXIT_USAGE, "option '--%s' takes no value (see 'vgpu %s --help')", o->name, cmd->name);
+                        return '?';
+                    }
+            }
+            return unknown_option(cmd, arg);
+        }
+        return unknown_option(cmd, arg ? arg : "?");
+    }
+    return c;
+}
+
+int vgpu_usage_error(const struct vgpu_cmd *cmd, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return vgpu_fail(VGPU_EXIT_USAGE, "%s (see 'vgpu %s --help')", msg, cmd->name);
+}
+
+int vgpu_unknown_word(const struct vgpu_cmd *cmd, const char *what, const char *bad,
+                      const char *const *candidates)
+{
+    size_t n = 0;
+    while (candidates[n])
+        n++;
+    const char *best = vgpu_closest(bad, candidates, n);
+    if (best)
+        return vgpu_fail(VGPU_EXIT_USAGE, "unknown %s '%s'; did you mean '%s'? (see 'vgpu %s --help')", what, bad,
+                         best, cmd->name);
+    return vgpu_fail(VGPU_EXIT_USAGE, "unknown %s '%s' (see 'vgpu %s --help')", what, bad, cmd->name);
+}

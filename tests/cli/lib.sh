@@ -1,0 +1,76 @@
+# Sourced by every tests/cli/*.sh script: an isolated environment on the simulated GPU and
+# TAP assertions. Each script runs with a fresh state directory and a fresh simulated-GPU
+# state file, so scripts never see each other's jobs or allocations.
+#
+#   use_scenario NAME        switch to tests/fakegpu/scenarios/NAME.json (fresh GPU state)
+#   run CMD...               run CMD; sets $out (stdout), $err (stderr), $rc (status)
+#   ok DESC / not_ok DESC [DETAIL]
+#   check DESC CMD...        ok when CMD exits 0
+#   assert_rc DESC N         ok when the last `run` exited N
+#   assert_eq DESC EXPECTED ACTUAL
+#   assert_contains DESC NEEDLE HAYSTACK
+#   assert_not_contains DESC NEEDLE HAYSTACK
+#   assert_match DESC REGEX TEXT
+#   skip DESC REASON
+set -u
+: "${VGPU_BUILD:?run the CLI tests through tests/run.sh (or make test)}"
+: "${VGPU_SRC:?run the CLI tests through tests/run.sh (or make test)}"
+
+T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-test.XXXXXX")
+t_cleanup() {
+  # Kill whatever a test left running in the background, then remove its files.
+  local pids; pids=$(jobs -p); [ -n "$pids" ] && kill $pids 2>/dev/null; wait 2>/dev/null
+  rm -rf "$T_DIR"
+}
+trap t_cleanup EXIT
+
+export PATH="$VGPU_BUILD:$VGPU_BUILD/links:$VGPU_BUILD/fakegpu:$VGPU_BUILD/tests/progs:$PATH"
+export LD_LIBRARY_PATH="$VGPU_BUILD/fakegpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export VGPU_STATE_DIR=$T_DIR/state
+export VGPU_FAKE_STATE=$T_DIR/fakegpu.state
+export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
+export VGPU_FAKE_LIBDIR=$VGPU_BUILD/fakegpu
+[ -n "${VGPU_TEST_PRELOAD:-}" ] && export LD_PRELOAD=$VGPU_TEST_PRELOAD
+mkdir -m 0700 -p "$VGPU_STATE_DIR"
+
+T_N=0
+use_scenario() {
+  export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/$1.json
+  rm -f "$VGPU_FAKE_STATE"
+}
+
+run() {
+  "$@" >"$T_DIR/.out" 2>"$T_DIR/.err"
+  rc=$?
+  out=$(cat "$T_DIR/.out")
+  err=$(cat "$T_DIR/.err")
+  return 0
+}
+
+ok() { T_N=$((T_N + 1)); echo "ok $T_N - $1"; }
+not_ok() {
+  T_N=$((T_N + 1)); echo "not ok $T_N - $1"
+  [ $# -gt 1 ] && printf '%s\n' "$2" | head -n 30 | sed 's/^/#   /'
+  return 0
+}
+skip() { T_N=$((T_N + 1)); echo "ok $T_N - $1 # SKIP $2"; }
+
+check() {
+  local desc=$1; shift
+  if "$@" >"$T_DIR/.cout" 2>&1; then ok "$desc"; else not_ok "$desc" "$(cat "$T_DIR/.cout")"; fi
+}
+assert_rc() {
+  if [ "$rc" = "$2" ]; then ok "$1"; else not_ok "$1" "exit status $rc, expected $2; stdout: ${out:0:800}; stderr: ${err:0:800}"; fi
+}
+assert_eq() {
+  if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected: $2"$'\n'"actual:   $3"; fi
+}
+assert_contains() {
+  case "$3" in *"$2"*) ok "$1" ;; *) not_ok "$1" "missing: $2"$'\n'"in: ${3:0:1500}" ;; esac
+}
+assert_not_contains() {
+  case "$3" in *"$2"*) not_ok "$1" "unexpected: $2"$'\n'"in: ${3:0:1500}" ;; *) ok "$1" ;; esac
+}
+assert_match() {
+  if printf '%s' "$3" | grep -Eq -- "$2"; then ok "$1"; else not_ok "$1" "no match for /$2/ in: ${3:0:1500}"; fi
+}

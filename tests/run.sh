@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Runs the whole suite: every unit-test binary and every CLI test script, each of which prints
+# TAP lines ("ok N - ...", "not ok N - ..."). Ends with "N passed, N failed" on its own line
+# and exits non-zero when anything failed.
+#   tests/run.sh [BUILD_DIR] [FILTER]    FILTER: run only the files whose name contains it
+set -u
+cd "$(dirname "$0")/.." || exit 2
+src=$(pwd)
+build=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "tests/run.sh: no build directory '${1:-build}'; run make first" >&2; exit 2; }
+filter=${2:-}
+export VGPU_SRC=$src VGPU_BUILD=$build VGPU_FAKE_LIBDIR=$build/fakegpu
+export NO_COLOR=1 LC_ALL=C.UTF-8
+unset VGPU_REGION VGPU_LIBRARY VGPU_LOG CUDA_VISIBLE_DEVICES LD_PRELOAD
+if [ "${VGPU_ASAN:-0}" = 1 ]; then
+  # Every process of a CLI test gets the sanitizer runtimes first, so that the sanitized
+  # libvgpu.so and fake libraries can be preloaded into any program (bash, jq, ...).
+  asan_rt=$(${CC:-cc} -print-file-name=libasan.so) ubsan_rt=$(${CC:-cc} -print-file-name=libubsan.so)
+  export VGPU_TEST_PRELOAD="$asan_rt:$ubsan_rt"
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:verify_asan_link_order=0
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+fi
+
+pass=0 fail=0 skip=0
+failed_lines=()
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+count() { # file label
+  local f=$1 label=$2 p f_ s
+  p=$(grep -cE '^ok ' "$f"); f_=$(grep -cE '^not ok ' "$f"); s=$(grep -cE '^ok .*# ?SKIP' "$f")
+  pass=$((pass + p - s)); fail=$((fail + f_)); skip=$((skip + s))
+  while IFS= read -r line; do failed_lines+=("$label: $line"); done < <(grep -E '^not ok ' "$f")
+  printf '%-34s %4d passed %4d failed %3d skipped\n' "$label" $((p - s)) "$f_" "$s"
+}
+
+run_one() { # label command...
+  local label=$1; shift
+  local out=$tmp/out rc
+  if [ "${VGPU_TEST_VERBOSE:-0}" = 1 ]; then
+    timeout 600 "$@" 2>&1 | tee "$out"; rc=${PIPESTATUS[0]}
+  else
+    timeout 600 "$@" >"$out" 2>&1; rc=$?
+  fi
+  count "$out" "$label"
+  if [ $rc -ne 0 ] && ! grep -qE '^not ok ' "$out"; then
+    # A crash or an error outside any assertion is a failure too.
+    fail=$((fail + 1)); failed_lines+=("$label: exited with status $rc outside any test")
+    tail -n 20 "$out" | sed 's/^/    | /'
+  elif grep -qE '^not ok ' "$out"; then
+    grep -E -A8 '^not ok ' "$out" | head -n 60 | sed 's/^/    | /'
+  fi
+}
+
+for bin in "$build"/tests/unit/test_*; do
+  [ -x "$bin" ] || continue
+  name=$(basename "$bin")
+  [ -n "$filter" ] && [[ $name != *$filter* ]] && continue
+  state=$(mktemp "$tmp/fake.XXXXXX"); rm -f "$state"
+  VGPU_FAKE_SCENARIO=$src/tests/fakegpu/scenarios/h100.json VGPU_FAKE_STATE=$state \
+  VGPU_STATE_DIR=$(mktemp -d "$tmp/state.XXXXXX") CMOCKA_MESSAGE_OUTPUT=TAP \
+    run_one "unit/$name" "$bin"
+done
+
+for t in tests/cli/*.sh; do
+  [ "$(basename "$t")" = lib.sh ] && continue
+  [ -n "$filter" ] && [[ $t != *$filter* ]] && continue
+  run_one "cli/$(basename "$t" .sh)" bash "$t"
+done
+
+if [ ${#failed_lines[@]} -gt 0 ]; then
+  echo
+  echo "Failures:"
+  printf '  %s\n' "${failed_lines[@]}"
+fi
+echo
+[ $skip -gt 0 ] && echo "($skip skipped)"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
