@@ -47,7 +47,7 @@ endif
 VGPU_LIBS := $(STATIC_BEGIN) -ljson-c -lreadline -lncursesw -ltinfo $(STATIC_END) -lpthread -ldl -lm
 
 CMD_SRC    := $(wildcard cmd/*.c)
-CMD_NAMES  := $(filter-out vgpu,$(basename $(notdir $(CMD_SRC))))
+CMD_NAMES  := $(filter-out vgpu common% util%,$(basename $(notdir $(CMD_SRC))))
 CMDSUB_SRC := $(wildcard cmd/*/*.c)
 CORE_SRC   := $(wildcard lib/core/*.c)
 HOOK_SRC   := $(wildcard lib/hook/*.c)

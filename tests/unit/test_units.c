@@ -1,0 +1,130 @@
+/* Sizes and percents: the grammar users type, and every trap of a naive parser. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/units.h"
+
+static void good(const char *text, uint64_t want)
+{
+    struct vgpu_err e = { 0 };
+    uint64_t got = 12345;
+    if (vgpu_parse_size(text, &got, "--mem", &e) != 0)
+        fail_msg("'%s' rejected: %s", text, e.msg);
+    if (got != want)
+        fail_msg("'%s' parsed as %llu, want %llu", text, (unsigned long long)got, (unsigned long long)want);
+}
+
+static void bad(const char *text, const char *msg_part)
+{
+    struct vgpu_err e = { 0 };
+    uint64_t got = 777;
+    if (vgpu_parse_size(text, &got, "--mem", &e) == 0)
+        fail_msg("'%s' accepted as %llu", text, (unsigned long long)got);
+    assert_int_equal(e.code, VGPU_EXIT_USAGE);
+    assert_int_equal(got, 777); /* untouched on error */
+    assert_non_null(strstr(e.msg, "--mem"));
+    if (*text)
+        assert_non_null(strstr(e.msg, text)); /* the message quotes the bad text */
+    if (msg_part)
+        assert_non_null(strstr(e.msg, msg_part));
+}
+
+static void test_sizes_accepted(void **state)
+{
+    (void)state;
+    good("4G", 4ULL << 30);
+    good("4GiB", 4ULL << 30);
+    good("4gb", 4ULL << 30);
+    good("4Gi", 4ULL << 30);        /* HAMi's trap: "1Gi" must not be one byte */
+    good("4096M", 4ULL << 30);
+    good("4096m", 4ULL << 30);      /* what HAMi's device plugin writes */
+    good("1024MB", 1ULL << 30);     /* binary, as documented */
+    good("1.5G", 3ULL << 29);
+    good("0.5GiB", 1ULL << 29);
+    good("512MiB", 512ULL << 20);
+    good("1T", 1ULL << 40);
+    good("123", 123);
+    good("123B", 123);
+    good("010G", 10ULL << 30);      /* decimal, never octal */
+    good("0", 0);
+    good("1.25K", 1280);
+}
+
+static void test_sizes_rejected(void **state)
+{
+    (void)state;
+    bad("", "empty");
+    bad("4X", "not a size");
+    bad("-1G", "not a size");
+    bad("+1G", "not a size");
+    bad("1e99", "not a size");
+    bad("0x10", "not a size");
+    bad("G", "not a size");
+    bad("4 G", "not a size");
+    bad("4G ", "not a size");
+    bad(".5G", "not a size");
+    bad("1.", "not a size");
+    bad("1.5", "whole number of bytes");
+    bad("1.0000000001G", "not a size");
+    bad("18446744073709551616", "too large");
+    bad("17179869184G", "too large");
+    bad("99999999999999999999999G", "too large");
+}
+
+static void test_percent(void **state)
+{
+    (void)state;
+    struct vgpu_err e;
+    unsigned p = 0;
+    assert_int_equal(vgpu_parse_percent("30", &p, "--core", &e), 0);
+    assert_int_equal(p, 30);
+    assert_int_equal(vgpu_parse_percent("30%", &p, "--core", &e), 0);
+    assert_int_equal(p, 30);
+    assert_int_equal(vgpu_parse_percent("100", &p, "--core", &e), 0);
+    assert_int_equal(p, 100);
+    assert_int_equal(vgpu_parse_percent("0", &p, "--core", &e), 0);
+    assert_int_equal(p, 0);
+    const char *bads[] = { "", "101", "50g", "-5", "30.5", "%", "30%%", "1000", "0x10", " 30", NULL };
+    for (int i = 0; bads[i]; i++) {
+        p = 99;
+        if (vgpu_parse_percent(bads[i], &p, "--core", &e) == 0)
+            fail_msg("'%s' accepted as a percent", bads[i]);
+        assert_int_equal(p, 99);
+        assert_int_equal(e.code, VGPU_EXIT_USAGE);
+        assert_non_null(strstr(e.msg, "--core"));
+    }
+}
+
+static void test_format(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(vgpu_format_size(0, b, sizeof b), "0 B");
+    assert_string_equal(vgpu_format_size(1023, b, sizeof b), "1023 B");
+    assert_string_equal(vgpu_format_size(4ULL << 30, b, sizeof b), "4 GiB");
+    assert_string_equal(vgpu_format_size(3ULL << 29, b, sizeof b), "1.50 GiB");
+    assert_string_equal(vgpu_format_size_short(4ULL << 30, b, sizeof b), "4G");
+    assert_string_equal(vgpu_format_size_short(3ULL << 29, b, sizeof b), "1.5G");
+    assert_string_equal(vgpu_format_size_short(512ULL << 20, b, sizeof b), "512M");
+    assert_string_equal(vgpu_format_size_short(81559ULL << 20, b, sizeof b), "79.6G");
+    assert_string_equal(vgpu_format_duration(5, b, sizeof b), "5s");
+    assert_string_equal(vgpu_format_duration(185, b, sizeof b), "3m05s");
+    assert_string_equal(vgpu_format_duration(3720, b, sizeof b), "1h02m");
+    assert_string_equal(vgpu_format_duration(90000, b, sizeof b), "1d01h");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes_accepted),
+        cmocka_unit_test(test_sizes_rejected),
+        cmocka_unit_test(test_percent),
+        cmocka_unit_test(test_format),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
