@@ -1,0 +1,29 @@
+# Every command has its man page, its completion entries and a --help text, and the committed
+# completion scripts are exactly what the command table generates (so they cannot drift).
+. "$(dirname "$0")/lib.sh"
+
+cmds=$(vgpu completion --complete 1 vgpu | grep -vx help)
+[ -n "$cmds" ] && ok "the command table lists commands" || not_ok "the command table lists commands"
+for c in $cmds; do
+  run vgpu "$c" --help
+  # Aliases print their command's usage.
+  if [ $rc -ne 0 ] || ! grep -q '^usage: vgpu ' <<<"$out"; then
+    not_ok "vgpu $c --help prints a usage" "rc=$rc out=${out:0:300} err=${err:0:300}"; continue
+  fi
+  name=$(sed -n '1s/^usage: vgpu \([a-z-]*\).*/\1/p' <<<"$out")
+  [ "$name" != "$c" ] && continue  # an alias: checked under its command
+  ok "vgpu $c --help prints a usage"
+  [ -f "$VGPU_SRC/man/vgpu-$c.1" ] && ok "man/vgpu-$c.1 exists" || not_ok "man/vgpu-$c.1 exists"
+  grep -q "complete -F _vgpu .*\bvgpu-$c\b" "$VGPU_SRC/completions/vgpu.bash" \
+    && ok "bash completion names vgpu-$c" || not_ok "bash completion names vgpu-$c"
+  head -n 1 "$VGPU_SRC/completions/_vgpu" | grep -q "\bvgpu-$c\b" \
+    && ok "zsh completion names vgpu-$c" || not_ok "zsh completion names vgpu-$c"
+  grep -q "vgpu-$c(1)\|vgpu-$c (1)\|BR vgpu-$c (1)" "$VGPU_SRC/man/vgpu.1" \
+    && ok "vgpu(1) refers to vgpu-$c(1)" || not_ok "vgpu(1) refers to vgpu-$c(1)"
+  grep -q "vgpu $c" "$VGPU_SRC/README.md" && ok "README mentions vgpu $c" || not_ok "README mentions vgpu $c"
+done
+
+run vgpu completion bash
+assert_eq "completions/vgpu.bash is what 'vgpu completion bash' generates" "$(cat "$VGPU_SRC/completions/vgpu.bash")" "$out"
+run vgpu completion zsh
+assert_eq "completions/_vgpu is what 'vgpu completion zsh' generates" "$(cat "$VGPU_SRC/completions/_vgpu")" "$out"
