@@ -28,6 +28,8 @@ typedef uint32_t cuuint32_t;
 typedef uint64_t cuuint64_t;
 
 typedef unsigned long long CUdeviceptr;
+/* The 32-bit device pointer of the CUDA 2.x ABIs (cuMemAlloc, cuMemFree without _v2). */
+typedef unsigned int CUdeviceptr_v1;
 typedef int CUdevice;
 typedef unsigned long long CUmemGenericAllocationHandle;
 
