@@ -1,0 +1,179 @@
+/* fakecuda.h: internals of the fake libcuda.so.1 (tests/fakegpu/cuda). Not a product header.
+ *
+ * The fake keeps process-local objects (contexts, streams, allocations, modules, graphs) in
+ * plain structures under one mutex, and everything another process must see (device memory,
+ * this process's per-device usage, the device's kernel timeline and busy time) in the shared
+ * state of tests/fakegpu/common/fakestate.h, reached only through the fc_dev_* functions of
+ * shared.c. Time is real: CLOCK_MONOTONIC nanoseconds. */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vgpu_cuda.h"
+
+/* Prototypes of every exported entry point (keeps -Wmissing-prototypes happy and checks our
+ * definitions against the ABI the .def declares). */
+#define VGPU_CU_FN(symbol, base, version, kind, params) CUresult symbol params;
+#include "vgpu_cuda_fns.def"
+#undef VGPU_CU_FN
+
+#define FC_MAX_DEVICES 64
+#define FC_MIB (1024ULL * 1024ULL)
+
+/* ---- devices (shared.c) ---- */
+struct fc_device {
+    char name[96];
+    char uuid[96];          /* "GPU-..." for a whole GPU, "MIG-..." for a MIG device */
+    unsigned char uuid_bytes[16];
+    char pci_bus_id[32];    /* "00000000:1B:00.0" */
+    int pci_domain, pci_bus, pci_device;
+    unsigned long long total_mem;
+    int sm_count;
+    int cc_major, cc_minor;
+    int gpu;                /* index of the physical GPU in the shared state */
+    int mig;                /* MIG instance index in the shared state, -1 for a whole GPU */
+};
+
+extern int fc_ndev;                          /* visible devices after CUDA_VISIBLE_DEVICES */
+extern struct fc_device fc_devs[FC_MAX_DEVICES];
+extern int fc_driver_version;                /* cuDriverGetVersion, from the scenario */
+extern unsigned long long fc_ctx_overhead;   /* bytes each process's first context costs */
+
+CUresult fc_shared_init(void);               /* opens the state, loads fc_devs; once */
+/* Device memory of device `ordinal` for this process: fails with OUT_OF_MEMORY when the
+ * device (or MIG instance) has less than `bytes` free. */
+CUresult fc_dev_charge(int ordinal, unsigned long long bytes);
+void fc_dev_uncharge(int ordinal, unsigned long long bytes);
+void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long long *total);
+/* Runs `dur_ns` of work on the device, not before `earliest_ns`, after every kernel already on
+ * the device's timeline (all processes). Returns the simulated end time. */
+uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns);
+/* This process has (or no longer has) a context on the device: NVML's process list. */
+void fc_dev_attach(int ordinal, bool attached);
+/* Gives back everything this process holds on every device (process exit). */
+void fc_shared_release_all(void);
+/* The parent GPU's UUID of a MIG device (cuDeviceGetUuid v1 reports it). */
+void fc_dev_parent_uuid(int ordinal, unsigned char out[16]);
+
+/* ---- common (util.c) ---- */
+extern pthread_mutex_t fc_lock;     /* guards every process-local object below */
+extern bool fc_initialized;
+uint64_t fc_now_ns(void);
+void fc_sleep_until(uint64_t t_ns);
+void fc_trace(const char *symbol);  /* VGPU_FAKE_TRACE: append the entry point's name */
+#define FC_TRACE() fc_trace(__func__)
+unsigned long long fc_round_up(unsigned long long v, unsigned long long a);
+
+/* ---- contexts (context.c) ---- */
+struct fc_ctx {
+    uint32_t magic;
+    int device;
+    bool primary;
+    bool alive;          /* primary: active (refcount > 0 or retained); others: not destroyed */
+    int refcount;        /* primary only */
+    unsigned int flags;
+    size_t limits[8];    /* CUlimit values */
+    uint64_t legacy_tail;/* completion time of work on the legacy default stream */
+};
+#define FC_CTX_MAGIC 0xC0C7C7C0u
+CUresult fc_check_init(void);
+/* The calling thread's current context, or INVALID_CONTEXT / NOT_INITIALIZED. */
+CUresult fc_current(struct fc_ctx **out);
+CUresult fc_ctx_valid(CUcontext c);
+
+/* ---- memory (memory.c) ---- */
+enum fc_alloc_kind {
+    FC_ALLOC_DEVICE, FC_ALLOC_MANAGED, FC_ALLOC_HOST, FC_ALLOC_POOL, FC_ALLOC_VA, FC_ALLOC_ARRAY,
+    FC_ALLOC_GRAPH,
+};
+struct fc_alloc {
+    struct fc_alloc *next;
+    enum fc_alloc_kind kind;
+    CUdeviceptr base;
+    size_t size;
+    unsigned long long charged;     /* device bytes this allocation holds */
+    int device;
+    struct fc_ctx *ctx;
+    void *host;                     /* real memory for host and managed allocations */
+    struct fc_pool *pool;
+    bool live;                      /* graph allocations: allocated by a launch, not yet freed */
+};
+CUdeviceptr fc_va_reserve(size_t size, size_t align);
+struct fc_alloc *fc_alloc_new(enum fc_alloc_kind kind, CUdeviceptr base, size_t size, int device,
+                              struct fc_ctx *ctx);
+struct fc_alloc *fc_alloc_find(CUdeviceptr p, bool containing);
+void fc_alloc_remove(struct fc_alloc *a);
+/* Frees (and uncharges) everything a destroyed context owned. */
+void fc_ctx_free_allocations(struct fc_ctx *ctx);
+CUresult fc_check_range(CUdeviceptr p, size_t n);
+CUresult fc_check_host_range(const void *p, size_t n);
+
+/* ---- pools (pool.c) ---- */
+struct fc_pool {
+    uint32_t magic;
+    int device;
+    bool is_default;
+    unsigned long long reserved, reserved_high, used, used_high, release_threshold, max_size;
+    int reuse[4];
+};
+#define FC_POOL_MAGIC 0x9001F000u
+struct fc_pool *fc_default_pool(int device);
+CUresult fc_pool_alloc(struct fc_pool *pool, size_t size, CUstream stream, CUdeviceptr *out);
+void fc_pool_release_all(int device);   /* at synchronize: honour release thresholds */
+void fc_pool_free(struct fc_alloc *a);
+
+/* ---- streams, events, host functions (stream.c) ---- */
+struct fc_graph;
+struct fc_stream {
+    uint32_t magic;
+    struct fc_ctx *ctx;
+    unsigned int flags;
+    bool per_thread;         /* the per-thread default stream of one thread */
+    uint64_t tail;           /* simulated completion time of the last work queued */
+    int pending_host_fns;
+    struct fc_graph *capture;/* non-NULL while capturing */
+};
+#define FC_STREAM_MAGIC 0x57BEA300u
+/* Resolves a stream argument: NULL/LEGACY (legacy default stream), PER_THREAD, or a handle.
+ * `ptsz` says the caller is a _ptsz/_ptds variant: then NULL means the per-thread stream.
+ * *out is NULL for the legacy default stream. */
+CUresult fc_stream_resolve(CUstream s, bool ptsz, struct fc_ctx *ctx, struct fc_stream **out);
+/* Queues `dur_ns` of device work on the stream; returns its end time. */
+uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns);
+uint64_t fc_stream_tail(struct fc_ctx *ctx, struct fc_stream *st);
+CUresult fc_stream_wait(struct fc_ctx *ctx, struct fc_stream *st);
+CUresult fc_ctx_sync(struct fc_ctx *ctx);
+void fc_stream_destroy_all(struct fc_ctx *ctx);
+
+/* ---- modules and kernels (module.c) ---- */
+struct fc_func {
+    uint32_t magic;
+    char name[128];
+    bool sleep_us;           /* "sleep_us": runs for kernelParams[0] (unsigned long long) µs */
+};
+#define FC_FUNC_MAGIC 0xF00C7100u
+CUresult fc_func_valid(CUfunction f);
+
+/* ---- launches (launch.c) ---- */
+struct fc_launch {
+    struct fc_func *func;
+    unsigned int grid[3], block[3], shmem;
+    uint64_t dur_ns;
+};
+CUresult fc_launch_prepare(struct fc_launch *l, CUfunction f, const unsigned int grid[3],
+                           const unsigned int block[3], unsigned int shmem, void **params,
+                           void **extra);
+CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz);
+
+/* ---- graphs (graph.c) ---- */
+struct fc_graph *fc_graph_new(void);
+/* cuMemFree/cuMemFreeAsync of a graph allocation outside a graph. Caller holds fc_lock. */
+CUresult fc_graph_alloc_free(struct fc_alloc *a);
+CUresult fc_graph_capture_kernel(struct fc_stream *st, const struct fc_launch *l);
+CUresult fc_graph_capture_alloc(struct fc_stream *st, size_t size, CUdeviceptr *out);
+CUresult fc_graph_capture_free(struct fc_stream *st, CUdeviceptr p);
+
+#endif

@@ -1,0 +1,173 @@
+/* launch.c: kernel launches and how long a kernel occupies its device.
+ *
+ * Duration of one kernel, first rule that applies:
+ *  1. the function is named "sleep_us": its first kernel parameter is an unsigned long long
+ *     number of microseconds (kernelParams[0] points to it, or the first 8 bytes of the
+ *     CU_LAUNCH_PARAM_BUFFER_POINTER buffer);
+ *  2. env VGPU_FAKE_KERNEL_US (microseconds, for every kernel);
+ *  3. from the launch shape: blocks resident per SM = min(32, max(1, 2048 / threads per block)),
+ *     waves = ceil(blocks / (SMs × resident blocks per SM)), duration = 5 µs + waves × 10 µs.
+ * Kernels of every process on a device run one after another on the device timeline
+ * (fc_dev_run), as time-slicing serializes contexts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+static uint64_t shape_ns(const struct fc_launch *l, int device)
+{
+    unsigned long long threads = (unsigned long long)l->block[0] * l->block[1] * l->block[2];
+    unsigned long long blocks = (unsigned long long)l->grid[0] * l->grid[1] * l->grid[2];
+    unsigned long long per_sm = threads ? 2048 / threads : 1;
+    if (per_sm < 1)
+        per_sm = 1;
+    if (per_sm > 32)
+        per_sm = 32;
+    unsigned long long slots = per_sm * (unsigned long long)(fc_devs[device].sm_count > 0 ? fc_devs[device].sm_count : 1);
+    unsigned long long waves = (blocks + slots - 1) / slots;
+    return (5 + waves * 10) * 1000ULL;
+}
+
+CUresult fc_launch_prepare(struct fc_launch *l, CUfunction f, const unsigned int grid[3],
+                           const unsigned int block[3], unsigned int shmem, void **params,
+                           void **extra)
+{
+    struct fc_ctx *c;
+    CUresult r = fc_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (fc_func_valid(f) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (int i = 0; i < 3; i++)
+        if (grid[i] == 0 || block[i] == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+    if ((unsigned long long)block[0] * block[1] * block[2] > 1024 || block[2] > 64 || grid[1] > 65535 ||
+        grid[2] > 65535)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shmem > 232448)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (params && extra)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(l, 0, sizeof *l);
+    l->func = (struct fc_func *)f;
+    memcpy(l->grid, grid, sizeof l->grid);
+    memcpy(l->block, block, sizeof l->block);
+    l->shmem = shmem;
+    const char *env = getenv("VGPU_FAKE_KERNEL_US");
+    if (l->func->sleep_us) {
+        unsigned long long us = 0;
+        if (params && params[0]) {
+            memcpy(&us, params[0], sizeof us);
+        } else if (extra) {
+            for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2)
+                if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i + 1])
+                    memcpy(&us, extra[i + 1], sizeof us);
+        } else {
+            return CUDA_ERROR_INVALID_VALUE; /* sleep_us needs its argument */
+        }
+        l->dur_ns = us * 1000ULL;
+    } else if (env && *env) {
+        l->dur_ns = strtoull(env, NULL, 10) * 1000ULL;
+    } else {
+        l->dur_ns = shape_ns(l, c->device);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
+{
+    struct fc_ctx *c;
+    struct fc_stream *st;
+    CUresult r = fc_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&fc_lock);
+    r = fc_stream_resolve(stream, ptsz, c, &st);
+    if (r == CUDA_SUCCESS) {
+        if (st && st->capture)
+            r = fc_graph_capture_kernel(st, l);
+        else
+            fc_stream_enqueue(c, st, l->dur_ns);
+    }
+    pthread_mutex_unlock(&fc_lock);
+    return r;
+}
+
+static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                       unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params,
+                       void **extra, bool ptsz, bool cooperative)
+{
+    struct fc_launch l;
+    const unsigned int grid[3] = { gx, gy, gz }, block[3] = { bx, by, bz };
+    CUresult r = fc_launch_prepare(&l, f, grid, block, shmem, params, extra);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (cooperative) {
+        /* A cooperative grid must be co-resident: at most one wave. */
+        struct fc_ctx *c;
+        if (fc_current(&c) == CUDA_SUCCESS) {
+            unsigned long long threads = (unsigned long long)bx * by * bz;
+            unsigned long long per_sm = threads ? 2048 / threads : 1;
+            if (per_sm > 32)
+                per_sm = 32;
+            if ((unsigned long long)gx * gy * gz > per_sm * (unsigned long long)fc_devs[c->device].sm_count)
+                return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+        }
+    }
+    return fc_launch_submit(&l, s, ptsz);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
+{
+    FC_TRACE();
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  kernelParams, extra, false, false);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                             unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                             unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
+{
+    FC_TRACE();
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  kernelParams, extra, true, false);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams)
+{
+    FC_TRACE();
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  kernelParams, NULL, false, true);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                        void **kernelParams)
+{
+    FC_TRACE();
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                  kernelParams, NULL, true, true);
+}
+
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **params, void **extra, bool ptsz)
+{
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    bool coop = false;
+    for (unsigned int i = 0; i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && config->attrs[i].value.cooperative)
+            coop = true;
+    return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
+                  config->blockDimZ, config->sharedMemBytes, config->hStream, params, extra, ptsz, coop);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+{ FC_TRACE(); return launch_ex(config, f, kernelParams, extra, false); }
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+{ FC_TRACE(); return launch_ex(config, f, kernelParams, extra, true); }
