@@ -51,6 +51,8 @@ static CUresult pool_valid(CUmemoryPool h, struct fc_pool **out)
 /* Shrinks the reservation to `keep` (never below what is in use). Caller holds fc_lock. */
 static void pool_shrink(struct fc_pool *p, unsigned long long keep)
 {
+    if (keep >= p->reserved)
+        return; /* also keeps round_up(UINT64_MAX) from wrapping */
     unsigned long long floor_b = fc_round_up(p->used > keep ? p->used : keep, FC_2MIB);
     if (p->reserved > floor_b) {
         fc_dev_uncharge(p->device, p->reserved - floor_b);
