@@ -58,6 +58,17 @@ void fc_shared_release_all(void);
 /* The parent GPU's UUID of a MIG device (cuDeviceGetUuid v1 reports it). */
 void fc_dev_parent_uuid(int ordinal, unsigned char out[16]);
 
+/* ---- CUDA_VISIBLE_DEVICES (visible.c) ---- */
+struct fc_phys_gpu {
+    const char *uuid;             /* "GPU-..." */
+    bool mig_enabled;             /* current MIG mode */
+    int nmig;                     /* MIG devices (compute instances), in the order CUDA lists them */
+    const char *const *mig_uuids; /* "MIG-..." */
+};
+struct fc_pick { int gpu, mig; }; /* mig -1: the whole GPU */
+/* Picks the visible devices from `env` (NULL: unset); returns how many went into out[]. */
+int fc_visible_select(const char *env, const struct fc_phys_gpu *gpus, int ngpus, struct fc_pick *out, int max);
+
 /* ---- common (util.c) ---- */
 extern pthread_mutex_t fc_lock;     /* guards every process-local object below */
 extern bool fc_initialized;
