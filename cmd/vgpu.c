@@ -1,5 +1,5 @@
 /* vgpu: the multi-call binary. `vgpu CMD ARGS...`, or a link named `vgpu-CMD` (busybox style).
- * The command table is generated from cmd/*.c (see cmd/cmd.h). */
+ * The command table is generated from the files in cmd/ (see cmd/cmd.h). */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 
 #include "cmd.h"
 #include "common.h"
+#include "main.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 
@@ -85,7 +86,7 @@ static int run_command(const struct vgpu_cmd *c, int argc, char **argv)
     return c->fn(argc, argv);
 }
 
-int main(int argc, char **argv)
+int vgpu_main(int argc, char **argv)
 {
     vgpu_log_set_prefix("vgpu");
     char self[256];
@@ -124,4 +125,9 @@ int main(int argc, char **argv)
     if (!c)
         return unknown_command(cmd);
     return run_command(c, argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv)
+{
+    return vgpu_main(argc, argv);
 }

@@ -38,6 +38,37 @@ static void emit_gpus(FILE *to)
     vgpu_nvml_close(nv);
 }
 
+void vgpu_complete_profiles(FILE *to)
+{
+    struct vgpu_err e;
+    struct vgpu_nvml *nv = vgpu_nvml_open(&e);
+    if (!nv)
+        return;
+    unsigned count = 0;
+    if (nv->nvmlDeviceGetGpuInstanceProfileInfoV && nv->nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS) {
+        for (unsigned i = 0; i < count; i++) {
+            nvmlDevice_t h;
+            if (nv->nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS)
+                continue;
+            /* Profile indexes until INVALID_ARGUMENT; NOT_SUPPORTED ones are skipped. */
+            for (unsigned idx = 0; idx < 32; idx++) {
+                nvmlGpuInstanceProfileInfo_v2_t info;
+                memset(&info, 0, sizeof info);
+                info.version = nvmlGpuInstanceProfileInfo_v2;
+                nvmlReturn_t rc = nv->nvmlDeviceGetGpuInstanceProfileInfoV(h, idx, &info);
+                if (rc == NVML_ERROR_INVALID_ARGUMENT)
+                    break;
+                if (rc != NVML_SUCCESS)
+                    continue;
+                /* Driver names read "MIG 1g.10gb"; users type "1g.10gb". */
+                const char *n = strncmp(info.name, "MIG ", 4) == 0 ? info.name + 4 : info.name;
+                fprintf(to, "%s\n", n);
+            }
+        }
+    }
+    vgpu_nvml_close(nv);
+}
+
 void vgpu_complete_kind(enum vgpu_arg_kind kind, const char *words, FILE *to)
 {
     switch (kind) {

@@ -13,4 +13,10 @@ int vgpu_complete_words(int cword, int nwords, char **words, FILE *to);
 /* Prints the candidates of one kind (GPUs, jobs, MIG profiles...). */
 void vgpu_complete_kind(enum vgpu_arg_kind kind, const char *words, FILE *to);
 
+/* Job ids and names from the state directory; MIG profile names of the GPUs (from NVML). */
+void vgpu_complete_jobs(FILE *to);
+void vgpu_complete_profiles(FILE *to);
+/* The number of live jobs the caller can see (for the shell prompt); 0 when unknown. */
+int vgpu_complete_count_jobs(void);
+
 #endif

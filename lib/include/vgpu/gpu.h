@@ -9,6 +9,7 @@
 #define VGPU_GPU_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "vgpu/log.h"
 

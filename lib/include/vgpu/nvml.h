@@ -18,7 +18,7 @@ struct vgpu_nvml {
     char nvml_version[80];
     int cuda_version;             /* 13000 for CUDA 13.0; 0 when unknown */
     /* resolved entry points; NULL when the driver lacks them (optional ones) */
-#define VGPU_NVML_FN(name) vgpu_##name##_fn name;
+#define VGPU_NVML_FN(name, required) vgpu_##name##_fn name;
 #include "vgpu/nvml_fns.h"
 #undef VGPU_NVML_FN
 };
