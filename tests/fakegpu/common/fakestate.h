@@ -1,0 +1,232 @@
+/* fakestate.h: the simulated machine shared by the fake libcuda.so.1, the fake
+ * libnvidia-ml.so.1 and the fake tools (test double; see tests/fakegpu/README.md).
+ *
+ * One state file per simulated machine (VGPU_FAKE_STATE; default derived from the scenario path
+ * and the uid, in /tmp). The first process to need it builds it from the scenario JSON
+ * (VGPU_FAKE_SCENARIO; a built-in single H100 when unset), writes it to a temporary file and
+ * link()s it into place, so racing processes all end up on the same inode. Every process maps
+ * it MAP_SHARED. Dynamic fields are changed only under fs_lock() (a process-shared robust
+ * mutex inside the file: a process SIGKILLed while holding it does not wedge the others).
+ * Static facts (name, UUID, totals, profile tables) never change after creation and can be
+ * read without the lock.
+ *
+ * Places: a process uses a whole GPU (gi = ci = -1) or, with MIG on, one compute instance
+ * (gi = GPU-instance slot, ci = compute-instance slot in that GI: array indexes, not the NVML
+ * IDs). Memory is charged per (pid, place); kernels run on the place's timeline: the whole GPU
+ * or the GPU instance (different GIs run in parallel, everything inside one GI or one non-MIG
+ * GPU serializes, as time-slicing does). Time: CLOCK_MONOTONIC ns; NVML sample timestamps are
+ * wall-clock µs (fs_wall_us). All symbols here are hidden: each fake library links its own copy. */
+#ifndef VGPU_FAKESTATE_H
+#define VGPU_FAKESTATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#pragma GCC visibility push(hidden)
+
+#define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
+#define FS_LAYOUT_VERSION 1
+#define FS_MAX_GPUS 16
+#define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
+#define FS_MAX_PROFILES 12               /* GI profiles per GPU */
+#define FS_MAX_CI_PROFILES 8             /* CI profiles per GI profile */
+#define FS_MAX_GI 8                      /* GPU instances per GPU (7 on A100/H100) */
+#define FS_MAX_CI 8                      /* compute instances per GI */
+#define FS_MAX_PLACEMENTS 8
+#define FS_MEM_SLICES 8                  /* memory slices of a MIG-capable GPU */
+#define FS_MAX_INTERVALS 512             /* kernel busy intervals kept per GPU */
+#define FS_MAX_SLOW 8
+
+/* ---- static facts (from the scenario) ---- */
+struct fs_ci_profile {
+    unsigned index, id;                  /* NVML CI profile index and ID (ID = index) */
+    unsigned slices, instances, sm;
+    char name[48];                       /* "1c.3g.40gb"; the default CI of a GI is named as the GI */
+};
+
+struct fs_profile {                      /* one GPU-instance profile (reference/nvml.md §10) */
+    unsigned index, id;                  /* NVML profile index and device-specific ID */
+    char name[48];                       /* "1g.10gb+me" (NVML's v2 name is "MIG " + this) */
+    unsigned slices, instances, sm, ce, dec, enc, jpg, ofa;
+    unsigned long long mem_mb;
+    unsigned nplacements, placement_size;
+    unsigned placements[FS_MAX_PLACEMENTS];   /* possible starts, in memory slices */
+    unsigned nci;
+    struct fs_ci_profile ci[FS_MAX_CI_PROFILES];
+};
+
+struct fs_gpu_static {
+    char name[96];                       /* "NVIDIA H100 80GB HBM3" */
+    char uuid[96];                       /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    unsigned char uuid_bytes[16];
+    char pci_bus_id[32];                 /* "00000000:1B:00.0" */
+    unsigned pci_domain, pci_bus, pci_device, pci_device_id, pci_subsystem_id;
+    unsigned minor;
+    unsigned long long mem_total;        /* NVML total (85,520,809,984 on H100) */
+    unsigned long long mem_reserved;     /* driver-reserved part of it (NVML v2 'reserved') */
+    unsigned long long ctx_overhead;     /* bytes the fake libcuda charges per process context */
+    unsigned sm_count, cc_major, cc_minor;
+    unsigned clock_graphics, clock_sm, clock_mem, clock_video;          /* MHz, current */
+    unsigned max_graphics, max_sm, max_mem, max_video;                  /* MHz */
+    unsigned temperature, power_mw, power_limit_mw, fan;                /* °C, mW, mW, % (fan 0 = none) */
+    unsigned pcie_gen, pcie_width;
+    bool mig_capable;
+    unsigned nprofiles;
+    struct fs_profile profiles[FS_MAX_PROFILES];
+};
+
+/* ---- dynamic state ---- */
+struct fs_proc {                         /* one process on one place of one GPU */
+    bool used;
+    pid_t pid;
+    unsigned long long start_time;       /* /proc/PID/stat field 22: a reused pid is another process */
+    int gi, ci;                          /* slots; -1 = whole GPU */
+    bool attached;                       /* holds a context (shown by NVML even at 0 bytes) */
+    unsigned long long mem;              /* bytes held on this place, context overhead included */
+    uint64_t busy_ns;                    /* kernel time accounted so far (ends clipped to now at read) */
+};
+
+struct fs_interval {                     /* one stretch of kernel work on the GPU */
+    pid_t pid;
+    int gi;
+    uint64_t start_ns, end_ns;           /* CLOCK_MONOTONIC; may lie in the future (queued work) */
+};
+
+struct fs_ci {
+    bool used;
+    unsigned id;                         /* NVML CI ID, unique within the GI (from 0) */
+    unsigned profile_id;                 /* CI profile ID */
+    unsigned start, size;                /* compute slices inside the GI */
+    char uuid[96];                       /* "MIG-..." of the MIG device this CI is */
+};
+
+struct fs_gi {
+    bool used;
+    unsigned id;                         /* NVML GI ID (RM swizzle id, reference §9) */
+    unsigned profile;                    /* index into fs_gpu_static.profiles */
+    unsigned start, size;                /* memory slices */
+    uint64_t busy_until_ns;              /* this GI's kernel timeline */
+    struct fs_ci ci[FS_MAX_CI];
+};
+
+struct fs_mps {                          /* reserved for a simulated MPS daemon; all 0 for now */
+    pid_t server_pid;
+    unsigned active_thread_pct;          /* 0 = unset (100) */
+    unsigned long long pinned_limit;     /* bytes; 0 = unset */
+    unsigned reserved[16];
+};
+
+struct fs_gpu {
+    struct fs_gpu_static s;
+    bool lost;                           /* NVML answers GPU_IS_LOST, CUDA ECC/unknown errors */
+    unsigned compute_mode;               /* nvmlComputeMode_t */
+    unsigned timeslice;                  /* nvidia-smi compute-policy value 0..3 */
+    unsigned mig_current, mig_pending;   /* NVML_DEVICE_MIG_* */
+    uint64_t busy_until_ns;              /* whole-GPU kernel timeline (MIG off) */
+    struct fs_proc procs[FS_MAX_PROCS];
+    unsigned interval_head;              /* next slot in intervals[] (ring) */
+    struct fs_interval intervals[FS_MAX_INTERVALS];
+    struct fs_gi gi[FS_MAX_GI];
+    unsigned mig_creates;                /* GI creations so far (for mig_create_fail_after) */
+    struct fs_mps mps;
+};
+
+struct fs_slow {                         /* an entry point that sleeps before answering */
+    char fn[64];
+    unsigned ms;
+};
+
+struct fs_failures {                     /* injected failures; 0 = none (see README.md) */
+    int nvml_init;                       /* nvmlReturn_t nvmlInit_v2 returns */
+    int cuda_init;                       /* CUresult cuInit returns */
+    int mig_create_fail_after;           /* GI creates that succeed before INSUFFICIENT_RESOURCES; -1 none */
+    unsigned nslow;
+    struct fs_slow slow[FS_MAX_SLOW];
+};
+
+struct fs_state {                        /* the whole file */
+    uint64_t magic;
+    uint32_t layout_version, size;       /* size = sizeof(struct fs_state) */
+    char lock_storage[64];               /* pthread_mutex_t, process-shared and robust */
+    char driver_version[32];             /* "580.159.04" */
+    char nvml_version[32];               /* "13.580.159.04" */
+    int cuda_version;                    /* 13000 */
+    unsigned sample_period_ms;           /* NVML utilisation sample period (default 200) */
+    struct fs_failures fail;
+    unsigned ngpus;
+    struct fs_gpu gpu[FS_MAX_GPUS];
+};
+
+/* ---- opening ---- */
+/* Maps the state (creating it from the scenario if needed). Idempotent and thread-safe.
+ * Returns NULL with a message in fs_error() ("cannot read scenario X: ...") on failure. */
+struct fs_state *fs_open(void);
+const char *fs_error(void);
+/* The state this process mapped (fs_open() must have succeeded). */
+struct fs_state *fs_state(void);
+
+/* ---- locking ---- */
+void fs_lock(void);                      /* recovers a lock whose owner died */
+void fs_unlock(void);
+/* Under the lock: drops records of processes that no longer exist (pid gone or start time
+ * differs). Every reader of process lists calls it, as the real driver frees a dead process's
+ * memory. */
+void fs_reap(void);
+
+/* ---- processes and memory (under the lock unless said otherwise) ---- */
+unsigned long long fs_proc_start_time(pid_t pid);     /* 0 when the process does not exist */
+bool fs_proc_alive(pid_t pid, unsigned long long start_time);
+/* The record of (pid, place) on gpu; creates it (this process's start time) when create is set.
+ * NULL when not found or the table is full. */
+struct fs_proc *fs_proc_get(unsigned gpu, pid_t pid, int gi, int ci, bool create);
+/* Capacity and use of a place: whole GPU (gi = -1; total = mem_total - mem_reserved) or a GPU
+ * instance (total = its profile's memory; ci does not matter: CIs of a GI share its memory). */
+unsigned long long fs_place_total(unsigned gpu, int gi);
+unsigned long long fs_place_used(unsigned gpu, int gi);
+/* Charges bytes to (this pid, place): false (nothing charged) when the place lacks room.
+ * Both take the lock themselves. */
+bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes);
+void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes);
+/* Marks this process as holding (or not) a context on the place; the record goes away when it
+ * is detached and holds no memory. Takes the lock. */
+void fs_attach(unsigned gpu, int gi, int ci, bool attached);
+/* Frees every record of this process (clean exit). Takes the lock. */
+void fs_release_self(void);
+
+/* ---- kernels and utilisation ---- */
+/* Runs dur_ns of this process's work on the place's timeline, not before earliest_ns and after
+ * all work already queued there (any process). Returns the end time. Takes the lock. */
+uint64_t fs_run(unsigned gpu, int gi, int ci, uint64_t earliest_ns, uint64_t dur_ns);
+/* Busy ns of the GPU (pid 0: any process; gi -2: any place) within [from_ns, to_ns), from the
+ * interval ring. Under the lock. */
+uint64_t fs_busy_between(unsigned gpu, pid_t pid, int gi, uint64_t from_ns, uint64_t to_ns);
+
+/* ---- MIG (under the lock) ---- */
+/* The GI slot with NVML id, or -1. */
+int fs_gi_by_id(unsigned gpu, unsigned id);
+/* Number of live GIs of the profile (index into profiles[]) that could still be created. */
+unsigned fs_gi_remaining(unsigned gpu, unsigned profile);
+/* Creates a GI; start = -1 lets the "driver" pick (highest free start first). Returns the slot,
+ * or -nvmlReturn_t (-23 INSUFFICIENT_RESOURCES, -2 INVALID_ARGUMENT for a bad start). */
+int fs_gi_create(unsigned gpu, unsigned profile, int start);
+/* MIG devices (compute instances) in CUDA/NVML order: GI slot order, then CI slot order.
+ * Returns how many; fills gi[]/ci[] slots. */
+unsigned fs_mig_devices(unsigned gpu, int *gi, int *ci, unsigned max);
+/* "Resets" the GPU: a pending MIG mode becomes current when no process uses the GPU (returns
+ * false otherwise); a mode change clears every GI/CI. */
+bool fs_gpu_reset(unsigned gpu);
+
+/* ---- failures (process view: scenario, then VGPU_FAKE_FAIL overrides) ---- */
+const struct fs_failures *fs_failures(void);
+/* Sleeps if the scenario/env says fn is slow. */
+void fs_maybe_slow(const char *fn);
+
+/* ---- time ---- */
+uint64_t fs_now_ns(void);                /* CLOCK_MONOTONIC */
+uint64_t fs_wall_us(void);               /* CLOCK_REALTIME, µs since the epoch */
+uint64_t fs_mono_to_wall_us(uint64_t mono_ns);
+
+#pragma GCC visibility pop
+
+#endif
