@@ -1,0 +1,246 @@
+/* The job region: the shared state of one job (DESIGN.md decision 4).
+ *
+ * A job is one file <statedir>/jobs/<id>.region, created 0600 by `vgpu run` and mapped
+ * MAP_SHARED by every process of the job (libvgpu.so), by `vgpu ps/top/limit/wait`.
+ *
+ *   page 0  (VGPU_REGION_LIMITS_SIZE bytes): header + limits. Written only by `vgpu run`
+ *           (creation, exit status) and `vgpu limit`. libvgpu.so maps it read-only, so a bug
+ *           in the job cannot raise its limits (a hostile process of the same user could open
+ *           the file itself, but it could as well drop LD_PRELOAD: the limits are a contract
+ *           with cooperating programs, enforced against the job's own code by the OS only
+ *           when the job runs as another user).
+ *   page 1+ usage: per-device counters and per-process slots, mapped writable by everyone who
+ *           opens the region (the job's processes account into it, readers reap dead slots).
+ *
+ * Concurrency: no locks at all. Memory is reserved with a compare-and-swap of the device's
+ * `used` counter against the limit *before* the real allocation, so concurrent processes can
+ * never pass the limit together. A process claims a slot with a CAS on the slot's owner word;
+ * a dead process's slot is reclaimed by whoever reaps next (any process of the job, ps, top).
+ * A process or reaper killed at any instant cannot block anyone: at worst the usage of the one
+ * slot being changed in that instant stays counted (never under-counted) until the job ends.
+ *
+ * Library code: libc only, never prints, never exits; errors come back through struct vgpu_err.
+ * Every device index is bounds-checked (dev < VGPU_REGION_MAX_DEVICES, and < device_count
+ * where the caller could be wrong). */
+#ifndef VGPU_REGION_H
+#define VGPU_REGION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "vgpu/log.h"
+
+#define VGPU_REGION_MAGIC        0x314E475255504756ULL /* "VGPURGN1" as little-endian bytes */
+#define VGPU_REGION_VERSION      1
+#define VGPU_REGION_MAX_DEVICES  16
+#define VGPU_REGION_MAX_SLOTS    1024
+#define VGPU_REGION_LIMITS_SIZE  4096   /* page 0; libvgpu.so maps it read-only */
+#define VGPU_REGION_UUID_LEN     96
+#define VGPU_JOB_ID_LEN          16     /* 12 hex digits + NUL, padded */
+#define VGPU_JOB_NAME_LEN        64
+#define VGPU_JOB_CMDLINE_LEN     512
+
+enum vgpu_job_state { VGPU_JOB_STARTING = 0, VGPU_JOB_RUNNING = 1, VGPU_JOB_EXITED = 2 };
+enum vgpu_core_policy { VGPU_CORE_HARD = 0, VGPU_CORE_SOFT = 1 };
+
+/* One device of the job, in page 0. The index into dev[] is the CUDA ordinal inside the job
+ * (the job sees only its GPUs, through CUDA_VISIBLE_DEVICES in this order). */
+struct vgpu_region_dev_limits {
+    char uuid[VGPU_REGION_UUID_LEN];    /* GPU-... or MIG-..., as NVML and CUDA_VISIBLE_DEVICES spell it */
+    uint32_t nvml_index;                /* physical GPU's NVML index when created (informational) */
+    uint32_t is_mig;
+    uint64_t mem_total;                 /* the device's total memory in bytes (0: unknown) */
+    _Atomic uint64_t mem_limit;         /* bytes; 0 = no limit */
+    _Atomic uint32_t core_limit;        /* percent of GPU time, 1..100; 0 = no limit */
+    _Atomic uint32_t core_policy;       /* enum vgpu_core_policy */
+    _Atomic int32_t priority;           /* for the compute limiter; 0 = default */
+    uint32_t reserved0;
+    uint64_t reserved[4];
+};
+
+struct vgpu_region_header {
+    _Atomic uint64_t magic;             /* written last at creation (release) */
+    uint32_t version;
+    uint32_t limits_size;               /* VGPU_REGION_LIMITS_SIZE */
+    uint64_t total_size;                /* file size */
+    uint32_t max_devices, max_slots;    /* VGPU_REGION_MAX_DEVICES / _SLOTS */
+    char id[VGPU_JOB_ID_LEN];
+    char name[VGPU_JOB_NAME_LEN];       /* "" when none was given */
+    uint32_t owner_uid;
+    int32_t creator_pid;                /* the `vgpu run` process */
+    uint64_t creator_start;             /* its start time, /proc/PID/stat field 22 (clock ticks) */
+    uint64_t created_realtime_ns;       /* CLOCK_REALTIME */
+    char cmdline[VGPU_JOB_CMDLINE_LEN]; /* the command, space-joined, truncated with "..." */
+    uint32_t device_count;
+    _Atomic uint32_t limits_seq;        /* bumped by every `vgpu limit` change */
+    _Atomic uint32_t state;             /* enum vgpu_job_state */
+    _Atomic int32_t exit_code;          /* when EXITED: 0..255, or -1 when killed by a signal */
+    _Atomic int32_t exit_signal;        /* when EXITED by a signal: its number, else 0 */
+    uint32_t reserved0;
+    uint64_t reserved[8];
+    struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
+};
+
+/* Per-device counters of the whole job (usage part). */
+struct vgpu_region_dev_usage {
+    _Atomic uint64_t used;              /* bytes reserved by all processes (what the limit checks) */
+    _Atomic uint64_t peak;              /* highest `used` seen */
+    _Atomic uint64_t gpu_time_ns;       /* for the compute limiter */
+    _Atomic uint64_t throttled_ns;      /* time launches waited for the limiter */
+    uint64_t reserved[4];
+};
+
+enum vgpu_slot_state { VGPU_SLOT_FREE = 0, VGPU_SLOT_CLAIMING = 1, VGPU_SLOT_LIVE = 2, VGPU_SLOT_REAPING = 3 };
+
+/* One process of the job. `owner` packs (pid << 8 | state) so that claiming, and taking a
+ * dead slot over for reaping, are single CASes: no window where the state says "taken" and the
+ * pid is not yet known. */
+struct vgpu_region_slot {
+    _Atomic uint64_t owner;             /* VGPU_SLOT_FREE == 0; see vgpu_slot_* helpers below */
+    _Atomic uint64_t start_time;        /* /proc/PID/stat field 22 of the process */
+    _Atomic int32_t host_pid;           /* NSpid first entry (the pid in the outermost namespace) */
+    uint32_t reserved0;
+    _Atomic uint64_t used[VGPU_REGION_MAX_DEVICES]; /* bytes this process holds, per job device */
+    uint64_t reserved[2];
+};
+
+struct vgpu_region_usage {
+    _Atomic uint64_t last_reap_ns;      /* CLOCK_MONOTONIC of the last reap (throttles reap_maybe) */
+    _Atomic uint32_t reaped_total;      /* slots reclaimed so far (statistics, tests) */
+    uint32_t reserved0;
+    uint64_t reserved[6];
+    struct vgpu_region_dev_usage dev[VGPU_REGION_MAX_DEVICES];
+    struct vgpu_region_slot slot[VGPU_REGION_MAX_SLOTS];
+};
+
+#define VGPU_REGION_SIZE (VGPU_REGION_LIMITS_SIZE + sizeof(struct vgpu_region_usage))
+
+static inline unsigned vgpu_slot_state_of(uint64_t owner) { return (unsigned)(owner & 0xff); }
+static inline pid_t vgpu_slot_pid_of(uint64_t owner) { return (pid_t)(owner >> 8); }
+
+/* An open region. */
+struct vgpu_region {
+    int fd;                             /* -1 once closed */
+    const struct vgpu_region_header *hdr;   /* page 0 (read-only unless opened ADMIN) */
+    struct vgpu_region_header *hdr_rw;      /* page 0 writable: NULL unless opened ADMIN */
+    struct vgpu_region_usage *use;          /* usage part, writable */
+    void *map_limits, *map_usage;           /* the mappings (usage may be part of map_limits) */
+    size_t map_limits_len, map_usage_len;
+    uid_t file_uid;
+    char path[4096];
+};
+
+enum vgpu_region_mode {
+    VGPU_REGION_JOB = 0,     /* page 0 read-only, usage writable: libvgpu.so, ps, top */
+    VGPU_REGION_ADMIN = 1,   /* everything writable: vgpu run, vgpu limit (owner or root) */
+};
+
+/* What `vgpu run` puts in a new job. */
+struct vgpu_job_spec {
+    const char *name;                   /* NULL or "" for none; [A-Za-z0-9._-], 1..63 chars */
+    const char *cmdline;                /* already joined; truncated to fit */
+    unsigned device_count;              /* 1..VGPU_REGION_MAX_DEVICES */
+    struct {
+        const char *uuid;
+        unsigned nvml_index;
+        bool is_mig;
+        uint64_t mem_total;
+        uint64_t mem_limit;             /* 0 = none */
+        unsigned core_limit;            /* 0 = none */
+        enum vgpu_core_policy core_policy;
+        int priority;
+    } dev[VGPU_REGION_MAX_DEVICES];
+};
+
+/* Creates <statedir>/jobs/<new id>.region (0600, explicit mode, umask untouched), fills it and
+ * opens it ADMIN. The caller is the creator (its pid is recorded). A name already used by a
+ * live job → VGPU_EXIT_BUSY. 0, or -1 with e set (VGPU_EXIT_FAIL/STATE/BUSY/USAGE). */
+int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct vgpu_job_spec *spec,
+                       struct vgpu_err *e);
+
+/* Opens and validates an existing region (magic, version, sizes, counts, file size, not
+ * group/world-writable). Corrupt, truncated or wrong-version → VGPU_EXIT_STATE with the reason;
+ * EACCES/EPERM → VGPU_EXIT_PERMISSION; missing → VGPU_EXIT_NOT_FOUND. 0, or -1 with e set. */
+int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e);
+void vgpu_region_close(struct vgpu_region *r);
+/* Removes the file (the mapping stays valid until close). */
+int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e);
+
+/* --- the job's processes ------------------------------------------------------------------ */
+
+/* Claims a slot for the calling process (pid, start time, host pid). Returns the slot index,
+ * or -1 with e set when all slots are taken by live processes (after a reap).
+ * Call again in a forked child (the parent's slot belongs to the parent). */
+int vgpu_region_attach(struct vgpu_region *r, struct vgpu_err *e);
+/* Gives the slot back, returning any usage it still holds (clean process exit). */
+void vgpu_region_detach(struct vgpu_region *r, int slot);
+
+/* Reserves `bytes` on job device `dev` for slot `slot`, atomically against the current limit,
+ * BEFORE the real allocation. 0 on success; -1 with errno ENOSPC when it would pass the limit
+ * (nothing changed), EINVAL for a bad slot/device index, EOVERFLOW when the sum overflows. */
+int vgpu_region_reserve(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
+/* Returns `bytes` (after a free, or after the real allocation failed). Never underflows: at
+ * most what the slot holds is released. 0, or -1 with errno EINVAL for bad indexes. */
+int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
+
+/* Finds slots whose process is gone (no /proc/PID, or a different start time) and returns
+ * their usage to the device counters. Returns the number of slots reclaimed. Safe to call
+ * from any number of processes at once. */
+int vgpu_region_reap(struct vgpu_region *r);
+/* reap() at most once a second per job (across all processes): cheap enough to call from the
+ * allocation path (one atomic load when it is not time). */
+int vgpu_region_reap_maybe(struct vgpu_region *r);
+
+/* --- reading -------------------------------------------------------------------------------- */
+
+unsigned vgpu_region_device_count(const struct vgpu_region *r);
+/* 0 (no limit) for out-of-range devices. */
+uint64_t vgpu_region_mem_limit(const struct vgpu_region *r, unsigned dev);
+uint64_t vgpu_region_mem_used(const struct vgpu_region *r, unsigned dev);
+/* Live processes (LIVE slots), into pids[] (up to max); returns the count (may exceed max). */
+unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *host_pids, unsigned max);
+/* True when the creator (`vgpu run`) is alive. */
+bool vgpu_region_creator_alive(const struct vgpu_region *r);
+
+/* --- changing (ADMIN only: vgpu run, vgpu limit) --------------------------------------------- */
+
+/* -1 with e set (USAGE) for a bad device, (PERMISSION) when not opened ADMIN. */
+int vgpu_region_set_mem_limit(struct vgpu_region *r, unsigned dev, uint64_t bytes, struct vgpu_err *e);
+int vgpu_region_set_core_limit(struct vgpu_region *r, unsigned dev, unsigned pct, enum vgpu_core_policy pol,
+                               struct vgpu_err *e);
+int vgpu_region_set_state(struct vgpu_region *r, enum vgpu_job_state st, int exit_code, int exit_signal,
+                          struct vgpu_err *e);
+
+/* --- processes -------------------------------------------------------------------------------- */
+
+/* Start time of a process (/proc/PID/stat field 22), 0 when it does not exist. */
+uint64_t vgpu_proc_start_time(pid_t pid);
+/* First NSpid entry of /proc/self/status (the calling process's pid in the outermost pid
+ * namespace visible to its /proc); getpid() when unavailable. */
+pid_t vgpu_proc_host_pid(void);
+
+/* --- enumerating jobs (vgpu ps/top/limit/wait) ------------------------------------------------ */
+
+struct vgpu_job_ref {
+    char id[VGPU_JOB_ID_LEN];
+    char name[VGPU_JOB_NAME_LEN];
+    char path[4096];
+    uid_t owner;                        /* the file's owner */
+    bool readable;                      /* false: another user's job (0600): only id/owner known */
+};
+
+/* Every job in <statedir>/jobs, sorted by creation time. Readable regions are reaped, and
+ * stale ones (creator dead and no live slot) are removed. Corrupt files are skipped (left in
+ * place, counted in *corrupt when not NULL). *out is malloc'd (free it). 0, or -1 with e set. */
+int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                   struct vgpu_err *e);
+
+/* Finds one job by exact id, unique id prefix or exact name, and opens it in `mode`.
+ * VGPU_EXIT_NOT_FOUND (listing the jobs), VGPU_EXIT_USAGE (ambiguous prefix), or
+ * VGPU_EXIT_PERMISSION (another user's job). 0, or -1 with e set. */
+int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
+                   struct vgpu_err *e);
+
+#endif
