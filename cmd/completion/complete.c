@@ -8,6 +8,8 @@
 
 #include "vgpu/gpu.h"
 #include "vgpu/nvml.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
 
 static void emit_words(const char *words, FILE *to)
 {
@@ -36,6 +38,39 @@ static void emit_gpus(FILE *to)
     }
     free(list);
     vgpu_nvml_close(nv);
+}
+
+/* The jobs the caller can see; NULL when there is no state directory yet. */
+static struct vgpu_job_ref *list_jobs(size_t *count)
+{
+    char dir[4096];
+    struct vgpu_err e;
+    struct vgpu_job_ref *jobs = NULL;
+    *count = 0;
+    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0)
+        return NULL;
+    if (vgpu_jobs_list(dir, &jobs, count, NULL, &e) < 0)
+        return NULL;
+    return jobs;
+}
+
+void vgpu_complete_jobs(FILE *to)
+{
+    size_t n;
+    struct vgpu_job_ref *jobs = list_jobs(&n);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(to, "%s\n", jobs[i].id);
+        if (jobs[i].name[0])
+            fprintf(to, "%s\n", jobs[i].name);
+    }
+    free(jobs);
+}
+
+int vgpu_complete_count_jobs(void)
+{
+    size_t n;
+    free(list_jobs(&n));
+    return (int)n;
 }
 
 void vgpu_complete_profiles(FILE *to)
