@@ -1,0 +1,128 @@
+/* vgpu wait: wait for jobs to end and return the exit status, like the shell's wait. */
+static const char usage[] =
+    "usage: vgpu wait [--timeout SECONDS] JOB...\n"
+    "\n"
+    "Wait until every JOB (an id, a unique start of one, or a name) has ended, and exit with\n"
+    "the status of the last one given: the command's exit status, or 128+N when it was killed\n"
+    "by signal N, as a shell's wait does. Works for jobs started by 'vgpu run', in the\n"
+    "foreground elsewhere or with --detach.\n"
+    "\n"
+    "  --timeout SECONDS  give up after this long (exit 124, like timeout(1))\n"
+    "  --help             show this help\n"
+    "\n"
+    "Exit status: the job's status; 8 when a job does not exist (any more: a job's status is\n"
+    "kept for 60 seconds after it ends); 124 on timeout; 1 when a job ended without a status\n"
+    "(its 'vgpu run' was killed).\n";
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "vgpu/exitcode.h"
+#include "vgpu/log.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
+
+extern const struct vgpu_cmd vgpu_cmd_wait;
+
+static const struct option options[] = {
+    { "timeout", required_argument, NULL, 't' },
+    VGPU_OPTION_HELP,
+    VGPU_OPTION_END,
+};
+
+static const struct vgpu_opt_doc optdocs[] = {
+    { "timeout", VGPU_ARG_OTHER, NULL },
+    { NULL, 0, NULL },
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits for one job; returns its shell-style status, or a negative value: -124 timeout. */
+static int wait_one(const char *dir, const char *key, double deadline)
+{
+    struct vgpu_region r;
+    struct vgpu_err e;
+    if (vgpu_jobs_find(dir, key, VGPU_REGION_JOB, &r, &e) < 0)
+        return vgpu_err_report(&e);
+    int rc;
+    for (;;) {
+        unsigned st = atomic_load(&r.hdr->state);
+        if (st == VGPU_JOB_EXITED) {
+            int sig = atomic_load(&r.hdr->exit_signal);
+            rc = sig ? 128 + sig : atomic_load(&r.hdr->exit_code) & 0xff;
+            break;
+        }
+        if (!vgpu_region_creator_alive(&r)) {
+            rc = vgpu_fail(VGPU_EXIT_FAIL, "job %s ended without an exit status: its 'vgpu run' (pid %d) is gone",
+                           r.hdr->id, r.hdr->creator_pid);
+            break;
+        }
+        if (deadline > 0 && now_s() >= deadline) {
+            rc = -124;
+            break;
+        }
+        usleep(50 * 1000);
+    }
+    vgpu_region_close(&r);
+    return rc;
+}
+
+static int cmd_wait(int argc, char **argv)
+{
+    double timeout = 0;
+    int c;
+    while ((c = vgpu_getopt(&vgpu_cmd_wait, argc, argv, "")) != -1) {
+        switch (c) {
+        case 't': {
+            char *end;
+            errno = 0;
+            timeout = strtod(optarg, &end);
+            if (errno || end == optarg || *end || timeout <= 0 || timeout > 1e7)
+                return vgpu_usage_error(&vgpu_cmd_wait, "--timeout: '%s' is not a number of seconds", optarg);
+            break;
+        }
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc)
+        return vgpu_usage_error(&vgpu_cmd_wait, "name the jobs to wait for");
+    char dir[4096];
+    struct vgpu_err e;
+    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
+        if (e.code == VGPU_EXIT_NOT_FOUND)
+            return vgpu_fail(VGPU_EXIT_NOT_FOUND, "no job '%s': no job has been started here (%s)", argv[optind],
+                             e.msg);
+        return vgpu_err_report(&e);
+    }
+    double deadline = timeout > 0 ? now_s() + timeout : 0;
+    int rc = 0;
+    for (int i = optind; i < argc; i++) {
+        rc = wait_one(dir, argv[i], deadline);
+        if (rc == -124)
+            return vgpu_fail(124, "timed out after %g s waiting for job %s", timeout, argv[i]);
+        if (rc == VGPU_EXIT_NOT_FOUND && i + 1 < argc)
+            continue; /* report it, wait for the others; the last one decides the status */
+    }
+    return rc;
+}
+
+const struct vgpu_cmd vgpu_cmd_wait = {
+    .name = "wait",
+    .fn = cmd_wait,
+    .summary = "wait for jobs to end and return their exit status",
+    .usage = usage,
+    .options = options,
+    .optdocs = optdocs,
+    .operand = VGPU_ARG_JOB,
+};
