@@ -35,7 +35,7 @@
 #define FS_MAX_CI 8                      /* compute instances per GI */
 #define FS_MAX_PLACEMENTS 8
 #define FS_MEM_SLICES 8                  /* memory slices of a MIG-capable GPU */
-#define FS_MAX_INTERVALS 512             /* kernel busy intervals kept per GPU */
+#define FS_MAX_INTERVALS 4096            /* kernel busy intervals kept per GPU */
 #define FS_MAX_SLOW 8
 
 /* ---- static facts (from the scenario) ---- */
@@ -141,6 +141,7 @@ struct fs_failures {                     /* injected failures; 0 = none (see REA
     int nvml_init;                       /* nvmlReturn_t nvmlInit_v2 returns */
     int cuda_init;                       /* CUresult cuInit returns */
     int mig_create_fail_after;           /* GI creates that succeed before INSUFFICIENT_RESOURCES; -1 none */
+    unsigned gpu_lost_mask;              /* bit i: GPU i is lost (besides fs_gpu.lost) */
     unsigned nslow;
     struct fs_slow slow[FS_MAX_SLOW];
 };
@@ -210,6 +211,9 @@ unsigned fs_gi_remaining(unsigned gpu, unsigned profile);
 /* Creates a GI; start = -1 lets the "driver" pick (highest free start first). Returns the slot,
  * or -nvmlReturn_t (-23 INSUFFICIENT_RESOURCES, -2 INVALID_ARGUMENT for a bad start). */
 int fs_gi_create(unsigned gpu, unsigned profile, int start);
+/* Creates a CI of the GI's CI profile (index into profiles[gi.profile].ci[]); start = -1: lowest
+ * free start. Returns the CI slot or -nvmlReturn_t. */
+int fs_ci_create(unsigned gpu, int gi, unsigned ci_profile, int start);
 /* MIG devices (compute instances) in CUDA/NVML order: GI slot order, then CI slot order.
  * Returns how many; fills gi[]/ci[] slots. */
 unsigned fs_mig_devices(unsigned gpu, int *gi, int *ci, unsigned max);
@@ -221,6 +225,8 @@ bool fs_gpu_reset(unsigned gpu);
 const struct fs_failures *fs_failures(void);
 /* Sleeps if the scenario/env says fn is slow. */
 void fs_maybe_slow(const char *fn);
+/* GPU i has fallen off the bus (scenario, VGPU_FAKE_FAIL or a fake tool). */
+bool fs_gpu_lost(unsigned gpu);
 
 /* ---- time ---- */
 uint64_t fs_now_ns(void);                /* CLOCK_MONOTONIC */

@@ -1,0 +1,223 @@
+/* procs.c: processes on the simulated GPUs: their memory, their contexts, their kernels on the
+ * device timelines, and the reaping of dead ones. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs_internal.h"
+
+unsigned long long fs_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* Field 22 (starttime); the command name (field 2) may contain spaces: start after its ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    unsigned long long start = 0;
+    int field = 2;
+    for (p++; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    if (field == 22)
+        sscanf(p, "%llu", &start);
+    return start;
+}
+
+bool fs_proc_alive(pid_t pid, unsigned long long start_time)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return false;
+    unsigned long long now = fs_proc_start_time(pid);
+    /* A zombie still has its /proc entry; the driver frees its memory at exit, so treat a
+     * zombie as gone too. */
+    if (now != start_time)
+        return false;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+void fs_reap(void)
+{
+    struct fs_state *st = fs_state();
+    for (unsigned g = 0; g < st->ngpus; g++)
+        for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
+            struct fs_proc *p = &st->gpu[g].procs[i];
+            if (p->used && !fs_proc_alive(p->pid, p->start_time))
+                memset(p, 0, sizeof *p);
+        }
+}
+
+static unsigned long long self_start_time(void)
+{
+    static unsigned long long cached;
+    static pid_t cached_pid;
+    if (cached_pid != getpid()) { /* recomputed after fork */
+        cached = fs_proc_start_time(getpid());
+        cached_pid = getpid();
+    }
+    return cached;
+}
+
+struct fs_proc *fs_proc_get(unsigned gpu, pid_t pid, int gi, int ci, bool create)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    struct fs_proc *free_slot = NULL;
+    for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
+        struct fs_proc *p = &g->procs[i];
+        if (p->used && p->pid == pid && p->gi == gi && p->ci == ci)
+            return p;
+        if (!p->used && !free_slot)
+            free_slot = p;
+    }
+    if (!create || !free_slot)
+        return NULL;
+    /* Records for other pids are made only by tests: they get that pid's start time. */
+    free_slot->start_time = pid == getpid() ? self_start_time() : fs_proc_start_time(pid);
+    free_slot->used = true;
+    free_slot->pid = pid;
+    free_slot->gi = gi;
+    free_slot->ci = ci;
+    return free_slot;
+}
+
+unsigned long long fs_place_total(unsigned gpu, int gi)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    if (gi < 0)
+        return g->s.mem_total - g->s.mem_reserved;
+    return g->s.profiles[g->gi[gi].profile].mem_mb * 1024ULL * 1024ULL;
+}
+
+unsigned long long fs_place_used(unsigned gpu, int gi)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    unsigned long long used = 0;
+    for (unsigned i = 0; i < FS_MAX_PROCS; i++)
+        if (g->procs[i].used && (gi < 0 || g->procs[i].gi == gi))
+            used += g->procs[i].mem;
+    return used;
+}
+
+bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
+{
+    bool ok = false;
+    fs_lock();
+    fs_reap();
+    unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
+    if (used <= total && bytes <= total - used) {
+        struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
+        if (p) {
+            p->mem += bytes;
+            ok = true;
+        }
+    }
+    fs_unlock();
+    return ok;
+}
+
+static void drop_if_idle(struct fs_proc *p)
+{
+    if (p->mem == 0 && !p->attached)
+        memset(p, 0, sizeof *p);
+}
+
+void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes)
+{
+    fs_lock();
+    struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, false);
+    if (p) {
+        p->mem = p->mem > bytes ? p->mem - bytes : 0;
+        drop_if_idle(p);
+    }
+    fs_unlock();
+}
+
+void fs_attach(unsigned gpu, int gi, int ci, bool attached)
+{
+    fs_lock();
+    fs_reap();
+    struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, attached);
+    if (p) {
+        p->attached = attached;
+        drop_if_idle(p);
+    }
+    fs_unlock();
+}
+
+void fs_release_self(void)
+{
+    struct fs_state *st = fs_state();
+    if (!st)
+        return;
+    fs_lock();
+    for (unsigned g = 0; g < st->ngpus; g++)
+        for (unsigned i = 0; i < FS_MAX_PROCS; i++)
+            if (st->gpu[g].procs[i].used && st->gpu[g].procs[i].pid == getpid())
+                memset(&st->gpu[g].procs[i], 0, sizeof st->gpu[g].procs[i]);
+    fs_unlock();
+}
+
+uint64_t fs_run(unsigned gpu, int gi, int ci, uint64_t earliest_ns, uint64_t dur_ns)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    pid_t pid = getpid();
+    fs_lock();
+    uint64_t *until = gi < 0 ? &g->busy_until_ns : &g->gi[gi].busy_until_ns;
+    uint64_t start = earliest_ns > *until ? earliest_ns : *until;
+    uint64_t end = start + dur_ns;
+    *until = end;
+    struct fs_proc *p = fs_proc_get(gpu, pid, gi, ci, true);
+    if (p)
+        p->busy_ns += dur_ns;
+    /* Back-to-back work of one process extends its last interval, so the ring holds long
+     * histories of a busy process. */
+    unsigned last = (g->interval_head + FS_MAX_INTERVALS - 1) % FS_MAX_INTERVALS;
+    struct fs_interval *iv = &g->intervals[last];
+    if (dur_ns > 0) {
+        if (iv->end_ns != 0 && iv->pid == pid && iv->gi == gi && iv->end_ns == start) {
+            iv->end_ns = end;
+        } else {
+            iv = &g->intervals[g->interval_head];
+            g->interval_head = (g->interval_head + 1) % FS_MAX_INTERVALS;
+            iv->pid = pid;
+            iv->gi = gi;
+            iv->start_ns = start;
+            iv->end_ns = end;
+        }
+    }
+    fs_unlock();
+    return end;
+}
+
+uint64_t fs_busy_between(unsigned gpu, pid_t pid, int gi, uint64_t from_ns, uint64_t to_ns)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    uint64_t busy = 0;
+    for (unsigned i = 0; i < FS_MAX_INTERVALS; i++) {
+        const struct fs_interval *iv = &g->intervals[i];
+        if (iv->end_ns == 0 || (pid && iv->pid != pid) || (gi != -2 && iv->gi != gi))
+            continue;
+        uint64_t a = iv->start_ns > from_ns ? iv->start_ns : from_ns;
+        uint64_t b = iv->end_ns < to_ns ? iv->end_ns : to_ns;
+        if (b > a)
+            busy += b - a;
+    }
+    return busy;
+}
