@@ -228,6 +228,7 @@ struct vgpu_job_ref {
     char name[VGPU_JOB_NAME_LEN];
     char path[4096];
     uid_t owner;                        /* the file's owner */
+    uint64_t created_ns;                /* CLOCK_REALTIME (the file's mtime when unreadable) */
     bool readable;                      /* false: another user's job (0600): only id/owner known */
 };
 

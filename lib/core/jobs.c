@@ -1,0 +1,172 @@
+/* Enumerating and finding jobs in the state directory (vgpu ps/top/limit/wait). vgpu-side
+ * only in practice (libvgpu.so never lists jobs), but libc only all the same. */
+#include "vgpu/region.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vgpu/exitcode.h"
+
+static int by_creation(const void *a, const void *b)
+{
+    const struct vgpu_job_ref *x = a, *y = b;
+    if (x->created_ns != y->created_ns)
+        return x->created_ns < y->created_ns ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+/* Reaps a readable region and tells whether it is stale: its `vgpu run` is gone and no
+ * process of the job is alive, so nobody will ever use or remove it. */
+static bool reap_is_stale(struct vgpu_region *r)
+{
+    vgpu_region_reap(r);
+    return !vgpu_region_creator_alive(r) && vgpu_region_pids(r, NULL, NULL, 0) == 0;
+}
+
+int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                   struct vgpu_err *e)
+{
+    char dir[3800];
+    *out = NULL;
+    *count = 0;
+    if (corrupt)
+        *corrupt = 0;
+    snprintf(dir, sizeof dir, "%s/jobs", statedir);
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;           /* no job was ever started here */
+        vgpu_err_set(e, errno == EACCES ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL, "cannot list the jobs in %s: %s",
+                     dir, strerror(errno));
+        return -1;
+    }
+    size_t cap = 0, n = 0;
+    struct vgpu_job_ref *refs = NULL;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (de->d_name[0] == '.' || len < 8 || strcmp(de->d_name + len - 7, ".region") != 0 ||
+            len - 7 >= VGPU_JOB_ID_LEN)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct vgpu_job_ref *nr = realloc(refs, ncap * sizeof *nr);
+            if (!nr) {
+                closedir(d);
+                free(refs);
+                vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory listing the jobs");
+                return -1;
+            }
+            refs = nr;
+            cap = ncap;
+        }
+        struct vgpu_job_ref *ref = &refs[n];
+        memset(ref, 0, sizeof *ref);
+        memcpy(ref->id, de->d_name, len - 7);
+        snprintf(ref->path, sizeof ref->path, "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(ref->path, &st) < 0)
+            continue;           /* removed meanwhile */
+        ref->owner = st.st_uid;
+        ref->created_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
+        struct vgpu_region r;
+        struct vgpu_err oe;
+        if (vgpu_region_open(&r, ref->path, VGPU_REGION_JOB, &oe) < 0) {
+            if (oe.code == VGPU_EXIT_NOT_FOUND)
+                continue;
+            if (oe.code == VGPU_EXIT_PERMISSION) {
+                n++;            /* another user's job: listed by id and owner only */
+                continue;
+            }
+            if (corrupt)
+                (*corrupt)++;
+            continue;
+        }
+        if (reap_is_stale(&r)) {
+            unlink(ref->path);
+            vgpu_region_close(&r);
+            continue;
+        }
+        ref->readable = true;
+        snprintf(ref->name, sizeof ref->name, "%s", r.hdr->name);
+        ref->created_ns = r.hdr->created_realtime_ns;
+        vgpu_region_close(&r);
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(refs, n, sizeof *refs, by_creation);
+    *out = refs;
+    *count = n;
+    if (!n)
+        free(refs), *out = NULL;
+    return 0;
+}
+
+int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
+                   struct vgpu_err *e)
+{
+    struct vgpu_job_ref *refs;
+    size_t n;
+    if (vgpu_jobs_list(statedir, &refs, &n, NULL, e) < 0)
+        return -1;
+    const struct vgpu_job_ref *hit = NULL;
+    size_t prefix_hits = 0;
+    const struct vgpu_job_ref *prefix_hit = NULL;
+    for (size_t i = 0; i < n && !hit; i++)
+        if (strcmp(refs[i].id, key) == 0)
+            hit = &refs[i];
+    for (size_t i = 0; i < n && !hit; i++)
+        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
+            hit = &refs[i];
+    if (!hit && *key) {
+        for (size_t i = 0; i < n; i++)
+            if (strncmp(refs[i].id, key, strlen(key)) == 0) {
+                prefix_hits++;
+                prefix_hit = &refs[i];
+            }
+        if (prefix_hits > 1) {
+            char list[300] = "";
+            for (size_t i = 0, used = 0; i < n && used < sizeof list - 20; i++)
+                if (strncmp(refs[i].id, key, strlen(key)) == 0)
+                    used += (size_t)snprintf(list + used, sizeof list - used, " %s", refs[i].id);
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "job id prefix '%s' is ambiguous: it matches%s; give more digits", key,
+                         list);
+            free(refs);
+            return -1;
+        }
+        hit = prefix_hit;
+    }
+    if (!hit) {
+        char list[400] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < n && used < sizeof list - 90; i++)
+            if (refs[i].readable)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s %s%s%s%s", used ? "," : "",
+                                         refs[i].id, refs[i].name[0] ? " (" : "", refs[i].name,
+                                         refs[i].name[0] ? ")" : "");
+        if (used)
+            vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s' (by id, id prefix or name); jobs:%s (see vgpu ps)",
+                         key, list);
+        else
+            vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s': no job of yours is running (see vgpu ps)", key);
+        free(refs);
+        return -1;
+    }
+    if (!hit->readable) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION,
+                     "job %s belongs to uid %u: only its owner or root may read or change it", hit->id,
+                     (unsigned)hit->owner);
+        free(refs);
+        return -1;
+    }
+    char path[sizeof hit->path];
+    memcpy(path, hit->path, sizeof path);
+    free(refs);
+    return vgpu_region_open(r, path, mode, e);
+}
