@@ -63,7 +63,7 @@ CUresult fc_current(struct fc_ctx **out)
 static CUresult ctx_open(struct fc_ctx *c, int dev, unsigned int flags)
 {
     if (live_contexts[dev] == 0) {
-        CUresult r = fc_dev_charge(dev, fc_ctx_overhead);
+        CUresult r = fc_dev_charge(dev, fc_devs[dev].ctx_overhead);
         if (r != CUDA_SUCCESS)
             return r;
         fc_dev_attach(dev, true);
@@ -87,7 +87,7 @@ static void ctx_close(struct fc_ctx *c)
         fc_dev_uncharge(c->device, limit_cost(c, l, c->limits[l]));
     c->alive = false;
     if (--live_contexts[c->device] == 0) {
-        fc_dev_uncharge(c->device, fc_ctx_overhead);
+        fc_dev_uncharge(c->device, fc_devs[c->device].ctx_overhead);
         fc_dev_attach(c->device, false);
     }
 }

@@ -33,6 +33,7 @@ struct fc_device {
     unsigned long long total_mem;
     int sm_count;
     int cc_major, cc_minor;
+    unsigned long long ctx_overhead;   /* what this process's first context here costs */
     int gpu;                /* index of the physical GPU in the shared state */
     int mig;                /* MIG instance index in the shared state, -1 for a whole GPU */
 };
@@ -40,7 +41,6 @@ struct fc_device {
 extern int fc_ndev;                          /* visible devices after CUDA_VISIBLE_DEVICES */
 extern struct fc_device fc_devs[FC_MAX_DEVICES];
 extern int fc_driver_version;                /* cuDriverGetVersion, from the scenario */
-extern unsigned long long fc_ctx_overhead;   /* bytes each process's first context costs */
 
 CUresult fc_shared_init(void);               /* opens the state, loads fc_devs; once */
 /* Device memory of device `ordinal` for this process: fails with OUT_OF_MEMORY when the
@@ -53,6 +53,8 @@ void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long l
 uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns);
 /* This process has (or no longer has) a context on the device: NVML's process list. */
 void fc_dev_attach(int ordinal, bool attached);
+/* Sleeps if the scenario says `symbol` is slow (no-op before the state is open). */
+void fc_shared_maybe_slow(const char *symbol);
 /* Gives back everything this process holds on every device (process exit). */
 void fc_shared_release_all(void);
 /* The parent GPU's UUID of a MIG device (cuDeviceGetUuid v1 reports it). */
@@ -74,7 +76,8 @@ extern pthread_mutex_t fc_lock;     /* guards every process-local object below *
 extern bool fc_initialized;
 uint64_t fc_now_ns(void);
 void fc_sleep_until(uint64_t t_ns);
-void fc_trace(const char *symbol);  /* VGPU_FAKE_TRACE: append the entry point's name */
+void fc_trace(const char *symbol);  /* VGPU_FAKE_TRACE: append the entry point's name; and
+                                     * sleep first if the scenario marks the call slow */
 #define FC_TRACE() fc_trace(__func__)
 unsigned long long fc_round_up(unsigned long long v, unsigned long long a);
 

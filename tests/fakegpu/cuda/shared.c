@@ -1,57 +1,183 @@
-/* shared.c: TEMPORARY process-local device model, until tests/fakegpu/common/fakestate.h lands. */
+/* shared.c: the fake libcuda's only door to the shared simulated machine (fakestate.h).
+ * It turns the machine's GPUs and MIG devices into this process's CUDA devices (after
+ * CUDA_VISIBLE_DEVICES), and forwards memory charges, context attachment and kernel time to
+ * the (pid, place) records that the fake NVML and other processes read. */
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../common/fakestate.h"
 #include "fakecuda.h"
 
 int fc_ndev;
 struct fc_device fc_devs[FC_MAX_DEVICES];
 int fc_driver_version = 13000;
-unsigned long long fc_ctx_overhead = 543162368ULL;
-static unsigned long long used[FC_MAX_DEVICES];
-static uint64_t busy_until[FC_MAX_DEVICES];
 
+/* Where each CUDA device lives in the shared state. */
+struct place { unsigned gpu; int gi, ci; };
+static struct place places[FC_MAX_DEVICES];
+static bool opened, loaded;
+
+static void parse_uuid(const char *s, unsigned char out[16])
+{
+    memset(out, 0, 16);
+    const char *p = strchr(s, '-'); /* skip "GPU-" / "MIG-" */
+    p = p ? p + 1 : s;
+    int n = 0;
+    for (; *p && n < 32; p++) {
+        if (!isxdigit((unsigned char)*p))
+            continue;
+        int v = isdigit((unsigned char)*p) ? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10);
+        out[n / 2] = (unsigned char)(out[n / 2] | (n % 2 ? v : v << 4));
+        n++;
+    }
+}
+
+static void describe_gpu(struct fc_device *d, const struct fs_gpu *g)
+{
+    snprintf(d->name, sizeof d->name, "%s", g->s.name);
+    snprintf(d->uuid, sizeof d->uuid, "%s", g->s.uuid);
+    memcpy(d->uuid_bytes, g->s.uuid_bytes, 16);
+    snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%s", g->s.pci_bus_id);
+    d->pci_domain = (int)g->s.pci_domain;
+    d->pci_bus = (int)g->s.pci_bus;
+    d->pci_device = (int)g->s.pci_device;
+    d->sm_count = (int)g->s.sm_count;
+    d->cc_major = (int)g->s.cc_major;
+    d->cc_minor = (int)g->s.cc_minor;
+    d->ctx_overhead = g->s.ctx_overhead;
+}
+
+/* Caller holds fs_lock. */
+static void load_devices(struct fs_state *st)
+{
+    struct fc_phys_gpu phys[FS_MAX_GPUS];
+    static char mig_uuid_store[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI][96];
+    static const char *mig_uuids[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI];
+    static int mig_gi[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI], mig_ci[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI];
+    unsigned n = st->ngpus < FS_MAX_GPUS ? st->ngpus : FS_MAX_GPUS;
+    for (unsigned g = 0; g < n; g++) {
+        const struct fs_gpu *gpu = &st->gpu[g];
+        phys[g].uuid = gpu->s.uuid;
+        phys[g].mig_enabled = gpu->mig_current == 1; /* NVML_DEVICE_MIG_ENABLE */
+        unsigned k = phys[g].mig_enabled ? fs_mig_devices(g, mig_gi[g], mig_ci[g], FS_MAX_GI * FS_MAX_CI) : 0;
+        for (unsigned i = 0; i < k; i++) {
+            snprintf(mig_uuid_store[g][i], sizeof mig_uuid_store[g][i], "%s",
+                     gpu->gi[mig_gi[g][i]].ci[mig_ci[g][i]].uuid);
+            mig_uuids[g][i] = mig_uuid_store[g][i];
+        }
+        phys[g].nmig = (int)k;
+        phys[g].mig_uuids = mig_uuids[g];
+    }
+    struct fc_pick picks[FC_MAX_DEVICES];
+    int k = fc_visible_select(getenv("CUDA_VISIBLE_DEVICES"), phys, (int)n, picks, FC_MAX_DEVICES);
+    fc_ndev = 0;
+    for (int i = 0; i < k; i++) {
+        unsigned g = (unsigned)picks[i].gpu;
+        const struct fs_gpu *gpu = &st->gpu[g];
+        struct fc_device *d = &fc_devs[fc_ndev];
+        struct place *pl = &places[fc_ndev];
+        memset(d, 0, sizeof *d);
+        describe_gpu(d, gpu);
+        d->gpu = (int)g;
+        d->mig = picks[i].mig;
+        pl->gpu = g;
+        pl->gi = pl->ci = -1;
+        if (picks[i].mig >= 0) {
+            int gi = mig_gi[g][picks[i].mig], ci = mig_ci[g][picks[i].mig];
+            const struct fs_gi *G = &gpu->gi[gi];
+            const struct fs_profile *prof = &gpu->s.profiles[G->profile];
+            pl->gi = gi;
+            pl->ci = ci;
+            snprintf(d->name, sizeof d->name, "%s MIG %s", gpu->s.name, prof->name);
+            snprintf(d->uuid, sizeof d->uuid, "%s", G->ci[ci].uuid);
+            parse_uuid(G->ci[ci].uuid, d->uuid_bytes);
+            d->sm_count = (int)prof->sm;
+            for (unsigned c = 0; c < prof->nci; c++)
+                if (prof->ci[c].id == G->ci[ci].profile_id)
+                    d->sm_count = (int)prof->ci[c].sm;
+        }
+        d->total_mem = fs_place_total(g, pl->gi);
+        fc_ndev++;
+    }
+}
+
+/* Caller holds fc_lock. Opens the machine once; loads the device list at the first cuInit. */
 CUresult fc_shared_init(void)
 {
-    fc_ndev = 1;
-    struct fc_device *d = &fc_devs[0];
-    snprintf(d->name, sizeof d->name, "NVIDIA H100 80GB HBM3");
-    snprintf(d->uuid, sizeof d->uuid, "GPU-00000000-0000-0000-0000-000000000000");
-    snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "00000000:1B:00.0");
-    d->pci_bus = 0x1b;
-    d->total_mem = 85520809984ULL;
-    d->sm_count = 132;
-    d->cc_major = 9;
-    d->mig = -1;
+    if (!opened) {
+        if (!fs_open()) {
+            fprintf(stderr, "fake libcuda: %s\n", fs_error());
+            return CUDA_ERROR_UNKNOWN;
+        }
+        opened = true;
+        fc_driver_version = fs_state()->cuda_version;
+    }
+    if (fc_initialized || loaded)
+        return CUDA_SUCCESS;
+    int fail = fs_failures()->cuda_init;
+    if (fail != 0)
+        return (CUresult)fail;
+    fs_lock();
+    load_devices(fs_state());
+    fs_unlock();
+    loaded = true;
     return CUDA_SUCCESS;
 }
 
 CUresult fc_dev_charge(int ordinal, unsigned long long bytes)
 {
-    if (used[ordinal] + bytes > fc_devs[ordinal].total_mem)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    used[ordinal] += bytes;
-    return CUDA_SUCCESS;
+    if (bytes == 0)
+        return CUDA_SUCCESS;
+    const struct place *p = &places[ordinal];
+    return fs_charge(p->gpu, p->gi, p->ci, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void fc_dev_uncharge(int ordinal, unsigned long long bytes)
 {
-    used[ordinal] = used[ordinal] > bytes ? used[ordinal] - bytes : 0;
+    if (bytes == 0)
+        return;
+    const struct place *p = &places[ordinal];
+    fs_uncharge(p->gpu, p->gi, p->ci, bytes);
 }
 
 void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long long *total)
 {
-    *total = fc_devs[ordinal].total_mem;
-    *free_bytes = *total - used[ordinal];
+    const struct place *p = &places[ordinal];
+    fs_lock();
+    fs_reap();
+    unsigned long long t = fs_place_total(p->gpu, p->gi), u = fs_place_used(p->gpu, p->gi);
+    fs_unlock();
+    *total = t;
+    *free_bytes = u < t ? t - u : 0;
 }
 
 uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns)
 {
-    uint64_t start = earliest_ns > busy_until[ordinal] ? earliest_ns : busy_until[ordinal];
-    busy_until[ordinal] = start + dur_ns;
-    return start + dur_ns;
+    const struct place *p = &places[ordinal];
+    return fs_run(p->gpu, p->gi, p->ci, earliest_ns, dur_ns);
 }
 
-void fc_dev_attach(int ordinal, bool attached) { (void)ordinal; (void)attached; }
-void fc_shared_release_all(void) {}
-void fc_dev_parent_uuid(int ordinal, unsigned char out[16]) { memcpy(out, fc_devs[ordinal].uuid_bytes, 16); }
+void fc_dev_attach(int ordinal, bool attached)
+{
+    const struct place *p = &places[ordinal];
+    fs_attach(p->gpu, p->gi, p->ci, attached);
+}
+
+void fc_dev_parent_uuid(int ordinal, unsigned char out[16])
+{
+    memcpy(out, fs_state()->gpu[places[ordinal].gpu].s.uuid_bytes, 16);
+}
+
+void fc_shared_release_all(void)
+{
+    if (opened)
+        fs_release_self();
+}
+
+void fc_shared_maybe_slow(const char *symbol)
+{
+    if (opened)
+        fs_maybe_slow(symbol);
+}

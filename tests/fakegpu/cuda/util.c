@@ -34,6 +34,7 @@ unsigned long long fc_round_up(unsigned long long v, unsigned long long a)
  * line keeps lines whole when several processes and threads share the file. */
 void fc_trace(const char *symbol)
 {
+    fc_shared_maybe_slow(symbol);
     const char *path = getenv("VGPU_FAKE_TRACE");
     if (!path || !*path)
         return;
