@@ -1,0 +1,187 @@
+/* vgpu top: the live monitor of GPUs, MIG devices and vgpu jobs against their limits. */
+static const char usage[] =
+    "usage: vgpu top [-d SECONDS] [-n COUNT] [--gpu SEL] [--once] [--json]\n"
+    "\n"
+    "Show the GPUs (utilisation, memory, temperature, power, clocks, fan, PCIe, encoder and\n"
+    "decoder, MIG mode, history), their MIG devices, the vgpu jobs with their memory and GPU-time\n"
+    "limits, and every GPU process (also those outside any job), refreshed live.\n"
+    "\n"
+    "  -d, --delay SECONDS  refresh interval (0.1 to 3600; default 1)\n"
+    "  -n, --iterations N   exit after N refreshes (default: until q; 1 without a terminal)\n"
+    "      --gpu SEL        only these GPUs: an index, a UUID or its unique start, a PCI bus id,\n"
+    "                       a MIG UUID, a comma list of those, or 'all'\n"
+    "      --once           print one text snapshot and exit (as top -b -n1); the default\n"
+    "                       when stdin or stdout is not a terminal\n"
+    "      --json           one JSON object per refresh, one a line (JSON Lines, \"schema\": 1,\n"
+    "                       sizes in bytes, null for N/A); with --once one document\n"
+    "      --help           show this help\n"
+    "\n"
+    "Keys: q quit, h or ? help, arrows or j/K move, Tab next panel, s sort column, S reverse,\n"
+    "/ filter, g pick GPUs, Enter a job's processes, k signal a process or a job, + and -\n"
+    "change the job's core limit, m set its memory limit, space pause, d refresh interval.\n"
+    "\n"
+    "Without NVML (no library, driver not loaded, no GPU) the jobs from vgpu's own state are\n"
+    "still shown, under a banner that says why GPU data is missing. NO_COLOR turns colours off.\n"
+    "\n"
+    "Exit status: 0 done; 2 bad option or unknown GPU; with --once or --json, after printing:\n"
+    "3 libnvidia-ml.so.1 not found, 4 driver not loaded, 5 no GPU, 1 other NVML failure.\n";
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "top/top.h"
+#include "vgpu/exitcode.h"
+#include "vgpu/json.h"
+#include "vgpu/log.h"
+
+extern const struct vgpu_cmd vgpu_cmd_top;
+
+static const struct option options[] = {
+    { "delay", required_argument, NULL, 'd' },
+    { "iterations", required_argument, NULL, 'n' },
+    { "gpu", required_argument, NULL, 'g' },
+    { "once", no_argument, NULL, 'o' },
+    { "json", no_argument, NULL, 'j' },
+    VGPU_OPTION_HELP,
+    VGPU_OPTION_END,
+};
+
+static const struct vgpu_opt_doc optdocs[] = {
+    { "gpu", VGPU_ARG_GPU, NULL },
+    { "delay", VGPU_ARG_OTHER, NULL },
+    { "iterations", VGPU_ARG_OTHER, NULL },
+    { NULL, 0, NULL },
+};
+
+static int nvml_exit(const struct top_model *m)
+{
+    switch (m->nvml) {
+    case TOP_NVML_OK: return 0;
+    case TOP_NVML_NO_LIBRARY: return VGPU_EXIT_NO_LIBRARY;
+    case TOP_NVML_NO_DRIVER: return VGPU_EXIT_NO_DRIVER;
+    case TOP_NVML_NO_GPU: return VGPU_EXIT_NO_GPU;
+    case TOP_NVML_ERROR: break;
+    }
+    return VGPU_EXIT_FAIL;
+}
+
+static int text_width(void)
+{
+    const char *c = getenv("COLUMNS");
+    if (c && atoi(c) >= 40)
+        return atoi(c);
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
+        return ws.ws_col;
+    return 120;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* --once, --json, and anything without a terminal: samples on this thread. */
+static int batch(struct top_sampler *s, bool json, bool once, long count, unsigned delay_ms)
+{
+    if (once)
+        count = 1;
+    int rc = 0;
+    for (long i = 0; count == 0 || i < count; i++) {
+        if (i > 0)
+            sleep_ms(delay_ms);
+        struct top_model *m = top_sampler_sample(s);
+        if (!m)
+            return vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
+        if (i == 0 && m->nvml != TOP_NVML_OK)
+            vgpu_error("no GPU data: %s", m->nvml_msg);
+        rc = nvml_exit(m);
+        int w = 0;
+        if (json) {
+            w = vgpu_json_emit(top_model_json(m), once);
+        } else {
+            if (i > 0)
+                putchar('\n');
+            top_print_text(stdout, m, text_width());
+            w = fflush(stdout) == EOF ? -1 : 0;
+        }
+        top_model_free(m);
+        if (w < 0) {
+            if (errno == EPIPE)
+                return rc;
+            return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %m");
+        }
+    }
+    return rc;
+}
+
+static int cmd_top(int argc, char **argv)
+{
+    const char *gpu = NULL;
+    bool json = false, once = false;
+    long count = 0;
+    double delay = 1.0;
+    int c;
+    char *end;
+    while ((c = vgpu_getopt(&vgpu_cmd_top, argc, argv, "d:n:")) != -1) {
+        switch (c) {
+        case 'd':
+            errno = 0;
+            delay = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !isfinite(delay) || delay < 0.1 || delay > 3600)
+                return vgpu_usage_error(&vgpu_cmd_top, "-d '%s': the refresh interval is in seconds, 0.1 to 3600",
+                                        optarg);
+            break;
+        case 'n':
+            errno = 0;
+            count = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || count < 1)
+                return vgpu_usage_error(&vgpu_cmd_top, "-n '%s': the number of refreshes must be 1 or more", optarg);
+            break;
+        case 'g': gpu = optarg; break;
+        case 'o': once = true; break;
+        case 'j': json = true; break;
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return vgpu_usage_error(&vgpu_cmd_top, "unexpected argument '%s'", argv[optind]);
+    unsigned delay_ms = (unsigned)(delay * 1000 + 0.5);
+
+    struct top_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
+    struct vgpu_err e;
+    int rc;
+    if (top_sampler_init(s, gpu, &e) < 0) {
+        rc = vgpu_err_report(&e);
+    } else if (json || once || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+        rc = batch(s, json, once, json ? count : (count ? count : 1), delay_ms);
+    } else {
+        const char *nc = getenv("NO_COLOR");
+        struct top_ui_opts o = { .delay_ms = delay_ms, .count = count, .color = !(nc && *nc) };
+        rc = top_ui_run(s, &o);
+    }
+    top_sampler_fini(s);
+    free(s);
+    return rc;
+}
+
+const struct vgpu_cmd vgpu_cmd_top = {
+    .name = "top",
+    .fn = cmd_top,
+    .summary = "monitor GPUs, MIG devices and jobs against their limits, live",
+    .usage = usage,
+    .options = options,
+    .optdocs = optdocs,
+};

@@ -1,0 +1,269 @@
+/* vgpu top's view of vgpu's own state: the jobs (limits and limiter-accounted usage from each
+ * job region), which processes belong to which job, and live limit changes (owner or root,
+ * through the region API, as `vgpu limit` does). Called from the sampler thread only, except
+ * the setters, which the UI calls. */
+#include "top.h"
+
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
+
+/* GPU time seen at the previous sample, per job, for the share over the last interval. */
+struct prev { char id[VGPU_JOB_ID_LEN]; uint64_t gpu_ns, at_ns; };
+static struct prev prev_tab[TOP_MAX_JOBS];
+static unsigned nprev;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void owner_name(uid_t uid, char *out, size_t len)
+{
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
+        snprintf(out, len, "%s", res->pw_name);
+    else
+        snprintf(out, len, "%u", (unsigned)uid);
+}
+
+static int find_gpu(const struct top_model *m, const char *uuid)
+{
+    for (unsigned i = 0; i < m->ngpu; i++)
+        if (uuid[0] && strcmp(m->gpus[i].uuid, uuid) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void job_gpus_text(const struct top_model *m, const struct vgpu_region_header *h, char *out, size_t len)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (unsigned d = 0; d < h->device_count && d < VGPU_REGION_MAX_DEVICES && n < len; d++) {
+        int g = find_gpu(m, h->dev[d].uuid);
+        char lab[32];
+        if (g >= 0 && m->gpus[g].is_mig)
+            snprintf(lab, sizeof lab, "%u/%u/%u", m->gpus[g].index, m->gpus[g].gi, m->gpus[g].ci);
+        else
+            snprintf(lab, sizeof lab, "%u", g >= 0 ? m->gpus[g].index : h->dev[d].nvml_index);
+        n += (size_t)snprintf(out + n, len - n, "%s%s", d ? "," : "", lab);
+    }
+}
+
+/* Marks NVML's processes of this job, and adds the job's processes NVML did not list (no
+ * driver, or no context yet) with the limiter's accounting as their memory. */
+static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
+{
+    const struct vgpu_region_header *h = r->hdr;
+    unsigned ndev = h->device_count < VGPU_REGION_MAX_DEVICES ? h->device_count : VGPU_REGION_MAX_DEVICES;
+    unsigned nproc = 0;
+    size_t nvml_end = m->nproc;
+    for (unsigned s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+        const struct vgpu_region_slot *sl = &r->use->slot[s];
+        uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
+        if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)
+            continue;
+        pid_t hp = atomic_load_explicit(&sl->host_pid, memory_order_relaxed);
+        if (hp <= 0)
+            hp = vgpu_slot_pid_of(owner);
+        nproc++;
+        bool listed = false;
+        for (size_t i = 0; i < nvml_end; i++)
+            if (m->procs[i].pid == hp) {
+                m->procs[i].job = j;
+                listed = true;
+            }
+        if (listed)
+            continue;
+        bool added = false;
+        for (unsigned d = 0; d < ndev; d++) {
+            uint64_t used = atomic_load_explicit(&sl->used[d], memory_order_relaxed);
+            if (!used)
+                continue;
+            struct top_proc *p = top_model_add_proc(m);
+            if (!p)
+                return;
+            p->pid = hp;
+            p->job = j;
+            p->gpu = find_gpu(m, h->dev[d].uuid);
+            p->gpu_mem = used;
+            p->valid |= TOP_PV_MEM;
+            added = true;
+        }
+        if (!added) {
+            struct top_proc *p = top_model_add_proc(m);
+            if (!p)
+                return;
+            p->pid = hp;
+            p->job = j;
+            p->gpu = ndev ? find_gpu(m, h->dev[0].uuid) : -1;
+        }
+    }
+    m->jobs[j].nproc = nproc;
+}
+
+static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_region *r, struct prev *np,
+                     uint64_t now)
+{
+    const struct vgpu_region_header *h = r->hdr;
+    unsigned ndev = h->device_count < VGPU_REGION_MAX_DEVICES ? h->device_count : VGPU_REGION_MAX_DEVICES;
+    snprintf(jb->id, sizeof jb->id, "%s", h->id);
+    snprintf(jb->name, sizeof jb->name, "%s", h->name[0] ? h->name : h->id);
+    top_sanitize(jb->name);
+    jb->uid = h->owner_uid;
+    owner_name(jb->uid, jb->owner, sizeof jb->owner);
+    job_gpus_text(m, h, jb->gpus, sizeof jb->gpus);
+    bool all_limited = ndev > 0;
+    uint64_t gpu_ns = 0, thr_ns = 0;
+    for (unsigned d = 0; d < ndev; d++) {
+        uint64_t lim = atomic_load(&h->dev[d].mem_limit);
+        jb->mem_used += atomic_load(&r->use->dev[d].used);
+        jb->mem_limit += lim;
+        all_limited &= lim != 0;
+        unsigned core = atomic_load(&h->dev[d].core_limit);
+        if (core > jb->core_limit_pct)
+            jb->core_limit_pct = core;
+        if (atomic_load(&h->dev[d].core_policy) == VGPU_CORE_SOFT)
+            jb->soft = true;
+        if (d == 0)
+            jb->priority = atomic_load(&h->dev[d].priority);
+        gpu_ns += atomic_load(&r->use->dev[d].gpu_time_ns);
+        thr_ns += atomic_load(&r->use->dev[d].throttled_ns);
+    }
+    if (!all_limited)
+        jb->mem_limit = 0;
+    jb->throttled_ms = thr_ns / 1000000;
+    snprintf(np->id, sizeof np->id, "%s", h->id);
+    np->gpu_ns = gpu_ns;
+    np->at_ns = now;
+    /* the limiter's measured share over the last interval, when it measures this job */
+    for (unsigned i = 0; i < nprev; i++) {
+        if (strcmp(prev_tab[i].id, h->id) != 0)
+            continue;
+        if (now > prev_tab[i].at_ns && gpu_ns >= prev_tab[i].gpu_ns && (gpu_ns || jb->core_limit_pct)) {
+            double pct = (double)(gpu_ns - prev_tab[i].gpu_ns) * 100.0 / (double)(now - prev_tab[i].at_ns) /
+                         (ndev ? ndev : 1);
+            jb->share_pct = pct > 100 ? 100 : pct;
+            jb->share_valid = true;
+        }
+        break;
+    }
+}
+
+void top_jobs_read(struct top_model *m)
+{
+    char dir[4096];
+    struct vgpu_err e;
+    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
+        if (e.code != VGPU_EXIT_NOT_FOUND)
+            snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+        return;
+    }
+    struct vgpu_job_ref *refs = NULL;
+    size_t n = 0;
+    if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
+        snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+        return;
+    }
+    static struct prev next[TOP_MAX_JOBS];
+    unsigned nnext = 0;
+    uint64_t now = mono_ns();
+    for (size_t i = 0; i < n && m->njob < TOP_MAX_JOBS; i++) {
+        struct top_job *jb = &m->jobs[m->njob];
+        memset(jb, 0, sizeof *jb);
+        struct vgpu_region r;
+        if (!refs[i].readable || vgpu_region_open(&r, refs[i].path, VGPU_REGION_JOB, &e) < 0) {
+            /* another user's job: only what the file name and owner say */
+            snprintf(jb->id, sizeof jb->id, "%s", refs[i].id);
+            snprintf(jb->name, sizeof jb->name, "%s", refs[i].name[0] ? refs[i].name : refs[i].id);
+            top_sanitize(jb->name);
+            jb->uid = refs[i].owner;
+            owner_name(jb->uid, jb->owner, sizeof jb->owner);
+            m->njob++;
+            continue;
+        }
+        if (atomic_load(&r.hdr->state) == VGPU_JOB_EXITED) {
+            vgpu_region_close(&r);
+            continue;
+        }
+        fill_job(m, jb, &r, &next[nnext++], now);
+        job_procs(m, (int)m->njob, &r);
+        m->njob++;
+        vgpu_region_close(&r);
+    }
+    memcpy(prev_tab, next, nnext * sizeof next[0]);
+    nprev = nnext;
+    free(refs);
+}
+
+static int open_admin(const struct top_job *j, struct vgpu_region *r, struct vgpu_err *e)
+{
+    uid_t me = geteuid();
+    if (me != 0 && me != j->uid) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION, "job %s belongs to %s: only its owner or root may change its limits",
+                     j->name, j->owner);
+        return -1;
+    }
+    char dir[4096];
+    if (vgpu_statedir(dir, sizeof dir, false, e) < 0)
+        return -1;
+    return vgpu_jobs_find(dir, j->id, VGPU_REGION_ADMIN, r, e);
+}
+
+int top_job_set_core(const struct top_job *j, unsigned pct, struct vgpu_err *e)
+{
+    struct vgpu_region r;
+    if (open_admin(j, &r, e) < 0)
+        return -1;
+    int rc = 0;
+    for (unsigned d = 0; d < vgpu_region_device_count(&r) && rc == 0; d++) {
+        enum vgpu_core_policy pol = (enum vgpu_core_policy)atomic_load(&r.hdr->dev[d].core_policy);
+        rc = vgpu_region_set_core_limit(&r, d, pct, pol, e);
+    }
+    vgpu_region_close(&r);
+    return rc;
+}
+
+int top_job_set_mem(const struct top_job *j, uint64_t bytes, struct vgpu_err *e)
+{
+    struct vgpu_region r;
+    if (open_admin(j, &r, e) < 0)
+        return -1;
+    int rc = 0;
+    for (unsigned d = 0; d < vgpu_region_device_count(&r) && rc == 0; d++)
+        rc = vgpu_region_set_mem_limit(&r, d, bytes, e);
+    vgpu_region_close(&r);
+    return rc;
+}
+
+size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *starts, size_t cap)
+{
+    char dir[4096];
+    struct vgpu_err e;
+    struct vgpu_region r;
+    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0 || vgpu_jobs_find(dir, j->id, VGPU_REGION_JOB, &r, &e) < 0)
+        return 0;
+    size_t n = 0;
+    for (unsigned s = 0; s < VGPU_REGION_MAX_SLOTS && n < cap; s++) {
+        const struct vgpu_region_slot *sl = &r.use->slot[s];
+        uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
+        if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)
+            continue;
+        pid_t hp = atomic_load(&sl->host_pid);
+        pids[n] = hp > 0 ? hp : vgpu_slot_pid_of(owner);
+        starts[n] = atomic_load(&sl->start_time);
+        n++;
+    }
+    vgpu_region_close(&r);
+    return n;
+}
