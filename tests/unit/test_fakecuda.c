@@ -426,6 +426,10 @@ static void test_graph_memory(void **state)
     CK(p_cuGraphDestroy(g));
 }
 
+/* When set, children run on this scenario with their own state file. */
+static const char *child_scenario;
+static char child_state[64];
+
 /* Re-runs this binary in a mode that prints what a fresh process sees (fresh library state). */
 static int run_child(const char *mode, const char *visible, char *out, size_t outsz)
 {
@@ -435,6 +439,10 @@ static int run_child(const char *mode, const char *visible, char *out, size_t ou
     if (pid == 0) {
         dup2(pipefd[1], 1);
         close(pipefd[0]);
+        if (child_scenario) {
+            setenv("VGPU_FAKE_SCENARIO", child_scenario, 1);
+            setenv("VGPU_FAKE_STATE", child_state, 1);
+        }
         if (visible)
             setenv("CUDA_VISIBLE_DEVICES", visible, 1);
         else
@@ -513,6 +521,80 @@ static void test_visible_devices(void **state)
     assert_non_null(strstr(out, want));
 }
 
+/* Several GPUs (scenarios/mixed.json: H100 4f6c2a51, H100 7d3e9b20, A100 a1000040). */
+static void test_visible_devices_several_gpus(void **state)
+{
+    (void)state;
+    const char *src = getenv("VGPU_SRC");
+    char scenario[4096];
+    snprintf(scenario, sizeof scenario, "%s/tests/fakegpu/scenarios/mixed.json", src ? src : ".");
+    if (access(scenario, R_OK) != 0)
+        skip();
+    child_scenario = scenario;
+    snprintf(child_state, sizeof child_state, "/tmp/vgpu-fakecuda-state.%d", (int)getpid());
+    char out[4096];
+    assert_int_equal(run_child("--child-list", NULL, out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "0 ", 2), 0);
+    assert_non_null(strstr(out, " 4f6c2a51\n1 "));
+    assert_non_null(strstr(out, "2 "));
+    assert_int_equal(run_child("--child-list", "GPU-7d3e", out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "0 ", 2), 0);
+    assert_non_null(strstr(out, " 7d3e9b20\n"));
+    assert_null(strstr(out, "1 "));
+    assert_int_equal(run_child("--child-list", "GPU-a1000040-5e1d-4b2a-9c3f-17d2e4f6a8b0, 0", out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "0 ", 2), 0);
+    assert_non_null(strstr(out, " a1000040\n1 "));
+    assert_non_null(strstr(out, " 4f6c2a51\n"));
+    assert_int_equal(run_child("--child-list", "2,GPU-,1", out, sizeof out), 0); /* "GPU-" names nothing */
+    assert_non_null(strstr(out, " a1000040\n"));
+    assert_null(strstr(out, "1 "));
+    assert_int_equal(run_child("--child-list", "MIG-00000000-0000-0000-0000-000000000000", out, sizeof out), 0);
+    assert_string_equal(out, "init 100\n");
+    unlink(child_state);
+    child_scenario = NULL;
+}
+
+/* Prints how long a 100 ms kernel took from launch to synchronize. */
+static int child_sleep(void)
+{
+    load();
+    CUcontext c;
+    CUmodule m;
+    CUfunction f;
+    if (p_cuInit(0) || p_cuDevicePrimaryCtxRetain(&c, 0) || p_cuCtxSetCurrent(c) ||
+        p_cuModuleLoadData(&m, "fake image") || p_cuModuleGetFunction(&f, m, "sleep_us"))
+        return 1;
+    unsigned long long us = 100000;
+    void *params[] = { &us };
+    double t0 = now_ms();
+    if (p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) || p_cuCtxSynchronize())
+        return 1;
+    printf("%.0f\n", now_ms() - t0);
+    return 0;
+}
+
+/* Kernels of two processes on one GPU take turns, as time-slicing does. */
+static void test_processes_serialize_on_the_device(void **state)
+{
+    (void)state;
+    CUmodule mod;
+    CUfunction f;
+    CK(p_cuModuleLoadData(&mod, "fake image"));
+    CK(p_cuModuleGetFunction(&f, mod, "sleep_us"));
+    unsigned long long us = 400000;
+    void *params[] = { &us };
+    double t0 = now_ms();
+    CK(p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    char out[64];
+    assert_int_equal(run_child("--child-sleep", NULL, out, sizeof out), 0);
+    double child_ms = strtod(out, NULL);
+    double started_after = now_ms() - t0 - child_ms; /* how long exec took, roughly */
+    /* The child's kernel waited for the rest of ours, then ran its own 100 ms. */
+    assert_true(child_ms + started_after >= 490);
+    CK(p_cuCtxSynchronize());
+    CK(p_cuModuleUnload(mod));
+}
+
 static int child_hold(void)
 {
     load();
@@ -568,6 +650,8 @@ int main(int argc, char **argv)
         return child_list();
     if (argc > 1 && strcmp(argv[1], "--child-hold") == 0)
         return child_hold();
+    if (argc > 1 && strcmp(argv[1], "--child-sleep") == 0)
+        return child_sleep();
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("VGPU_FAKE_KERNEL_US");
     load();
@@ -583,7 +667,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_host_func_runs_in_stream_order),
         cmocka_unit_test(test_graph_memory),
         cmocka_unit_test(test_visible_devices),
+        cmocka_unit_test(test_visible_devices_several_gpus),
         cmocka_unit_test(test_other_process_sees_memory),
+        cmocka_unit_test(test_processes_serialize_on_the_device),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
