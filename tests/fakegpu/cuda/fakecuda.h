@@ -20,6 +20,9 @@
 #include "vgpu_cuda_fns.def"
 #undef VGPU_CU_FN
 
+/* Everything below is internal: only the cu* entry points are exported. */
+#pragma GCC visibility push(hidden)
+
 #define FC_MAX_DEVICES 64
 #define FC_MIB (1024ULL * 1024ULL)
 
@@ -189,5 +192,7 @@ CUresult fc_graph_alloc_free(struct fc_alloc *a);
 CUresult fc_graph_capture_kernel(struct fc_stream *st, const struct fc_launch *l);
 CUresult fc_graph_capture_alloc(struct fc_stream *st, size_t size, CUdeviceptr *out);
 CUresult fc_graph_capture_free(struct fc_stream *st, CUdeviceptr p);
+
+#pragma GCC visibility pop
 
 #endif
