@@ -550,6 +550,17 @@ static void test_visible_devices_several_gpus(void **state)
     assert_null(strstr(out, "1 "));
     assert_int_equal(run_child("--child-list", "MIG-00000000-0000-0000-0000-000000000000", out, sizeof out), 0);
     assert_string_equal(out, "init 100\n");
+    /* A lost GPU is not enumerated; the others close up. */
+    setenv("VGPU_FAKE_FAIL", "gpu_lost=0", 1);
+    assert_int_equal(run_child("--child-list", NULL, out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "0 ", 2), 0);
+    assert_non_null(strstr(out, " 7d3e9b20\n1 "));
+    assert_null(strstr(out, "4f6c2a51"));
+    /* Injected cuInit failure. */
+    setenv("VGPU_FAKE_FAIL", "cuda_init=system_driver_mismatch", 1);
+    assert_int_equal(run_child("--child-list", NULL, out, sizeof out), 0);
+    assert_string_equal(out, "init 803\n");
+    unsetenv("VGPU_FAKE_FAIL");
     unlink(child_state);
     child_scenario = NULL;
 }

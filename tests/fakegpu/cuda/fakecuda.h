@@ -56,6 +56,9 @@ void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long l
 uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns);
 /* This process has (or no longer has) a context on the device: NVML's process list. */
 void fc_dev_attach(int ordinal, bool attached);
+/* The device's GPU fell off the bus after cuInit: allocations fail with
+ * CUDA_ERROR_DEVICE_UNAVAILABLE and launches with CUDA_ERROR_LAUNCH_FAILED. */
+bool fc_dev_lost(int ordinal);
 /* Sleeps if the scenario says `symbol` is slow (no-op before the state is open). */
 void fc_shared_maybe_slow(const char *symbol);
 /* Gives back everything this process holds on every device (process exit). */

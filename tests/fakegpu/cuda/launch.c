@@ -81,6 +81,8 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
     CUresult r = fc_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
+    if (fc_dev_lost(c->device))
+        return CUDA_ERROR_LAUNCH_FAILED;
     pthread_mutex_lock(&fc_lock);
     r = fc_stream_resolve(stream, ptsz, c, &st);
     if (r == CUDA_SUCCESS) {

@@ -52,29 +52,37 @@ static void describe_gpu(struct fc_device *d, const struct fs_gpu *g)
 /* Caller holds fs_lock. */
 static void load_devices(struct fs_state *st)
 {
+    /* GPUs that have fallen off the bus are not enumerated (the others' indexes close up). */
     struct fc_phys_gpu phys[FS_MAX_GPUS];
+    unsigned present[FS_MAX_GPUS], np = 0;
     static char mig_uuid_store[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI][96];
     static const char *mig_uuids[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI];
     static int mig_gi[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI], mig_ci[FS_MAX_GPUS][FS_MAX_GI * FS_MAX_CI];
     unsigned n = st->ngpus < FS_MAX_GPUS ? st->ngpus : FS_MAX_GPUS;
     for (unsigned g = 0; g < n; g++) {
+        if (fs_gpu_lost(g))
+            continue;
+        present[np++] = g;
+    }
+    for (unsigned x = 0; x < np; x++) {
+        unsigned g = present[x];
         const struct fs_gpu *gpu = &st->gpu[g];
-        phys[g].uuid = gpu->s.uuid;
-        phys[g].mig_enabled = gpu->mig_current == 1; /* NVML_DEVICE_MIG_ENABLE */
-        unsigned k = phys[g].mig_enabled ? fs_mig_devices(g, mig_gi[g], mig_ci[g], FS_MAX_GI * FS_MAX_CI) : 0;
+        phys[x].uuid = gpu->s.uuid;
+        phys[x].mig_enabled = gpu->mig_current == 1; /* NVML_DEVICE_MIG_ENABLE */
+        unsigned k = phys[x].mig_enabled ? fs_mig_devices(g, mig_gi[g], mig_ci[g], FS_MAX_GI * FS_MAX_CI) : 0;
         for (unsigned i = 0; i < k; i++) {
             snprintf(mig_uuid_store[g][i], sizeof mig_uuid_store[g][i], "%s",
                      gpu->gi[mig_gi[g][i]].ci[mig_ci[g][i]].uuid);
             mig_uuids[g][i] = mig_uuid_store[g][i];
         }
-        phys[g].nmig = (int)k;
-        phys[g].mig_uuids = mig_uuids[g];
+        phys[x].nmig = (int)k;
+        phys[x].mig_uuids = mig_uuids[g];
     }
     struct fc_pick picks[FC_MAX_DEVICES];
-    int k = fc_visible_select(getenv("CUDA_VISIBLE_DEVICES"), phys, (int)n, picks, FC_MAX_DEVICES);
+    int k = fc_visible_select(getenv("CUDA_VISIBLE_DEVICES"), phys, (int)np, picks, FC_MAX_DEVICES);
     fc_ndev = 0;
     for (int i = 0; i < k; i++) {
-        unsigned g = (unsigned)picks[i].gpu;
+        unsigned g = present[picks[i].gpu];
         const struct fs_gpu *gpu = &st->gpu[g];
         struct fc_device *d = &fc_devs[fc_ndev];
         struct place *pl = &places[fc_ndev];
@@ -126,11 +134,18 @@ CUresult fc_shared_init(void)
     return CUDA_SUCCESS;
 }
 
+bool fc_dev_lost(int ordinal)
+{
+    return fs_gpu_lost(places[ordinal].gpu);
+}
+
 CUresult fc_dev_charge(int ordinal, unsigned long long bytes)
 {
     if (bytes == 0)
         return CUDA_SUCCESS;
     const struct place *p = &places[ordinal];
+    if (fs_gpu_lost(p->gpu))
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
     return fs_charge(p->gpu, p->gi, p->ci, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
