@@ -466,6 +466,25 @@ static void *host_fn_helper(void *arg)
     return NULL;
 }
 
+/* A forked child has no helper thread (threads do not survive fork) and must not inherit a
+ * held fc_lock; callbacks queued by the parent are the parent's. */
+static void before_fork(void) { pthread_mutex_lock(&fc_lock); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&fc_lock); }
+static void after_fork_child(void)
+{
+    helper_started = false;
+    host_fns = NULL;
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (streams[i])
+            streams[i]->pending_host_fns = 0;
+    pthread_mutex_unlock(&fc_lock);
+}
+
+__attribute__((constructor)) static void install_fork_handlers(void)
+{
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
 static CUresult launch_host_func(CUstream s, CUhostFn fn, void *data, bool ptsz)
 {
     struct fc_ctx *c;
