@@ -273,6 +273,8 @@ static void test_get_proc_address(void **state)
     assert_ptr_equal(proc("cuGraphAddKernelNode", 12000, 0, &st), dlsym(lib, "cuGraphAddKernelNode_v2"));
     assert_ptr_equal(proc("cuGetProcAddress", 12000, 0, &st), dlsym(lib, "cuGetProcAddress_v2"));
     assert_ptr_equal(proc("cuGetProcAddress", 11030, 0, &st), dlsym(lib, "cuGetProcAddress"));
+    assert_ptr_equal(proc("cuCtxSynchronize", 12090, 0, &st), dlsym(lib, "cuCtxSynchronize"));
+    assert_ptr_equal(proc("cuCtxSynchronize", 13000, 0, &st), dlsym(lib, "cuCtxSynchronize_v2"));
 
     assert_null(proc("cuNoSuchThing", 12000, 0, &st));
     assert_int_equal(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);

@@ -393,6 +393,40 @@ CUresult cuCtxSynchronize(void)
     return fc_ctx_sync(c);
 }
 
+/* The CUDA 13 forms take the context explicitly; NULL means the current one. */
+static CUresult ctx_or_current(CUcontext ctx, struct fc_ctx **out)
+{
+    if (!ctx)
+        return fc_current(out);
+    CUresult r = fc_check_init();
+    if (r == CUDA_SUCCESS)
+        r = fc_ctx_valid(ctx);
+    if (r == CUDA_SUCCESS)
+        *out = (struct fc_ctx *)ctx;
+    return r;
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    FC_TRACE();
+    struct fc_ctx *c;
+    CUresult r = ctx_or_current(ctx, &c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->device;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    FC_TRACE();
+    struct fc_ctx *c;
+    CUresult r = ctx_or_current(ctx, &c);
+    return r != CUDA_SUCCESS ? r : fc_ctx_sync(c);
+}
+
 CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
     FC_TRACE();
