@@ -1,0 +1,122 @@
+/* vgpu top's job reader (cmd/top/jobs.c, included here): jobs from real job regions in a
+ * temporary state directory, the job's processes joined with NVML's list, live core and memory
+ * limit changes, and the pids a whole-job signal would reach. No NVML needed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "../../cmd/top/jobs.c"
+
+static char dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/vgpu-test-top-jobs.XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    setenv("VGPU_STATE_DIR", dir, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_jobs(void **state)
+{
+    (void)state;
+    struct vgpu_err e;
+    char sd[4096];
+    assert_int_equal(vgpu_statedir(sd, sizeof sd, true, &e), 0);
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.name = "train";
+    spec.cmdline = "python train.py";
+    spec.device_count = 1;
+    spec.dev[0].uuid = "GPU-0";
+    spec.dev[0].mem_total = 80ULL << 30;
+    spec.dev[0].mem_limit = 4ULL << 30;
+    spec.dev[0].core_limit = 30;
+    struct vgpu_region r;
+    if (vgpu_region_create(&r, sd, &spec, &e) < 0)
+        fail_msg("create: %s", e.msg);
+    int slot = vgpu_region_attach(&r, &e);
+    assert_true(slot >= 0);
+    assert_int_equal(vgpu_region_reserve(&r, slot, 0, 1ULL << 30), 0);
+
+    struct top_model *m = top_model_new();
+    m->ngpu = 1;
+    snprintf(m->gpus[0].uuid, sizeof m->gpus[0].uuid, "GPU-0");
+    /* NVML lists this process (as the fake would) and an unrelated one */
+    struct top_proc *p = top_model_add_proc(m);
+    p->pid = getpid();
+    p->gpu = 0;
+    p = top_model_add_proc(m);
+    p->pid = 1;
+    p->gpu = 0;
+    top_jobs_read(m);
+    assert_string_equal(m->jobs_msg, "");
+    assert_int_equal(m->njob, 1);
+    struct top_job *j = &m->jobs[0];
+    assert_string_equal(j->name, "train");
+    assert_int_equal(j->mem_limit, 4ULL << 30);
+    assert_int_equal(j->mem_used, 1ULL << 30);
+    assert_int_equal(j->core_limit_pct, 30);
+    assert_int_equal(j->nproc, 1);
+    assert_int_equal(j->uid, getuid());
+    assert_string_equal(j->gpus, "0");
+    assert_int_equal(m->procs[0].job, 0);    /* joined by host pid */
+    assert_int_equal(m->procs[1].job, -1);   /* not in a job */
+    assert_int_equal(m->nproc, 2);           /* nothing added: NVML listed it */
+
+    /* live limit changes, as the + - m keys do */
+    assert_int_equal(top_job_set_core(j, 25, &e), 0);
+    assert_int_equal(top_job_set_mem(j, 8ULL << 30, &e), 0);
+    assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 25);
+    assert_int_equal(atomic_load(&r.hdr->dev[0].mem_limit), 8ULL << 30);
+    /* another owner's job is refused before anything is opened */
+    struct top_job other = *j;
+    other.uid = getuid() + 1;
+    if (getuid() != 0) {
+        assert_int_equal(top_job_set_core(&other, 50, &e), -1);
+        assert_int_equal(e.code, VGPU_EXIT_PERMISSION);
+    }
+    /* the pids a whole-job signal reaches, with their start times */
+    pid_t pids[4];
+    unsigned long long starts[4];
+    assert_int_equal(top_job_pids(j, pids, starts, 4), 1);
+    assert_int_equal(pids[0], getpid());
+    assert_int_equal(starts[0], vgpu_proc_start_time(getpid()));
+    top_model_free(m);
+
+    /* without NVML: the job's process is added with the limiter's accounting */
+    m = top_model_new();
+    top_jobs_read(m);
+    assert_int_equal(m->njob, 1);
+    assert_int_equal(m->nproc, 1);
+    assert_int_equal(m->procs[0].job, 0);
+    assert_int_equal(m->procs[0].gpu_mem, 1ULL << 30);
+    assert_int_equal(m->procs[0].gpu, -1);
+    top_model_free(m);
+    vgpu_region_detach(&r, slot);
+    vgpu_region_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
