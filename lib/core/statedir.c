@@ -24,7 +24,7 @@ int vgpu_statedir_check(const char *path, struct vgpu_err *e)
         return -1;
     }
     uid_t me = geteuid();
-    if (st.st_uid != me && st.st_uid != 0) {
+    if (st.st_uid != me && st.st_uid != 0 && me != 0) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION,
                      "refusing the state directory %s: it belongs to uid %u, not to you (uid %u), so its owner could "
                      "plant job files there; use a directory of your own (VGPU_STATE_DIR)",

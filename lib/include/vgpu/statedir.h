@@ -1,7 +1,8 @@
 /* vgpu's state directory (DESIGN.md decision 10):
  *   VGPU_STATE_DIR when set; else /run/vgpu for root; else $XDG_RUNTIME_DIR/vgpu; else
  *   /tmp/vgpu-UID. Created 0700 (explicit modes, umask untouched), with jobs/ and lib/ inside.
- * A directory owned by another user (root excepted) or writable by group/others is refused:
+ * A directory owned by another user (unless it is root's, or the caller is root) or writable by
+ * group/others is refused:
  * someone else could plant or replace job regions and the preloaded library there.
  * libc only (also linked into libvgpu.so). */
 #ifndef VGPU_STATEDIR_H

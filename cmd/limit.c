@@ -1,0 +1,193 @@
+/* vgpu limit: change a running job's limits, live. */
+static const char usage[] =
+    "usage: vgpu limit JOB [--mem SIZE|PCT%|none] [--core PCT|none] [--gpu IDX]\n"
+    "\n"
+    "Change the limits of a running job (by id, unique id prefix, or name; see vgpu ps). The\n"
+    "job's processes see the new limit at their next allocation. Lowering the memory limit below\n"
+    "what the job uses is allowed: nothing is taken away, but new allocations fail until its use\n"
+    "drops below the limit.\n"
+    "\n"
+    "  --mem SIZE    new memory limit: 4G, 512MiB ...; PCT% of the GPU's total; none to remove it\n"
+    "  --core PCT    new GPU time cap in percent (stored; enforced once libvgpu.so has its compute\n"
+    "                limiter); none to remove it\n"
+    "  --gpu IDX     only this GPU of the job (counted from 0 in the job's order, as in\n"
+    "                vgpu ps --json job_index); default: every GPU of the job\n"
+    "  --help        show this help\n"
+    "\n"
+    "Only the job's owner and root may change it.\n"
+    "\n"
+    "Exit status: 0 changed; 2 bad option, size or GPU; 6 another user's job; 8 no such job;\n"
+    "11 the job's state file is corrupt.\n";
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cmd.h"
+#include "vgpu/exitcode.h"
+#include "vgpu/log.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
+#include "vgpu/units.h"
+
+extern const struct vgpu_cmd vgpu_cmd_limit;
+
+static const struct option options[] = {
+    { "mem", required_argument, NULL, 'm' },
+    { "core", required_argument, NULL, 'c' },
+    { "gpu", required_argument, NULL, 'g' },
+    VGPU_OPTION_HELP,
+    VGPU_OPTION_END,
+};
+
+static const struct vgpu_opt_doc optdocs[] = {
+    { "mem", VGPU_ARG_SIZE, NULL },
+    { "core", VGPU_ARG_PERCENT, NULL },
+    { "gpu", VGPU_ARG_OTHER, NULL },
+    { NULL, 0, NULL },
+};
+
+/* The new memory limit for one job GPU: 0 means none. */
+static int mem_for(const struct vgpu_region *r, unsigned d, const char *text, uint64_t *out, struct vgpu_err *e)
+{
+    uint64_t total = r->hdr->dev[d].mem_total;
+    size_t len = strlen(text);
+    if (strcasecmp(text, "none") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (len && text[len - 1] == '%') {
+        unsigned pct;
+        if (vgpu_parse_percent(text, &pct, "--mem", e) < 0)
+            return -1;
+        if (!total) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s: the job does not know GPU %u's total memory; give a size", text,
+                         d);
+            return -1;
+        }
+        *out = total / 100 * pct + total % 100 * pct / 100;
+    } else if (vgpu_parse_size(text, out, "--mem", e) < 0) {
+        return -1;
+    }
+    if (*out == 0) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: '%s' leaves no memory at all; give a size, or none to remove the limit",
+                     text);
+        return -1;
+    }
+    if (total && *out > total) {
+        char a[32], b[32];
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s (%s) is larger than the job's GPU %u (%s, %s total)", text,
+                     vgpu_format_size(*out, a, sizeof a), d, r->hdr->dev[d].uuid, vgpu_format_size(total, b, sizeof b));
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_limit(int argc, char **argv)
+{
+    const char *mem = NULL, *core = NULL, *gpu = NULL;
+    int c;
+    while ((c = vgpu_getopt(&vgpu_cmd_limit, argc, argv, "")) != -1) {
+        switch (c) {
+        case 'm': mem = optarg; break;
+        case 'c': core = optarg; break;
+        case 'g': gpu = optarg; break;
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc)
+        return vgpu_usage_error(&vgpu_cmd_limit, "which job? give its id or name (see vgpu ps)");
+    if (optind + 1 < argc)
+        return vgpu_usage_error(&vgpu_cmd_limit, "unexpected argument '%s' (one job at a time)", argv[optind + 1]);
+    if (!mem && !core)
+        return vgpu_usage_error(&vgpu_cmd_limit, "nothing to change: give --mem and/or --core");
+    const char *job = argv[optind];
+
+    struct vgpu_err e;
+    unsigned pct = 0;
+    if (core && strcasecmp(core, "none") != 0) {
+        if (vgpu_parse_percent(core, &pct, "--core", &e) < 0)
+            return vgpu_err_report(&e);
+        if (pct == 0)
+            return vgpu_fail(VGPU_EXIT_USAGE, "--core: '%s' would stop the job; give 1 to 100, or none", core);
+    }
+    char statedir[4096];
+    if (vgpu_statedir(statedir, sizeof statedir, false, &e) < 0) {
+        if (e.code == VGPU_EXIT_NOT_FOUND)
+            return vgpu_fail(VGPU_EXIT_NOT_FOUND, "no job '%s': no job was ever started here (%s)", job, statedir);
+        return vgpu_err_report(&e);
+    }
+    struct vgpu_region r;
+    if (vgpu_jobs_find(statedir, job, VGPU_REGION_ADMIN, &r, &e) < 0)
+        return vgpu_err_report(&e);
+
+    unsigned ndev = vgpu_region_device_count(&r), first = 0, last = ndev - 1;
+    if (gpu) {
+        char *end;
+        errno = 0;
+        unsigned long idx = strtoul(gpu, &end, 10);
+        if (!*gpu || *end || errno || gpu[0] < '0' || gpu[0] > '9' || idx >= ndev) {
+            vgpu_region_close(&r);
+            return vgpu_fail(VGPU_EXIT_USAGE, "--gpu '%s': job %s has %u GPU%s, numbered 0..%u in the job's order", gpu,
+                             job, ndev, ndev == 1 ? "" : "s", ndev - 1);
+        }
+        first = last = (unsigned)idx;
+    }
+    uint64_t newmem[VGPU_REGION_MAX_DEVICES];
+    int rc = 0;
+    /* Validate everything before changing anything. */
+    for (unsigned d = first; mem && d <= last && rc == 0; d++)
+        if (mem_for(&r, d, mem, &newmem[d], &e) < 0)
+            rc = vgpu_err_report(&e);
+    for (unsigned d = first; rc == 0 && d <= last; d++) {
+        char a[32], b[32], u[32];
+        if (mem) {
+            uint64_t old = vgpu_region_mem_limit(&r, d);
+            if (vgpu_region_set_mem_limit(&r, d, newmem[d], &e) < 0) {
+                rc = vgpu_err_report(&e);
+                break;
+            }
+            printf("job %s GPU %u: memory limit %s (was %s)\n", r.hdr->id, d,
+                   newmem[d] ? vgpu_format_size(newmem[d], a, sizeof a) : "none",
+                   old ? vgpu_format_size(old, b, sizeof b) : "none");
+            uint64_t used = vgpu_region_mem_used(&r, d);
+            if (newmem[d] && used > newmem[d])
+                vgpu_warn("job %s uses %s on GPU %u, more than the new limit: nothing is taken away, but its new "
+                          "allocations there will fail until its use drops below %s",
+                          r.hdr->id, vgpu_format_size(used, u, sizeof u), d, vgpu_format_size(newmem[d], a, sizeof a));
+        }
+        if (core) {
+            uint32_t old = atomic_load(&r.hdr->dev[d].core_limit);
+            if (vgpu_region_set_core_limit(&r, d, pct, VGPU_CORE_HARD, &e) < 0) {
+                rc = vgpu_err_report(&e);
+                break;
+            }
+            char was[16];
+            if (old)
+                snprintf(was, sizeof was, "%u%%", (unsigned)old);
+            else
+                snprintf(was, sizeof was, "none");
+            if (pct)
+                printf("job %s GPU %u: core limit %u%% (was %s)\n", r.hdr->id, d, pct, was);
+            else
+                printf("job %s GPU %u: core limit none (was %s)\n", r.hdr->id, d, was);
+        }
+    }
+    vgpu_region_close(&r);
+    if (rc == 0 && fflush(stdout) == EOF)
+        return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
+    return rc;
+}
+
+const struct vgpu_cmd vgpu_cmd_limit = {
+    .name = "limit",
+    .fn = cmd_limit,
+    .summary = "change a running job's memory or core limit, live",
+    .usage = usage,
+    .options = options,
+    .optdocs = optdocs,
+    .operand = VGPU_ARG_JOB,
+};

@@ -1,0 +1,356 @@
+/* vgpu ps: the jobs, their limits and their usage. */
+static const char usage[] =
+    "usage: vgpu ps [--json] [-q]\n"
+    "\n"
+    "List the jobs started with vgpu run: id, name, owner, live processes, GPUs, memory limit,\n"
+    "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
+    "processes (NVML, includes each process's CUDA context), core limit, and age.\n"
+    "Processes that died are reaped first, so their memory no longer counts.\n"
+    "\n"
+    "  --json      one JSON document (schema 1); sizes in bytes, ages in seconds\n"
+    "  -q, --quiet job ids only, one a line\n"
+    "  --help      show this help\n"
+    "\n"
+    "Only jobs you can read are shown (job files are 0600): your own, or, for root, every job\n"
+    "in the state directory (root's is /run/vgpu; see VGPU_STATE_DIR in vgpu-run(1)).\n"
+    "\n"
+    "Exit status: 0 listed (also when there are no jobs); 1 the state directory cannot be read;\n"
+    "6 the state directory is unsafe (another user's, or group/world-writable).\n";
+
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "vgpu/exitcode.h"
+#include "vgpu/json.h"
+#include "vgpu/log.h"
+#include "vgpu/nvml.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
+#include "vgpu/units.h"
+
+extern const struct vgpu_cmd vgpu_cmd_ps;
+
+static const struct option options[] = {
+    { "json", no_argument, NULL, 'j' },
+    { "quiet", no_argument, NULL, 'q' },
+    VGPU_OPTION_HELP,
+    VGPU_OPTION_END,
+};
+
+#define MAX_PIDS 256
+
+/* What ps shows of one job, gathered once so the table and JSON agree. */
+struct job_view {
+    const struct vgpu_region *r;
+    unsigned npids;                       /* may exceed MAX_PIDS */
+    pid_t pids[MAX_PIDS];
+    int32_t host_pids[MAX_PIDS];
+    bool nvml_ok[VGPU_REGION_MAX_DEVICES];
+    uint64_t nvml_used[VGPU_REGION_MAX_DEVICES];
+    uint64_t age_s;
+};
+
+/* The driver's view: memory of the job's processes (by host pid) on each job GPU. */
+static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
+{
+    unsigned ndev = vgpu_region_device_count(v->r);
+    for (unsigned d = 0; d < ndev; d++) {
+        v->nvml_ok[d] = false;
+        v->nvml_used[d] = 0;
+        if (!nv || !nv->nvmlDeviceGetHandleByUUID || !nv->nvmlDeviceGetComputeRunningProcesses_v3)
+            continue;
+        nvmlDevice_t h;
+        if (nv->nvmlDeviceGetHandleByUUID(v->r->hdr->dev[d].uuid, &h) != NVML_SUCCESS)
+            continue;
+        unsigned count = 0;
+        nvmlReturn_t rc = nv->nvmlDeviceGetComputeRunningProcesses_v3(h, &count, NULL);
+        nvmlProcessInfo_t *infos = NULL;
+        /* The two-call protocol; processes may appear between the calls, so leave room. */
+        if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+            count += 8;
+            infos = calloc(count, sizeof *infos);
+            if (!infos)
+                continue;
+            rc = nv->nvmlDeviceGetComputeRunningProcesses_v3(h, &count, infos);
+        }
+        if (rc != NVML_SUCCESS) {
+            free(infos);
+            continue;
+        }
+        v->nvml_ok[d] = true;
+        for (unsigned i = 0; i < count && infos; i++)
+            for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++)
+                if ((unsigned)v->host_pids[p] == infos[i].pid)
+                    v->nvml_used[d] += infos[i].usedGpuMemory;
+        free(infos);
+    }
+}
+
+static void gather(struct vgpu_nvml *nv, const struct vgpu_region *r, struct job_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->r = r;
+    v->npids = vgpu_region_pids(r, v->pids, v->host_pids, MAX_PIDS);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    uint64_t created = r->hdr->created_realtime_ns;
+    v->age_s = now > created ? (now - created) / 1000000000ULL : 0;
+    nvml_usage(nv, v);
+}
+
+static const char *user_name(uid_t uid, char *buf, size_t len)
+{
+    struct passwd *pw = getpwuid(uid);
+    if (pw)
+        snprintf(buf, len, "%s", pw->pw_name);
+    else
+        snprintf(buf, len, "%u", (unsigned)uid);
+    return buf;
+}
+
+/* "4G" when every GPU has the same value, else "4G,8G" in job GPU order; "-" for none. */
+static void per_device(const struct job_view *v, uint64_t (*get)(const struct job_view *, unsigned, bool *),
+                       char *buf, size_t len)
+{
+    unsigned n = vgpu_region_device_count(v->r);
+    bool all_same = true, ok0;
+    uint64_t first = get(v, 0, &ok0);
+    for (unsigned d = 1; d < n; d++) {
+        bool ok;
+        if (get(v, d, &ok) != first || ok != ok0)
+            all_same = false;
+    }
+    size_t used = 0;
+    buf[0] = '\0';
+    for (unsigned d = 0; d < (all_same ? 1 : n) && used < len; d++) {
+        bool ok;
+        uint64_t val = get(v, d, &ok);
+        char s[32];
+        if (!ok)
+            snprintf(s, sizeof s, "-");
+        else
+            vgpu_format_size_short(val, s, sizeof s);
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", d ? "," : "", s);
+    }
+}
+
+static uint64_t get_limit(const struct job_view *v, unsigned d, bool *ok)
+{
+    uint64_t l = vgpu_region_mem_limit(v->r, d);
+    *ok = l != 0;
+    return l;
+}
+
+static uint64_t get_used(const struct job_view *v, unsigned d, bool *ok)
+{
+    *ok = true;
+    return vgpu_region_mem_used(v->r, d);
+}
+
+static uint64_t get_nvml(const struct job_view *v, unsigned d, bool *ok)
+{
+    *ok = v->nvml_ok[d];
+    return v->nvml_used[d];
+}
+
+static uint64_t get_core(const struct job_view *v, unsigned d, bool *ok)
+{
+    uint32_t c = atomic_load(&v->r->hdr->dev[d].core_limit);
+    *ok = c != 0;
+    return c;
+}
+
+static void print_row(const struct job_view *v)
+{
+    const struct vgpu_region_header *h = v->r->hdr;
+    char user[64], pids[96] = "", gpus[96] = "", lim[96], used[96], nvu[96], core[64] = "", age[32];
+    size_t n = 0;
+    for (unsigned p = 0; p < v->npids && p < MAX_PIDS && n < sizeof pids - 16; p++)
+        n += (size_t)snprintf(pids + n, sizeof pids - n, "%s%d", p ? "," : "", (int)v->pids[p]);
+    if (v->npids > MAX_PIDS || n >= sizeof pids - 16)
+        snprintf(pids + (n < sizeof pids - 4 ? n : sizeof pids - 4), 4, "...");
+    if (!v->npids)
+        snprintf(pids, sizeof pids, "-");
+    n = 0;
+    unsigned ndev = vgpu_region_device_count(v->r);
+    for (unsigned d = 0; d < ndev && n < sizeof gpus; d++)
+        n += (size_t)snprintf(gpus + n, sizeof gpus - n, "%s%u", d ? "," : "", h->dev[d].nvml_index);
+    per_device(v, get_limit, lim, sizeof lim);
+    per_device(v, get_used, used, sizeof used);
+    per_device(v, get_nvml, nvu, sizeof nvu);
+    /* Percent values: reuse the table helper through a tiny formatter. */
+    n = 0;
+    bool any_core = false;
+    for (unsigned d = 0; d < ndev; d++) {
+        bool ok;
+        uint64_t c = get_core(v, d, &ok);
+        any_core |= ok;
+        if (n < sizeof core)
+            n += ok ? (size_t)snprintf(core + n, sizeof core - n, "%s%llu%%", d ? "," : "", (unsigned long long)c)
+                    : (size_t)snprintf(core + n, sizeof core - n, "%s-", d ? "," : "");
+    }
+    if (!any_core)
+        snprintf(core, sizeof core, "-");
+    vgpu_format_duration(v->age_s, age, sizeof age);
+    printf("%-12s  %-14.14s  %-8.8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %s\n", h->id, h->name[0] ? h->name : "-",
+           user_name(v->r->file_uid, user, sizeof user), pids, gpus, lim, used, nvu, core, age);
+}
+
+static struct json_object *json_job(const struct job_view *v)
+{
+    const struct vgpu_region_header *h = v->r->hdr;
+    struct json_object *o = json_object_new_object();
+    char user[64];
+    vgpu_json_str(o, "id", h->id);
+    vgpu_json_str(o, "name", h->name[0] ? h->name : NULL);
+    vgpu_json_u64(o, "owner_uid", v->r->file_uid);
+    vgpu_json_str(o, "owner", user_name(v->r->file_uid, user, sizeof user));
+    vgpu_json_str(o, "command", h->cmdline);
+    vgpu_json_i64(o, "creator_pid", h->creator_pid);
+    vgpu_json_u64(o, "age_seconds", v->age_s);
+    vgpu_json_u64(o, "created_unix_ns", h->created_realtime_ns);
+    uint32_t st = atomic_load(&h->state);
+    vgpu_json_str(o, "state", st == VGPU_JOB_RUNNING ? "running" : st == VGPU_JOB_EXITED ? "exited" : "starting");
+    struct json_object *pids = json_object_new_array();
+    for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++) {
+        struct json_object *po = json_object_new_object();
+        vgpu_json_i64(po, "pid", v->pids[p]);
+        vgpu_json_i64(po, "host_pid", v->host_pids[p]);
+        json_object_array_add(pids, po);
+    }
+    json_object_object_add(o, "processes", pids);
+    struct json_object *gpus = json_object_new_array();
+    unsigned ndev = vgpu_region_device_count(v->r);
+    uint64_t sum_used = 0;
+    for (unsigned d = 0; d < ndev; d++) {
+        const struct vgpu_region_dev_limits *dl = &h->dev[d];
+        struct json_object *g = json_object_new_object();
+        bool ok;
+        vgpu_json_u64(g, "job_index", d);
+        vgpu_json_u64(g, "nvml_index", dl->nvml_index);
+        vgpu_json_str(g, "uuid", dl->uuid);
+        vgpu_json_u64_or_null(g, "mem_total_bytes", dl->mem_total != 0, dl->mem_total);
+        uint64_t lim = get_limit(v, d, &ok);
+        vgpu_json_u64_or_null(g, "mem_limit_bytes", ok, lim);
+        uint64_t used = vgpu_region_mem_used(v->r, d);
+        sum_used += used;
+        vgpu_json_u64(g, "mem_used_bytes", used);
+        vgpu_json_u64(g, "mem_peak_bytes", atomic_load(&v->r->use->dev[d].peak));
+        vgpu_json_u64_or_null(g, "nvml_used_bytes", v->nvml_ok[d], v->nvml_used[d]);
+        uint64_t core = get_core(v, d, &ok);
+        vgpu_json_u64_or_null(g, "core_limit_percent", ok, core);
+        uint32_t pol = atomic_load(&dl->core_policy);
+        vgpu_json_str(g, "core_policy", ok ? (pol == VGPU_CORE_SOFT ? "soft" : "hard") : NULL);
+        vgpu_json_u64(g, "gpu_time_ns", atomic_load(&v->r->use->dev[d].gpu_time_ns));
+        vgpu_json_u64(g, "throttled_ns", atomic_load(&v->r->use->dev[d].throttled_ns));
+        json_object_array_add(gpus, g);
+    }
+    json_object_object_add(o, "gpus", gpus);
+    vgpu_json_u64(o, "mem_used_bytes", sum_used);
+    return o;
+}
+
+static int cmd_ps(int argc, char **argv)
+{
+    bool json = false, quiet = false;
+    int c;
+    while ((c = vgpu_getopt(&vgpu_cmd_ps, argc, argv, "q")) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 'q': quiet = true; break;
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return vgpu_usage_error(&vgpu_cmd_ps, "unexpected argument '%s'", argv[optind]);
+
+    struct vgpu_err e;
+    char statedir[4096];
+    struct vgpu_job_ref *refs = NULL;
+    size_t n = 0;
+    unsigned corrupt = 0;
+    if (vgpu_statedir(statedir, sizeof statedir, false, &e) < 0) {
+        if (e.code != VGPU_EXIT_NOT_FOUND)
+            return vgpu_err_report(&e);
+        /* No state directory: no job was ever started by this user. */
+    } else if (vgpu_jobs_list(statedir, &refs, &n, &corrupt, &e) < 0) {
+        return vgpu_err_report(&e);
+    }
+    if (corrupt)
+        vgpu_warn("%u job file%s in %s/jobs could not be read (corrupt or from another vgpu version); "
+                  "run with VGPU_LOG=debug, or remove them", corrupt, corrupt == 1 ? "" : "s", statedir);
+
+    /* NVML is optional here: without it the driver's view is shown as unavailable. */
+    struct vgpu_nvml *nv = NULL;
+    if (!quiet) {
+        nv = vgpu_nvml_open(&e);
+        if (!nv)
+            vgpu_debug("no driver view of memory: %s", e.msg);
+    }
+    struct json_object *doc = NULL, *jobs = NULL;
+    if (json) {
+        doc = vgpu_json_doc();
+        jobs = json_object_new_array();
+    } else if (!quiet) {
+        printf("%-12s  %-14s  %-8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %s\n", "ID", "NAME", "USER", "PIDS", "GPUS",
+               "MEM LIMIT", "USED", "NVML USED", "CORE", "AGE");
+    }
+    unsigned hidden = 0;
+    struct job_view *v = malloc(sizeof *v);
+    for (size_t i = 0; i < n && v; i++) {
+        if (!refs[i].readable) {
+            hidden++;
+            continue;
+        }
+        struct vgpu_region r;
+        if (vgpu_region_open(&r, refs[i].path, VGPU_REGION_JOB, &e) < 0) {
+            if (e.code != VGPU_EXIT_NOT_FOUND)   /* gone since the listing: it ended */
+                vgpu_warn("%s", e.msg);
+            continue;
+        }
+        if (quiet) {
+            if (json)
+                json_object_array_add(jobs, json_object_new_string(r.hdr->id));
+            else
+                printf("%s\n", r.hdr->id);
+        } else {
+            gather(nv, &r, v);
+            if (json)
+                json_object_array_add(jobs, json_job(v));
+            else
+                print_row(v);
+        }
+        vgpu_region_close(&r);
+    }
+    free(v);
+    free(refs);
+    if (nv)
+        vgpu_nvml_close(nv);
+    if (hidden)
+        vgpu_info("%u job%s of other users not shown (their files are private to them)", hidden,
+                  hidden == 1 ? "" : "s");
+    if (json) {
+        json_object_object_add(doc, "jobs", jobs);
+        if (vgpu_json_emit(doc, true) < 0)
+            return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
+        return 0;
+    }
+    if (fflush(stdout) == EOF)
+        return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
+    return 0;
+}
+
+const struct vgpu_cmd vgpu_cmd_ps = {
+    .name = "ps",
+    .fn = cmd_ps,
+    .summary = "list the jobs: limits, processes, memory used",
+    .usage = usage,
+    .options = options,
+};
