@@ -370,6 +370,52 @@ static void test_kernel_timing(void **state)
     CK(p_cuModuleUnload(mod));
 }
 
+static void test_cooperative_and_default_durations(void **state)
+{
+    (void)state;
+    CUmodule mod;
+    CUfunction sleep_fn, plain;
+    CK(p_cuModuleLoadData(&mod, "fake image"));
+    CK(p_cuModuleGetFunction(&sleep_fn, mod, "sleep_us"));
+    CK(p_cuModuleGetFunction(&plain, mod, "saxpy"));
+    unsigned long long us = 30000;
+    void *params[] = { &us };
+    double t0 = now_ms();
+    CK(p_cuLaunchCooperativeKernel(sleep_fn, 4, 1, 1, 128, 1, 1, 0, NULL, params));
+    CK(p_cuCtxSynchronize());
+    assert_true(now_ms() - t0 >= 29.9);
+    int sms = 0;
+    CK(p_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
+    /* 1024-thread blocks: two per SM fit, so 2 x SMs + 1 blocks cannot be co-resident. */
+    assert_int_equal(p_cuLaunchCooperativeKernel(plain, (unsigned)(2 * sms + 1), 1, 1, 1024, 1, 1, 0, NULL, NULL),
+                     CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+    CUlaunchConfig cfg = { .gridDimX = (unsigned)(2 * sms + 1), .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1024,
+                           .blockDimY = 1, .blockDimZ = 1, .attrs = &attr, .numAttrs = 1 };
+    assert_int_equal(p_cuLaunchKernelEx(&cfg, plain, NULL, NULL), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    cfg.gridDimX = 2;
+    t0 = now_ms();
+    CK(p_cuLaunchKernelEx(&cfg, sleep_fn, params, NULL));
+    CK(p_cuCtxSynchronize());
+    assert_true(now_ms() - t0 >= 29.9);
+
+    setenv("VGPU_FAKE_KERNEL_US", "40000", 1);
+    t0 = now_ms();
+    CK(p_cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    CK(p_cuCtxSynchronize());
+    unsetenv("VGPU_FAKE_KERNEL_US");
+    assert_true(now_ms() - t0 >= 39.9);
+    /* From the shape: 1000 waves of 10 µs on a full device = at least 10 ms. */
+    t0 = now_ms();
+    CK(p_cuLaunchKernel(plain, (unsigned)(2 * sms * 1000), 1, 1, 1024, 1, 1, 0, NULL, NULL, NULL));
+    CK(p_cuCtxSynchronize());
+    assert_true(now_ms() - t0 >= 9.9);
+    CK(p_cuModuleUnload(mod));
+}
+
 static int host_fn_ran;
 static void host_fn(void *data)
 {
@@ -677,6 +723,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_get_proc_address),
         cmocka_unit_test(test_trace_shows_variant),
         cmocka_unit_test(test_kernel_timing),
+        cmocka_unit_test(test_cooperative_and_default_durations),
         cmocka_unit_test(test_host_func_runs_in_stream_order),
         cmocka_unit_test(test_graph_memory),
         cmocka_unit_test(test_visible_devices),
