@@ -422,6 +422,7 @@ typedef nvmlReturn_t (*vgpu_nvmlDeviceGetHandleByIndex_v2_fn)(unsigned int index
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetHandleByIndex_fn)(unsigned int index, nvmlDevice_t *device);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetHandleByUUID_fn)(const char *uuid, nvmlDevice_t *device);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetHandleByPciBusId_v2_fn)(const char *pciBusId, nvmlDevice_t *device);
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetHandleByPciBusId_fn)(const char *pciBusId, nvmlDevice_t *device);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetName_fn)(nvmlDevice_t device, char *name, unsigned int length);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetUUID_fn)(nvmlDevice_t device, char *uuid, unsigned int length);
 VGPU_NVML_DEV_U(nvmlDeviceGetIndex);

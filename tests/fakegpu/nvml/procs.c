@@ -1,0 +1,131 @@
+/* procs.c: the running-process lists in their three record formats, with the two-call
+ * protocol (reference §4, §5). Dead processes are reaped first, as the driver frees their
+ * memory at exit. Everything a process has is a compute process here: the graphics lists are
+ * always empty, and so is the MPS list until the fake grows an MPS server (fs_mps). */
+#include <string.h>
+
+#include "fakenvml.h"
+
+struct rec {
+    unsigned pid, gi, ci;
+    unsigned long long mem;
+};
+
+/* The processes of the handle: all of a GPU (with MIG instance ids), or one MIG device's. */
+static unsigned gather(const struct nvmlDevice_st *d, struct rec *out)
+{
+    struct fs_gpu *g = &fs_state()->gpu[d->gpu];
+    unsigned n = 0;
+    fs_reap();
+    for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
+        const struct fs_proc *p = &g->procs[i];
+        if (!p->used || (d->gi >= 0 && (p->gi != d->gi || p->ci != d->ci)))
+            continue;
+        /* one line per pid on a whole GPU: a process's records on several places add up */
+        unsigned gi = p->gi < 0 ? VGPU_NVML_NO_INSTANCE : g->gi[p->gi].id;
+        unsigned ci = p->gi < 0 ? VGPU_NVML_NO_INSTANCE : g->gi[p->gi].ci[p->ci].id;
+        bool merged = false;
+        for (unsigned k = 0; k < n && !merged; k++)
+            if (out[k].pid == (unsigned)p->pid && out[k].gi == gi && out[k].ci == ci) {
+                out[k].mem += p->mem;
+                merged = true;
+            }
+        if (!merged)
+            out[n++] = (struct rec){(unsigned)p->pid, gi, ci, p->mem};
+    }
+    return n;
+}
+
+enum kind { COMPUTE, GRAPHICS, MPS };
+
+static nvmlReturn_t list(nvmlDevice_t device, const char *fn, enum kind kind, unsigned int *count, void *infos,
+                         int version)
+{
+    struct nvmlDevice_st *d;
+    nvmlReturn_t rc = fn_enter_dev(device, fn, &d);
+    if (rc)
+        return rc;
+    if (!count)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    struct rec r[FS_MAX_PROCS];
+    unsigned n = kind == COMPUTE ? gather(d, r) : 0;
+    if (*count < n || (n > 0 && !infos)) {
+        *count = n;
+        FN_RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (version == 1) {
+            nvmlProcessInfo_v1_t *v1 = (nvmlProcessInfo_v1_t *)infos + i;
+            memset(v1, 0, sizeof *v1);
+            v1->pid = r[i].pid;
+            v1->usedGpuMemory = r[i].mem;
+        } else {
+            nvmlProcessInfo_v2_t *v2 = (nvmlProcessInfo_v2_t *)infos + i;
+            memset(v2, 0, sizeof *v2);
+            v2->pid = r[i].pid;
+            v2->usedGpuMemory = r[i].mem;
+            v2->gpuInstanceId = r[i].gi;
+            v2->computeInstanceId = r[i].ci;
+        }
+    }
+    *count = n;
+    FN_RETURN(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v1_t *i)
+{
+    return list(d, __func__, COMPUTE, c, i, 1);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v2_t *i)
+{
+    return list(d, __func__, COMPUTE, c, i, 2);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v2_t *i)
+{
+    return list(d, __func__, COMPUTE, c, i, 3);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v1_t *i)
+{
+    return list(d, __func__, GRAPHICS, c, i, 1);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v2_t *i)
+{
+    return list(d, __func__, GRAPHICS, c, i, 2);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v2_t *i)
+{
+    return list(d, __func__, GRAPHICS, c, i, 3);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v1_t *i)
+{
+    return list(d, __func__, MPS, c, i, 1);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v2_t *i)
+{
+    return list(d, __func__, MPS, c, i, 2);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *c, nvmlProcessInfo_v2_t *i)
+{
+    return list(d, __func__, MPS, c, i, 3);
+}
+
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_v1_t *plist)
+{
+    FN_ENTER_DEV(device, d);
+    if (!plist)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (plist->version != nvmlProcessDetailList_v1)
+        FN_RETURN(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (plist->mode > 3)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    struct rec r[FS_MAX_PROCS];
+    unsigned n = plist->mode == 0 || plist->mode == 3 ? gather(d, r) : 0;
+    if (plist->numProcArrayEntries < n || (n > 0 && !plist->procArray)) {
+        plist->numProcArrayEntries = n;
+        FN_RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned i = 0; i < n; i++)
+        plist->procArray[i] = (nvmlProcessDetail_v1_t){r[i].pid, r[i].mem, r[i].gi, r[i].ci, 0};
+    plist->numProcArrayEntries = n;
+    FN_RETURN(NVML_SUCCESS);
+}

@@ -1,0 +1,125 @@
+/* util.c: utilisation, derived from the kernel intervals the fake libcuda puts on each GPU's
+ * timeline: device utilisation over the last sample period, and per-process samples, one per
+ * completed sample period in which the process had work (reference §5, §6). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakenvml.h"
+
+#define SAMPLE_CAPACITY 72   /* the driver's sample buffer: what a NULL-buffer query reports */
+#define SAMPLE_WINDOWS 5     /* completed periods kept: 1 s at the default 200 ms */
+
+static uint64_t period_ns(void) { return (uint64_t)fs_state()->sample_period_ms * 1000000ULL; }
+
+unsigned fn_gpu_util(unsigned gpu)
+{
+    uint64_t now = fs_now_ns(), p = period_ns();
+    uint64_t from = now > p ? now - p : 0;
+    uint64_t busy = fs_busy_between(gpu, 0, -2, from, now);
+    unsigned pct = (unsigned)((busy * 100 + p / 2) / p);
+    return pct > 100 ? 100 : pct;
+}
+
+unsigned fn_mem_util(unsigned gpu_util) { return gpu_util / 3; }
+
+struct sample {
+    pid_t pid;
+    uint64_t ts_us;
+    unsigned sm;
+};
+
+static int by_time(const void *a, const void *b)
+{
+    const struct sample *x = a, *y = b;
+    return x->ts_us < y->ts_us ? -1 : x->ts_us > y->ts_us;
+}
+
+/* Samples newer than last_seen (wall µs), oldest first, at most max. */
+static unsigned collect(unsigned gpu, unsigned long long last_seen, struct sample *out, unsigned max)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    uint64_t p = period_ns(), now = fs_now_ns();
+    uint64_t last_end = now / p * p; /* end of the newest completed period */
+    unsigned n = 0;
+    for (unsigned w = 0; w < SAMPLE_WINDOWS && last_end >= (w + 1) * p; w++) {
+        uint64_t end = last_end - w * p, start = end - p;
+        uint64_t ts = fs_mono_to_wall_us(end);
+        if (ts <= last_seen)
+            break;
+        /* every pid with work in this window, once */
+        pid_t seen[FS_MAX_PROCS];
+        unsigned nseen = 0;
+        for (unsigned i = 0; i < FS_MAX_INTERVALS; i++) {
+            const struct fs_interval *iv = &g->intervals[i];
+            if (iv->end_ns <= start || iv->start_ns >= end || iv->end_ns == 0)
+                continue;
+            bool dup = false;
+            for (unsigned k = 0; k < nseen; k++)
+                dup |= seen[k] == iv->pid;
+            if (dup || nseen == FS_MAX_PROCS)
+                continue;
+            seen[nseen++] = iv->pid;
+            uint64_t busy = fs_busy_between(gpu, iv->pid, -2, start, end);
+            unsigned pct = (unsigned)((busy * 100 + p / 2) / p);
+            if (pct == 0)
+                continue;
+            if (n < max)
+                out[n++] = (struct sample){iv->pid, ts, pct > 100 ? 100 : pct};
+        }
+    }
+    qsort(out, n, sizeof *out, by_time);
+    return n;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *count, unsigned long long last_seen)
+{
+    FN_ENTER_DEV(device, d);
+    if (!count)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (fs_state()->gpu[d->gpu].mig_current == NVML_DEVICE_MIG_ENABLE)
+        FN_RETURN(NVML_ERROR_NOT_SUPPORTED); /* per-process utilisation is unsupported under MIG */
+    if (!utilization) {
+        *count = SAMPLE_CAPACITY; /* the buffer's capacity, as observed, not a process count */
+        FN_RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    struct sample s[SAMPLE_CAPACITY];
+    unsigned n = collect(d->gpu, last_seen, s, SAMPLE_CAPACITY);
+    if (n == 0)
+        FN_RETURN(NVML_ERROR_NOT_FOUND);
+    if (*count < n) {
+        *count = n;
+        FN_RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned i = 0; i < n; i++)
+        utilization[i] = (nvmlProcessUtilizationSample_t){
+            .pid = (unsigned)s[i].pid, .timeStamp = s[i].ts_us, .smUtil = s[i].sm, .memUtil = fn_mem_util(s[i].sm)};
+    *count = n;
+    FN_RETURN(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *info)
+{
+    FN_ENTER_DEV(device, d);
+    if (!info)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (info->version != nvmlProcessesUtilizationInfo_v1)
+        FN_RETURN(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (fs_state()->gpu[d->gpu].mig_current == NVML_DEVICE_MIG_ENABLE)
+        FN_RETURN(NVML_ERROR_NOT_SUPPORTED);
+    struct sample s[SAMPLE_CAPACITY];
+    unsigned n = collect(d->gpu, info->lastSeenTimeStamp, s, SAMPLE_CAPACITY);
+    if (!info->procUtilArray || info->processSamplesCount < n) {
+        if (n == 0 && info->procUtilArray)
+            FN_RETURN(NVML_ERROR_NOT_FOUND);
+        info->processSamplesCount = n ? n : SAMPLE_CAPACITY;
+        FN_RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    if (n == 0)
+        FN_RETURN(NVML_ERROR_NOT_FOUND);
+    for (unsigned i = 0; i < n; i++)
+        info->procUtilArray[i] = (nvmlProcessUtilizationInfo_v1_t){
+            .timeStamp = s[i].ts_us, .pid = (unsigned)s[i].pid, .smUtil = s[i].sm, .memUtil = fn_mem_util(s[i].sm)};
+    info->processSamplesCount = n;
+    FN_RETURN(NVML_SUCCESS);
+}
