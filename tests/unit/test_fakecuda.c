@@ -433,7 +433,7 @@ static void test_host_func_runs_in_stream_order(void **state)
     CK(p_cuModuleGetFunction(&f, mod, "sleep_us"));
     CUstream s;
     CK(p_cuStreamCreate(&s, 0));
-    unsigned long long us = 30000;
+    unsigned long long us = 200000;
     void *params[] = { &us };
     CK(p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
     CK(p_cuLaunchHostFunc(s, host_fn, NULL));
