@@ -1,0 +1,416 @@
+/* The job region: reservation arithmetic, the limit under a 16-process race, reaping of a
+ * SIGKILLed process, bounds checks, rejection of bad files, modes and the umask. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
+
+static char statedir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(statedir, sizeof statedir, "/tmp/vgpu-test-region.XXXXXX");
+    if (!mkdtemp(statedir))
+        return -1;
+    setenv("VGPU_STATE_DIR", statedir, 1);
+    char buf[512];
+    struct vgpu_err e;
+    return vgpu_statedir(buf, sizeof buf, true, &e);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", statedir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void make_job(struct vgpu_region *r, unsigned ndev, uint64_t limit)
+{
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.cmdline = "test";
+    spec.device_count = ndev;
+    for (unsigned d = 0; d < ndev; d++) {
+        spec.dev[d].uuid = "GPU-00000000-0000-0000-0000-000000000000";
+        spec.dev[d].mem_total = 80ULL << 30;
+        spec.dev[d].mem_limit = limit;
+    }
+    struct vgpu_err e = { 0 };
+    int rc = vgpu_region_create(r, statedir, &spec, &e);
+    if (rc != 0)
+        fail_msg("create: %s", e.msg);
+}
+
+static void test_reserve_release(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    make_job(&r, 2, 1000);
+    struct vgpu_err e;
+    int s = vgpu_region_attach(&r, &e);
+    assert_true(s >= 0);
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, 600), 0);
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, 400), 0);        /* exactly the limit */
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 1000);
+    errno = 0;
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, 1), -1);         /* one byte over */
+    assert_int_equal(errno, ENOSPC);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 1000);            /* nothing changed */
+    assert_int_equal(vgpu_region_mem_used(&r, 1), 0);               /* devices are apart */
+    assert_int_equal(vgpu_region_release(&r, s, 0, 400), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 600);
+    /* Releasing more than the slot holds never underflows. */
+    assert_int_equal(vgpu_region_release(&r, s, 0, 5000), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 0);
+    assert_int_equal(atomic_load(&r.use->slot[s].used[0]), 0);
+    /* A live limit change applies at the next reservation. */
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 0, 100, &e), 0);
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, 101), -1);
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, 100), 0);
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 0, 0, &e), 0);   /* none */
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, UINT64_MAX - 100), 0);
+    errno = 0;
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, 1000), -1);      /* overflow, not wrap */
+    assert_int_equal(errno, EOVERFLOW);
+    /* Lowering below current use is allowed; new reservations then fail. */
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 0, 50, &e), 0);
+    assert_int_equal(vgpu_region_reserve(&r, s, 0, 1), -1);
+    vgpu_region_detach(&r, s);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 0);                /* detach returns everything */
+    assert_int_equal(vgpu_region_remove(&r, &e), 0);
+    vgpu_region_close(&r);
+}
+
+static void test_bounds(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    make_job(&r, 2, 1000);
+    struct vgpu_err e;
+    int s = vgpu_region_attach(&r, &e);
+    errno = 0;
+    assert_int_equal(vgpu_region_reserve(&r, s, 2, 1), -1);         /* device 2 of 2 */
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(vgpu_region_reserve(&r, s, VGPU_REGION_MAX_DEVICES, 1), -1);
+    assert_int_equal(vgpu_region_reserve(&r, s, (unsigned)-1, 1), -1);
+    assert_int_equal(vgpu_region_reserve(&r, -1, 0, 1), -1);
+    assert_int_equal(vgpu_region_reserve(&r, VGPU_REGION_MAX_SLOTS, 0, 1), -1);
+    assert_int_equal(vgpu_region_release(&r, s, 99, 1), -1);
+    assert_int_equal(vgpu_region_release(&r, 1 << 20, 0, 1), -1);
+    assert_int_equal(vgpu_region_mem_limit(&r, 5), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 5), 0);
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 2, 1, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_USAGE);
+    assert_int_equal(vgpu_region_set_core_limit(&r, 0, 101, VGPU_CORE_HARD, &e), -1);
+    vgpu_region_detach(&r, s);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
+/* 16 processes of one job race to reserve; every one of them checks, after every step, that
+ * the job's total is within the limit, and the parent samples it all along. */
+static void test_race(void **state)
+{
+    (void)state;
+    enum { PROCS = 16, ROUNDS = 20000, LIMIT = 1000 };
+    struct vgpu_region r;
+    make_job(&r, 1, LIMIT);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", r.path);
+    pid_t kids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            struct vgpu_region c;
+            struct vgpu_err e;
+            if (vgpu_region_open(&c, path, VGPU_REGION_JOB, &e) < 0)
+                _exit(10);
+            int s = vgpu_region_attach(&c, &e);
+            if (s < 0)
+                _exit(11);
+            uint64_t mine = 0;
+            unsigned seed = (unsigned)getpid();
+            for (int k = 0; k < ROUNDS; k++) {
+                uint64_t sz = 1 + (uint64_t)(rand_r(&seed) % 200);
+                if (vgpu_region_reserve(&c, s, 0, sz) == 0)
+                    mine += sz;
+                if (vgpu_region_mem_used(&c, 0) > LIMIT)
+                    _exit(12);
+                if (mine && rand_r(&seed) % 2) {
+                    uint64_t back = 1 + (uint64_t)rand_r(&seed) % mine;
+                    vgpu_region_release(&c, s, 0, back);
+                    mine -= back;
+                }
+                if (vgpu_region_mem_used(&c, 0) > LIMIT)
+                    _exit(12);
+                if (atomic_load(&c.use->slot[s].used[0]) != mine)
+                    _exit(13);
+            }
+            vgpu_region_detach(&c, s);
+            _exit(0);
+        }
+    }
+    int running = PROCS, bad = 0;
+    uint64_t worst = 0;
+    while (running > 0) {
+        uint64_t u = vgpu_region_mem_used(&r, 0);
+        if (u > worst)
+            worst = u;
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            running--;
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+    assert_true(worst <= LIMIT);
+    assert_true(atomic_load(&r.use->dev[0].peak) <= LIMIT);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 0);   /* everything came back */
+    struct vgpu_err e;
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
+static void test_reap_killed(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    make_job(&r, 1, 0);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        struct vgpu_err e;
+        int s = vgpu_region_attach(&r, &e);
+        if (s < 0 || vgpu_region_reserve(&r, s, 0, 12345) < 0)
+            _exit(1);
+        if (write(ready[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 12345);
+    assert_int_equal(vgpu_region_pids(&r, NULL, NULL, 0), 1);
+    assert_int_equal(vgpu_region_reap(&r), 0);          /* alive: nothing to reap */
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    assert_int_equal(vgpu_region_reap(&r), 1);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 0);
+    assert_int_equal(vgpu_region_pids(&r, NULL, NULL, 0), 0);
+    assert_int_equal(vgpu_region_reap(&r), 0);          /* reclaimed exactly once */
+    /* A reaper that died mid-reap (slot left REAPING by a dead pid) is taken over. */
+    struct vgpu_region_slot *s = &r.use->slot[7];
+    atomic_store(&s->used[0], 99);
+    atomic_store(&r.use->dev[0].used, 99);
+    atomic_store(&s->owner, ((uint64_t)kid << 8) | VGPU_SLOT_REAPING);
+    assert_int_equal(vgpu_region_reap(&r), 1);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 0);
+    assert_int_equal(atomic_load(&s->owner), VGPU_SLOT_FREE);
+    /* reap_maybe walks at most once a second. */
+    atomic_store(&r.use->last_reap_ns, 0);
+    assert_int_equal(vgpu_region_reap_maybe(&r), 0);
+    atomic_store(&s->owner, ((uint64_t)kid << 8) | VGPU_SLOT_LIVE);
+    assert_int_equal(vgpu_region_reap_maybe(&r), 0);    /* too soon */
+    atomic_store(&r.use->last_reap_ns, 0);
+    assert_int_equal(vgpu_region_reap_maybe(&r), 1);
+    close(ready[0]);
+    close(ready[1]);
+    struct vgpu_err e;
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
+/* Writes a copy of a valid region with `patch` applied, and returns the open error. */
+static int open_patched(const char *src, void (*patch)(int fd), struct vgpu_err *e)
+{
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/jobs/bad.region", statedir);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", src, dst);
+    if (system(cmd) != 0)
+        return -99;
+    int fd = open(dst, O_RDWR);
+    patch(fd);
+    close(fd);
+    struct vgpu_region r;
+    int rc = vgpu_region_open(&r, dst, VGPU_REGION_JOB, e);
+    if (rc == 0)
+        vgpu_region_close(&r);
+    unlink(dst);
+    return rc;
+}
+
+static void patch_truncate(int fd) { assert_int_equal(ftruncate(fd, 8192), 0); }
+static void patch_tiny(int fd) { assert_int_equal(ftruncate(fd, 10), 0); }
+static void patch_magic(int fd) { assert_int_equal(pwrite(fd, "NOTVGPU!", 8, 0), 8); }
+static void patch_version(int fd)
+{
+    uint32_t v = 99;
+    assert_int_equal(pwrite(fd, &v, 4, offsetof(struct vgpu_region_header, version)), 4);
+}
+static void patch_devcount(int fd)
+{
+    uint32_t v = 1000;
+    assert_int_equal(pwrite(fd, &v, 4, offsetof(struct vgpu_region_header, device_count)), 4);
+}
+static void patch_mode(int fd) { assert_int_equal(fchmod(fd, 0622), 0); }
+
+static void test_bad_files(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    make_job(&r, 1, 0);
+    struct vgpu_err e;
+    assert_int_equal(open_patched(r.path, patch_truncate, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_STATE);
+    assert_non_null(strstr(e.msg, "truncated"));
+    assert_int_equal(open_patched(r.path, patch_tiny, &e), -1);
+    assert_non_null(strstr(e.msg, "truncated"));
+    assert_int_equal(open_patched(r.path, patch_magic, &e), -1);
+    assert_non_null(strstr(e.msg, "not a vgpu job region"));
+    assert_int_equal(open_patched(r.path, patch_version, &e), -1);
+    assert_non_null(strstr(e.msg, "version 99"));
+    assert_int_equal(open_patched(r.path, patch_devcount, &e), -1);
+    assert_non_null(strstr(e.msg, "corrupt"));
+    assert_int_equal(open_patched(r.path, patch_mode, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_PERMISSION);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/jobs/none.region", statedir);
+    struct vgpu_region none;
+    assert_int_equal(vgpu_region_open(&none, missing, VGPU_REGION_JOB, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_NOT_FOUND);
+    /* The listing skips (and counts) corrupt files instead of failing. */
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/jobs/0badbadbad00.region", statedir);
+    int fd = open(dst, O_CREAT | O_WRONLY, 0600);
+    assert_int_equal(write(fd, "garbage", 7), 7);
+    close(fd);
+    struct vgpu_job_ref *refs;
+    size_t n;
+    unsigned corrupt;
+    assert_int_equal(vgpu_jobs_list(statedir, &refs, &n, &corrupt, &e), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(corrupt, 1);
+    free(refs);
+    unlink(dst);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
+static void test_modes_and_umask(void **state)
+{
+    (void)state;
+    mode_t old = umask(0);          /* the most permissive umask: modes must still be ours */
+    struct vgpu_region r;
+    make_job(&r, 1, 0);
+    mode_t after = umask(old);
+    assert_int_equal(after, 0);     /* create left the umask alone */
+    struct stat st;
+    assert_int_equal(stat(r.path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char jobs[4200];
+    snprintf(jobs, sizeof jobs, "%s/jobs", statedir);
+    assert_int_equal(stat(jobs, &st), 0);
+    assert_int_equal(st.st_mode & 0077, 0);
+    /* A job process maps the limits read-only: ADMIN-only setters refuse. */
+    struct vgpu_region j;
+    struct vgpu_err e;
+    assert_int_equal(vgpu_region_open(&j, r.path, VGPU_REGION_JOB, &e), 0);
+    assert_null(j.hdr_rw);
+    assert_int_equal(vgpu_region_set_mem_limit(&j, 0, 1, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_PERMISSION);
+    vgpu_region_close(&j);
+    /* A world-writable state directory is refused. */
+    char unsafe[4200];
+    snprintf(unsafe, sizeof unsafe, "%s/unsafe", statedir);
+    assert_int_equal(mkdir(unsafe, 0700), 0);
+    assert_int_equal(chmod(unsafe, 0777), 0);
+    assert_int_equal(vgpu_statedir_check(unsafe, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_PERMISSION);
+    assert_non_null(strstr(e.msg, "writable by group or others"));
+    rmdir(unsafe);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
+static void test_find_and_stale(void **state)
+{
+    (void)state;
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.cmdline = "x";
+    spec.device_count = 1;
+    spec.dev[0].uuid = "GPU-1";
+    spec.name = "train";
+    struct vgpu_region a, f;
+    struct vgpu_err e;
+    assert_int_equal(vgpu_region_create(&a, statedir, &spec, &e), 0);
+    assert_int_equal(vgpu_jobs_find(statedir, "train", VGPU_REGION_JOB, &f, &e), 0);
+    assert_string_equal(f.hdr->id, a.hdr->id);
+    vgpu_region_close(&f);
+    char prefix[8];
+    snprintf(prefix, sizeof prefix, "%.5s", a.hdr->id);
+    assert_int_equal(vgpu_jobs_find(statedir, prefix, VGPU_REGION_ADMIN, &f, &e), 0);
+    vgpu_region_close(&f);
+    assert_int_equal(vgpu_jobs_find(statedir, "nope", VGPU_REGION_JOB, &f, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_NOT_FOUND);
+    assert_non_null(strstr(e.msg, "train"));
+    spec.name = "bad name!";
+    assert_int_equal(vgpu_region_create(&f, statedir, &spec, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_USAGE);
+    /* A job created by a process that died, with no live process, is removed by readers. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s", a.path);
+    struct vgpu_region_header *h = a.hdr_rw;
+    pid_t kid = fork();
+    if (kid == 0)
+        _exit(0);
+    waitpid(kid, NULL, 0);
+    h->creator_pid = kid;
+    struct vgpu_job_ref *refs;
+    size_t n;
+    assert_int_equal(vgpu_jobs_list(statedir, &refs, &n, NULL, &e), 0);
+    assert_int_equal(n, 0);
+    free(refs);
+    assert_int_equal(access(path, F_OK), -1);
+    vgpu_region_close(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reserve_release),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_race),
+        cmocka_unit_test(test_reap_killed),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_modes_and_umask),
+        cmocka_unit_test(test_find_and_stale),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
