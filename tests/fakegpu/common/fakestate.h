@@ -110,11 +110,14 @@ struct fs_gi {
     struct fs_ci ci[FS_MAX_CI];
 };
 
-struct fs_mps {                          /* reserved for a simulated MPS daemon; all 0 for now */
-    pid_t server_pid;
-    unsigned active_thread_pct;          /* 0 = unset (100) */
-    unsigned long long pinned_limit;     /* bytes; 0 = unset */
-    unsigned reserved[16];
+struct fs_mps {                          /* the fake nvidia-cuda-mps-control's view of this GPU */
+    pid_t server_pid;                    /* its running MPS server; 0 = none */
+    unsigned active_thread_pct;          /* daemon default for new servers; 0 = unset (100) */
+    unsigned long long pinned_limit;     /* daemon default for new servers, bytes; 0 = unset */
+    pid_t control_pid;                   /* the control daemon serving this GPU; 0 = none */
+    unsigned server_thread_pct;          /* the running server's percentage (0 = none running) */
+    unsigned nclients;                   /* clients of the running server */
+    unsigned reserved[13];
 };
 
 struct fs_gpu {
