@@ -113,7 +113,13 @@ static void test_linear_memory_and_oom(void **state)
     CUdeviceptr_v1 p32 = 0;
     CK(p_cuMemAlloc(&p32, 1 << 20));
     assert_int_equal(before - free_mem(), 1 << 20);
+    CK(p_cuMemsetD8_v2(p32, 0, 1 << 20)); /* the 32-bit pointer is a valid device address */
     CK(p_cuMemFree(p32));
+    unsigned int pitch32 = 0;
+    CK(p_cuMemAllocPitch(&p32, &pitch32, 100, 4, 8));
+    assert_int_equal(pitch32, 512);
+    assert_int_equal(before - free_mem(), 2048);
+    CK(p_cuMemFree_v2(p32));
 
     CK(p_cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
     memset((void *)(uintptr_t)p, 7, 4096); /* managed memory is host-accessible */

@@ -149,8 +149,27 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return device_alloc(dptr, bytesize, 512, FC_ALLOC_DEVICE);
 }
 
-/* The CUDA 2.x ABI: 32-bit size and a 32-bit pointer, so only the low 4 GiB of the address
- * space can be returned; the fake hands out a 32-bit alias and keeps the 64-bit record. */
+/* The CUDA 2.x ABIs return a 32-bit pointer: the allocation moves to a low range kept for
+ * them (the 64-bit record stays the one that is charged). Frees the allocation on failure. */
+static CUresult rehome_low(CUdeviceptr p, size_t size, CUdeviceptr_v1 *out)
+{
+    static CUdeviceptr low_next = 0x10000000ULL;
+    pthread_mutex_lock(&fc_lock);
+    struct fc_alloc *a = fc_alloc_find(p, false);
+    CUdeviceptr low = fc_round_up(low_next, 512);
+    if (!a || low + size > 0xFFFFFFFFULL) {
+        if (a)
+            fc_alloc_remove(a);
+        pthread_mutex_unlock(&fc_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    low_next = low + (size ? size : 1);
+    a->base = low;
+    pthread_mutex_unlock(&fc_lock);
+    *out = (CUdeviceptr_v1)low;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
     FC_TRACE();
@@ -158,26 +177,7 @@ CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
         return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr p;
     CUresult r = device_alloc(&p, bytesize, 512, FC_ALLOC_DEVICE);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (p > 0xFFFFFFFFULL) {
-        /* Re-home the allocation in the low range reserved for old-ABI callers. */
-        static CUdeviceptr low_next = 0x10000000ULL;
-        pthread_mutex_lock(&fc_lock);
-        struct fc_alloc *a = fc_alloc_find(p, false);
-        CUdeviceptr low = fc_round_up(low_next, 512);
-        if (low + bytesize > 0xFFFFFFFFULL) {
-            fc_alloc_remove(a);
-            pthread_mutex_unlock(&fc_lock);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        low_next = low + (bytesize ? bytesize : 1);
-        a->base = low;
-        p = low;
-        pthread_mutex_unlock(&fc_lock);
-    }
-    *dptr = (CUdeviceptr_v1)p;
-    return CUDA_SUCCESS;
+    return r != CUDA_SUCCESS ? r : rehome_low(p, bytesize, dptr);
 }
 
 /* The pitch is the row width rounded up to 512 bytes, the texture-pitch granularity the real
@@ -209,17 +209,11 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned in
     if (!dptr || !pPitch)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = alloc_pitch(&p, &pitch, WidthInBytes, Height, ElementSizeBytes);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (p > 0xFFFFFFFFULL) {
-        pthread_mutex_lock(&fc_lock);
-        fc_alloc_remove(fc_alloc_find(p, false));
-        pthread_mutex_unlock(&fc_lock);
-        return CUDA_ERROR_NOT_SUPPORTED; /* the fake only maps cuMemAlloc's old ABI low */
-    }
-    *dptr = (CUdeviceptr_v1)p;
-    *pPitch = (unsigned int)pitch;
-    return CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        r = rehome_low(p, pitch * Height, dptr);
+    if (r == CUDA_SUCCESS)
+        *pPitch = (unsigned int)pitch;
+    return r;
 }
 
 static CUresult mem_free(CUdeviceptr dptr)
