@@ -1,0 +1,123 @@
+# vgpu top's screen under tmux on the simulated GPU: start, help, sort, filter, the kill dialog
+# cancelled and confirmed, a live core-limit change, resize to 80x24 and back, NO_COLOR, the
+# no-driver banner, quit. Polls the pane instead of sleeping (reference/monitor.md §10).
+. "$(dirname "$0")/lib.sh"
+
+if ! command -v tmux >/dev/null; then skip "screen tests" "tmux is not installed"; exit 0; fi
+run vgpu list
+if [ "$rc" != 0 ]; then skip "screen tests" "the simulated NVML does not work: ${err:0:200}"; exit 0; fi
+
+SOCK=vgpu-top-$$
+export LANG=C.UTF-8 LC_ALL=C.UTF-8 HOME=$T_DIR
+tm() { tmux -L "$SOCK" "$@"; }
+screen_cleanup() { tm kill-server 2>/dev/null; t_cleanup; }
+trap screen_cleanup EXIT
+pane() { tm capture-pane -p -t t 2>/dev/null; }
+wait_for() { # text [seconds]
+  local i n=$(( ${2:-5} * 10 ))
+  for ((i = 0; i < n; i++)); do pane | grep -qF -- "$1" && return 0; sleep 0.1; done
+  return 1
+}
+expect() { # desc text [seconds]
+  if wait_for "$2" "${3:-5}"; then ok "$1"; else not_ok "$1" "missing: $2"$'\n'"$(pane)"; fi
+}
+keys() { tm send-keys -t t "$@"; }
+
+# A GPU process (through the simulated libcuda) outside any job, and a job with a core limit.
+cat >"$T_DIR/hold.py" <<'PY'
+import ctypes, sys, time
+cu = ctypes.CDLL("libcuda.so.1")
+cu.cuInit(0)
+dev = ctypes.c_int(); cu.cuDeviceGet(ctypes.byref(dev), 0)
+ctx = ctypes.c_void_p(); cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev)
+p = ctypes.c_uint64(); cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(256 << 20))
+time.sleep(120)
+PY
+python3 "$T_DIR/hold.py" & holder=$!
+vgpu run --name screenjob --mem 4G --core 30 -- sleep 120 >/dev/null 2>&1 &
+
+t0=$(date +%s%N)
+tm new-session -d -s t -x 120 -y 40 "vgpu top -d 0.3"
+expect "start: the header" "vgpu top - " 3
+t1=$(date +%s%N)
+expect "start: the GPU" "NVIDIA H100"
+expect "start: the job with its limits" "screenjob"
+expect "start: the GPU process" " $holder "
+echo "# first screen after $(( (t1 - t0) / 1000000 )) ms (includes tmux start)"
+
+keys h
+expect "help screen" "vgpu top - keys"
+keys x   # any key closes it
+if wait_for "PID USER" 3; then ok "help closes"; else not_ok "help closes" "$(pane)"; fi
+
+keys s
+expect "sort: next column" "sort by"
+keys S
+
+keys / h o l d Enter
+expect "filter: matching process shown" " $holder "
+keys / C-u BSpace BSpace BSpace BSpace z z z z Enter
+expect "filter: nothing matches" "(no GPU processes)"
+keys Escape
+expect "filter cleared" " $holder "
+
+# Kill dialog on the process panel (the focus at start), cancelled then confirmed.
+keys / h o l d Enter
+wait_for " $holder "
+keys k
+expect "kill dialog names the pid" "Send SIGTERM to pid $holder"
+keys n
+expect "kill cancelled" "nothing signalled"
+kill -0 "$holder" 2>/dev/null && ok "cancelled: the process lives" || not_ok "cancelled: the process lives"
+keys k
+expect "kill dialog again" "Send SIGTERM to pid $holder"
+keys y
+expect "kill confirmed" "sent SIGTERM to 1 process"
+for i in $(seq 50); do kill -0 "$holder" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$holder" 2>/dev/null && not_ok "confirmed: the process is gone" || ok "confirmed: the process is gone"
+keys Escape
+
+# Live core-limit change on the job panel (Tab: processes -> GPUs -> jobs).
+keys Tab Tab
+keys -
+expect "core limit lowered" "core limit 25%"
+run vgpu top --once --json
+assert_eq "the region holds the new core limit" 25 "$(jq '.jobs[] | select(.name == "screenjob") | .core_limit_percent' <<<"$out")"
+keys +
+expect "core limit raised" "core limit 30%"
+
+# Resize to 80x24 and back.
+tm resize-window -t t -x 80 -y 24
+sleep 0.5
+expect "80x24: the job panel" "screenjob"
+expect "80x24: the process panel" "PID USER"
+w=$(pane | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')
+[ "$w" -le 80 ] && ok "80x24: nothing wider than 80 columns" || not_ok "80x24: nothing wider than 80 columns" "widest: $w"
+[ "$(pane | wc -l)" -le 24 ] && ok "80x24: 24 lines" || not_ok "80x24: 24 lines"
+tm resize-window -t t -x 120 -y 40
+expect "back to 120x40: detail line again" "PCIe"
+
+# NO_COLOR (tests/run.sh sets it): attributes, no colour escapes.
+if tm capture-pane -p -e -t t | grep -qE $'\e\\[(3[0-7]|9[0-7])m|\e\\[38;'; then
+  not_ok "NO_COLOR: no colours"
+else
+  ok "NO_COLOR: no colours"
+fi
+
+keys q
+for i in $(seq 30); do tm has-session -t t 2>/dev/null || break; sleep 0.1; done
+tm has-session -t t 2>/dev/null && not_ok "q quits" || ok "q quits"
+
+# The no-driver banner, with the job still listed.
+tm new-session -d -s t -x 120 -y 30 "env VGPU_FAKE_FAIL=nvml_init=driver_not_loaded vgpu top"
+expect "no driver: the banner" "NVIDIA driver not loaded"
+expect "no driver: the job is still shown" "screenjob"
+keys q
+for i in $(seq 30); do tm has-session 2>/dev/null || break; sleep 0.1; done
+tm new-session -d -s t2 -x 100 -y 30 "env VGPU_NVML_LIB=/nonexistent/libnvidia-ml.so.1 vgpu top"
+if wait_for_t2() { local i; for ((i = 0; i < 50; i++)); do tm capture-pane -p -t t2 | grep -qF "NVML library not found" && return 0; sleep 0.1; done; return 1; }; wait_for_t2; then
+  ok "no library: the banner"
+else
+  not_ok "no library: the banner" "$(tm capture-pane -p -t t2)"
+fi
+tm send-keys -t t2 q
