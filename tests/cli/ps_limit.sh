@@ -1,0 +1,89 @@
+# vgpu ps and vgpu limit: listing, JSON, live limit changes, reaping, permissions.
+. "$(dirname "$0")/lib.sh"
+
+run vgpu ps
+assert_rc "ps with no jobs: 0" 0
+assert_contains "ps prints a header" "MEM LIMIT" "$out"
+run vgpu ps --json
+assert_eq "ps --json with no jobs" "1 0" "$(printf '%s' "$out" | jq -r '"\(.schema) \(.jobs | length)"')"
+
+# A job that waits until told to end.
+fifo=$T_DIR/go; mkfifo "$fifo"
+vgpu run --name web --mem 2G --core 40 sh -c "read x < $fifo" &
+runner=$!
+for _ in $(seq 50); do [ -n "$(ls "$VGPU_STATE_DIR/jobs" 2>/dev/null)" ] && break; sleep 0.1; done
+run vgpu ps --json
+assert_rc "ps --json: 0" 0
+assert_eq "one job" "1" "$(printf '%s' "$out" | jq '.jobs | length')"
+id=$(printf '%s' "$out" | jq -r '.jobs[0].id')
+assert_match "the id is 12 hex digits" '^[0-9a-f]{12}$' "$id"
+assert_eq "name" "web" "$(printf '%s' "$out" | jq -r '.jobs[0].name')"
+assert_eq "owner" "root" "$(printf '%s' "$out" | jq -r '.jobs[0].owner')"
+assert_eq "limit in bytes" "2147483648" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].mem_limit_bytes')"
+assert_eq "used in bytes" "0" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].mem_used_bytes')"
+assert_eq "core limit" "40" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].core_limit_percent')"
+assert_eq "the driver's view is a number" "number" "$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].nvml_used_bytes | type')"
+run vgpu ps
+assert_contains "the table shows the job" "$id" "$out"
+assert_contains "the table shows the limit" "2G" "$out"
+run vgpu ps -q
+assert_eq "ps -q prints the id only" "$id" "$out"
+
+run vgpu limit web --mem 1G
+assert_rc "limit by name: 0" 0
+assert_contains "limit says what changed" "memory limit 1 GiB (was 2 GiB)" "$out"
+run vgpu ps --json
+assert_eq "the new limit is live" "1073741824" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].mem_limit_bytes')"
+run vgpu limit "${id:0:6}" --mem 50%
+assert_rc "limit by id prefix and percent: 0" 0
+run vgpu limit "$id" --core none --mem none
+assert_rc "limit removing both limits: 0" 0
+run vgpu ps --json
+assert_eq "no memory limit is null" "null" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].mem_limit_bytes')"
+assert_eq "no core limit is null" "null" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].core_limit_percent')"
+run vgpu limit web --mem 10T
+assert_rc "limit larger than the GPU: 2" 2
+run vgpu limit web --mem 4Q
+assert_rc "limit with a bad size: 2" 2
+assert_contains "the bad size is quoted" "'4Q'" "$err"
+run vgpu limit web --mem 1G --gpu 3
+assert_rc "limit for a GPU the job lacks: 2" 2
+run vgpu limit web
+assert_rc "limit with nothing to change: 2" 2
+run vgpu limit nosuchjob --mem 1G
+assert_rc "limit of an unknown job: 8" 8
+assert_contains "an unknown job lists the jobs" "web" "$err"
+
+# Another user can neither read nor change the job.
+if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
+  chmod 0711 "$T_DIR"; chmod 0755 "$VGPU_STATE_DIR" "$VGPU_STATE_DIR/jobs"
+  as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env VGPU_STATE_DIR="$VGPU_STATE_DIR" "$@"; }
+  run as_nobody "$VGPU_BUILD/vgpu" limit "$id" --mem 1G
+  assert_rc "limit of another user's job: 6" 6
+  assert_contains "the permission error says whose job it is" "only its owner or root" "$err"
+  run as_nobody "$VGPU_BUILD/vgpu" ps --json
+  assert_rc "ps as another user: 0" 0
+  assert_eq "another user's job is not shown" "0" "$(printf '%s' "$out" | jq '.jobs | length')"
+  run as_nobody cat "$VGPU_STATE_DIR/jobs/$id.region"
+  check "another user cannot read the region file" test "$rc" -ne 0
+  chmod 0700 "$T_DIR" "$VGPU_STATE_DIR" "$VGPU_STATE_DIR/jobs"
+else
+  skip "limit of another user's job: 6" "needs root and setpriv"
+fi
+
+echo > "$fifo"
+wait "$runner"
+rc=$?
+assert_eq "the job ends with its command's status" "0" "$rc"
+run vgpu ps -q
+assert_eq "an ended job is gone" "" "$out"
+
+# A job whose vgpu run was SIGKILLed is removed by the next reader.
+vgpu run sh -c "echo \$\$ > $T_DIR/cmdpid; exec sleep 30" &
+runner=$!
+for _ in $(seq 50); do [ -s "$T_DIR/cmdpid" ] && break; sleep 0.1; done
+kill -KILL "$runner"; wait "$runner" 2>/dev/null
+kill -KILL "$(cat "$T_DIR/cmdpid")"
+sleep 0.2
+run vgpu ps -q
+assert_eq "a job whose vgpu run was killed, with no live process, is removed" "" "$out"
