@@ -1,0 +1,145 @@
+/* acct.c: reserving device memory in the job region (DESIGN.md decisions 4 and 6).
+ *
+ * Every allocating wrapper reserves before the real call (a CAS of the job's per-device
+ * counter against the limit, in lib/core/region.c, so that concurrent processes can never pass
+ * the limit together) and releases when the real call fails or the memory is freed. A refused
+ * reservation is logged once a second at most (warn level: VGPU_LOG=error silences it) and the
+ * wrapper returns CUDA_ERROR_OUT_OF_MEMORY. Job device = CUDA ordinal inside the job. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "hook.h"
+#include "vgpu/region.h"
+#include "vgpu/units.h"
+
+static vgpu_cuCtxGetDevice_fn ctx_get_device(void)
+{
+    static _Atomic(vgpu_cuCtxGetDevice_fn) fn;
+    vgpu_cuCtxGetDevice_fn f = atomic_load_explicit(&fn, memory_order_acquire);
+    if (!f) {
+        f = (vgpu_cuCtxGetDevice_fn)vgpu_real_cuda_sym("cuCtxGetDevice");
+        atomic_store_explicit(&fn, f, memory_order_release);
+    }
+    return f;
+}
+
+int vgpu_current_device(void)
+{
+    vgpu_cuCtxGetDevice_fn f = ctx_get_device();
+    CUdevice d = -1;
+    if (!f || f(&d) != CUDA_SUCCESS || d < 0)
+        return -1;
+    return d;
+}
+
+/* The job and this process's slot when device `dev` can be accounted; NULL otherwise. */
+static struct vgpu_region *accountable(int dev, int *slot)
+{
+    struct vgpu_region *r = vgpu_job();
+    if (!r || dev < 0 || (unsigned)dev >= vgpu_region_device_count(r))
+        return NULL;
+    *slot = vgpu_job_slot();
+    return *slot >= 0 ? r : NULL;
+}
+
+static void report_oom(struct vgpu_region *r, int dev, uint64_t bytes, const char *what)
+{
+    static _Atomic uint64_t last_ns;
+    static _Atomic unsigned suppressed;
+    uint64_t now = vgpu_now_ns(), last = atomic_load(&last_ns);
+    if (last && now - last < 1000000000ull) {
+        atomic_fetch_add(&suppressed, 1);
+        return;
+    }
+    if (!atomic_compare_exchange_strong(&last_ns, &last, now)) {
+        atomic_fetch_add(&suppressed, 1);
+        return;
+    }
+    char req[32], used[32], lim[32], more[64] = "";
+    unsigned n = atomic_exchange(&suppressed, 0);
+    if (n)
+        snprintf(more, sizeof more, " (%u more refused since the last message)", n);
+    vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use%s. "
+              "Use less memory, or raise the limit with `vgpu limit`.",
+              vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
+              vgpu_format_size(vgpu_region_mem_used(r, (unsigned)dev), used, sizeof used),
+              vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)dev), lim, sizeof lim), more);
+}
+
+bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what)
+{
+    int slot;
+    struct vgpu_region *r = accountable(dev, &slot);
+    if (!r || bytes == 0)
+        return true;
+    (void)vgpu_region_reap_maybe(r);
+    if (vgpu_region_reserve(r, slot, (unsigned)dev, bytes) == 0)
+        return true;
+    if (errno == EINVAL)
+        return true;                    /* not ours to account (bad index): never fail the call */
+    /* Before refusing: charges that may be stale (pools shrink at synchronize, graph memory is
+     * trimmed, processes die) are re-measured, then one more try. */
+    vgpu_pool_reconcile_all();
+    vgpu_graphmem_reconcile(dev);
+    (void)vgpu_region_reap(r);
+    if (vgpu_region_reserve(r, slot, (unsigned)dev, bytes) == 0)
+        return true;
+    report_oom(r, dev, bytes, what);
+    return false;
+}
+
+void vgpu_acct_release(int dev, uint64_t bytes)
+{
+    int slot;
+    struct vgpu_region *r = accountable(dev, &slot);
+    if (r && bytes)
+        (void)vgpu_region_release(r, slot, (unsigned)dev, bytes);
+}
+
+void vgpu_acct_force(int dev, uint64_t bytes)
+{
+    int slot;
+    struct vgpu_region *r = accountable(dev, &slot);
+    if (!r || bytes == 0)
+        return;
+    /* Memory the driver already handed out: counted even past the limit, so the job's view and
+     * later reservations see it (the region API only has the checked reserve). */
+    atomic_fetch_add(&r->use->slot[slot].used[dev], bytes);
+    uint64_t now = atomic_fetch_add(&r->use->dev[dev].used, bytes) + bytes;
+    uint64_t peak = atomic_load(&r->use->dev[dev].peak);
+    while (now > peak && !atomic_compare_exchange_weak(&r->use->dev[dev].peak, &peak, now))
+        ;
+}
+
+uint64_t vgpu_acct_limit(int dev)
+{
+    struct vgpu_region *r = vgpu_job();
+    return r && dev >= 0 ? vgpu_region_mem_limit(r, (unsigned)dev) : 0;
+}
+
+uint64_t vgpu_acct_used(int dev)
+{
+    struct vgpu_region *r = vgpu_job();
+    return r && dev >= 0 ? vgpu_region_mem_used(r, (unsigned)dev) : 0;
+}
+
+void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
+                    uint64_t *used_out)
+{
+    uint64_t limit = vgpu_acct_limit(dev);
+    if (!limit) {
+        *free_out = real_free;
+        *total_out = real_total;
+        *used_out = real_total > real_free ? real_total - real_free : 0;
+        return;
+    }
+    uint64_t total = real_total && real_total < limit ? real_total : limit;
+    uint64_t used = vgpu_acct_used(dev);
+    uint64_t fr = used < total ? total - used : 0;
+    if (fr > real_free)
+        fr = real_free;                 /* the device itself has less: never promise more */
+    *free_out = fr;
+    *total_out = total;
+    *used_out = total - fr;
+}

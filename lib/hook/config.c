@@ -1,0 +1,132 @@
+/* config.c: which job this process belongs to, read once, on the first hook that needs it.
+ *
+ *   VGPU_REGION=PATH    the job region written by `vgpu run` (authoritative limits, changed
+ *                       live by `vgpu limit`);
+ *   otherwise HAMi-core's variables (hami.c), which create or open a region of their own;
+ *   otherwise no job: every wrapper passes straight through.
+ * A configuration that cannot be used is reported loudly on stderr (it is an error, not a
+ * warning: the job runs without limits) and the process carries on unlimited; the library
+ * never exits. Nothing here runs at load time. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hami.h"
+#include "hook.h"
+#include "vgpu/region.h"
+
+static struct vgpu_region region;
+static struct vgpu_region *job;            /* &region once open and attached */
+static _Atomic int slot = -1;
+static _Atomic pid_t slot_pid;             /* the process that owns `slot` (fork detection) */
+static char label[160] = "no job";
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void set_label(void)
+{
+    const struct vgpu_region_header *h = region.hdr;
+    char id[VGPU_JOB_ID_LEN + 1], name[VGPU_JOB_NAME_LEN + 1];
+    snprintf(id, sizeof id, "%s", h->id);
+    snprintf(name, sizeof name, "%s", h->name);
+    if (name[0])
+        snprintf(label, sizeof label, "job %s (%s)", name, id);
+    else
+        snprintf(label, sizeof label, "job %s", id);
+}
+
+static bool attach(void)
+{
+    struct vgpu_err e = { 0 };
+    int s = vgpu_region_attach(&region, &e);
+    if (s < 0) {
+        vgpu_error("%s: cannot register this process in the job region %s: %s; its GPU memory is "
+                   "NOT limited. End idle processes of the job, or start it again.", label, region.path, e.msg);
+        return false;
+    }
+    atomic_store(&slot, s);
+    atomic_store(&slot_pid, getpid());
+    return true;
+}
+
+static void load(void)
+{
+    char pfx[32];
+    snprintf(pfx, sizeof pfx, "vgpu[%d]", (int)getpid());
+    vgpu_log_set_prefix(pfx);
+    (void)vgpu_log_level();
+
+    const char *path = getenv("VGPU_REGION");
+    struct vgpu_err e = { 0 };
+    if (path && *path) {
+        if (vgpu_region_open(&region, path, VGPU_REGION_JOB, &e) != 0) {
+            vgpu_error("cannot open the job region VGPU_REGION=%s: %s; this process runs WITHOUT GPU limits. "
+                       "Start the program with `vgpu run`, which sets VGPU_REGION.", path, e.msg);
+            return;
+        }
+    } else {
+        int rc = vgpu_hami_open(&region);
+        if (rc <= 0)
+            return;                         /* no HAMi variables, or an error already reported */
+    }
+    set_label();
+    if (attach())
+        job = &region;
+}
+
+struct vgpu_region *vgpu_job(void)
+{
+    pthread_once(&once, load);
+    return job;
+}
+
+int vgpu_job_slot(void)
+{
+    if (!vgpu_job())
+        return -1;
+    /* A forked child inherits the mapping but not the parent's slot: take its own. */
+    if (__builtin_expect(atomic_load_explicit(&slot_pid, memory_order_relaxed) != getpid(), 0)) {
+        pthread_mutex_lock(&attach_lock);
+        if (atomic_load(&slot_pid) != getpid())
+            (void)attach();
+        pthread_mutex_unlock(&attach_lock);
+    }
+    return atomic_load_explicit(&slot, memory_order_relaxed);
+}
+
+const char *vgpu_job_label(void)
+{
+    return label;
+}
+
+static _Atomic uint32_t core_seq = UINT32_MAX;
+static _Atomic bool core_any;
+
+bool vgpu_job_core_limited(void)
+{
+    struct vgpu_region *r = vgpu_job();
+    if (!r)
+        return false;
+    uint32_t seq = atomic_load_explicit(&((struct vgpu_region_header *)r->hdr)->limits_seq, memory_order_acquire);
+    if (__builtin_expect(seq == atomic_load_explicit(&core_seq, memory_order_relaxed), 1))
+        return atomic_load_explicit(&core_any, memory_order_relaxed);
+    bool any = false;
+    unsigned n = vgpu_region_device_count(r);
+    for (unsigned i = 0; i < n && i < VGPU_REGION_MAX_DEVICES; i++)
+        if (atomic_load(&((struct vgpu_region_header *)r->hdr)->dev[i].core_limit) != 0)
+            any = true;
+    atomic_store(&core_any, any);
+    atomic_store(&core_seq, seq);
+    return any;
+}
+
+/* A clean exit gives the process's usage back at once instead of waiting for a reaper. */
+__attribute__((destructor)) static void detach_at_exit(void)
+{
+    if (job && atomic_load(&slot_pid) == getpid() && atomic_load(&slot) >= 0)
+        vgpu_region_detach(job, atomic_load(&slot));
+}

@@ -1,0 +1,127 @@
+/* hook.h: internals of libvgpu.so (lib/hook). Not installed, not a public interface.
+ *
+ * The pieces: real.c finds the real driver/NVML functions (lazily, once); route.c hands our
+ * wrappers out through dlsym and cuGetProcAddress; config.c reads the job (VGPU_REGION, or the
+ * HAMi-core variables through hami.c); acct.c reserves and releases memory in the job region;
+ * ptrtab.c remembers what each allocation charged; mem.c, pool.c, vmm.c, ctx.c, view.c,
+ * launch.c and nvml.c are the wrappers. libc, libdl and libpthread only. */
+#ifndef VGPU_HOOK_H
+#define VGPU_HOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vgpu_cuda.h"
+#include "vgpu_nvml.h"
+#include "vgpu/log.h"
+
+/* Functions exported under their real names: default visibility, listed in exports.map. */
+#define VGPU_EXPORT __attribute__((visibility("default")))
+
+/* Prototypes of every driver entry point (the wrappers we define are among them). */
+#define VGPU_CU_FN(symbol, base, version, kind, params) CUresult symbol params;
+#include "vgpu_cuda_fns.def"
+#undef VGPU_CU_FN
+
+/* ---- real.c: the real functions ------------------------------------------------------------ */
+
+enum vgpu_hook_id {
+#define VGPU_HOOK(symbol, base, version, kind) VGPU_H_##symbol,
+#include "hooks.def"
+#undef VGPU_HOOK
+    VGPU_H_COUNT
+};
+
+/* The real driver function behind hook `id`: libcuda.so.1's export of that exact name, or the
+ * pointer the real cuGetProcAddress returned for it (route.c records it). NULL when the driver
+ * has none. The first call per id resolves it (thread-safe, idempotent); later calls are one
+ * load. */
+void *vgpu_real(enum vgpu_hook_id id);
+void vgpu_real_offer(enum vgpu_hook_id id, void *fn);   /* from cuGetProcAddress, when unresolved */
+/* Any driver function by exported name (not necessarily hooked); NULL when absent. */
+void *vgpu_real_cuda_sym(const char *name);
+/* An NVML function by name from libnvidia-ml.so.1; NULL when NVML is absent. */
+void *vgpu_real_nvml_sym(const char *name);
+/* The real dlsym (glibc's), found with dlvsym; never our override. */
+void *vgpu_real_dlsym(void *handle, const char *name);
+
+/* Calls the real `sym` with `args`, or returns `fail` when the driver lacks it. */
+#define REAL(sym) ((vgpu_##sym##_fn)vgpu_real(VGPU_H_##sym))
+#define CALL_REAL(sym, args)                                                   \
+    do {                                                                       \
+        vgpu_##sym##_fn real_ = REAL(sym);                                     \
+        return real_ ? real_ args : CUDA_ERROR_NOT_INITIALIZED;                \
+    } while (0)
+
+/* ---- route.c ------------------------------------------------------------------------------------ */
+
+/* Our wrapper for the driver export `name` (exact versioned name), or NULL when not hooked. */
+void *vgpu_route_hook_by_symbol(const char *name);
+/* nvml.c: our NVML wrapper for `name`, or NULL when that NVML function is not virtualised. */
+void *vgpu_nvml_hook_by_symbol(const char *name);
+
+/* ---- config.c: what the job allows ------------------------------------------------------------- */
+
+struct vgpu_region;
+/* Reads the configuration once (thread-safe). Returns the job region, or NULL when this process
+ * runs with no job (no VGPU_REGION, no HAMi variables, or a configuration error already
+ * reported): then every wrapper passes straight through. */
+struct vgpu_region *vgpu_job(void);
+int vgpu_job_slot(void);               /* this process's slot (re-attached after fork) */
+const char *vgpu_job_label(void);      /* "job NAME (ID)" for messages */
+/* Whether any device of the job has a core limit (refreshed when `vgpu limit` changes one). */
+bool vgpu_job_core_limited(void);
+
+/* ---- acct.c: memory accounting ------------------------------------------------------------------ */
+
+/* The job device (CUDA ordinal) of the calling thread's current context; -1 when none. */
+int vgpu_current_device(void);
+/* Reserves `bytes` on job device `dev` for `what` (the entry point's name) before the real
+ * call. true when granted (or when there is no job/limit accounting for dev); false when over
+ * the limit: the OOM line has been logged (rate limited) and the caller returns
+ * CUDA_ERROR_OUT_OF_MEMORY. */
+bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what);
+/* Returns bytes reserved earlier (free, or the real call failed). */
+void vgpu_acct_release(int dev, uint64_t bytes);
+/* Charges bytes that are already in use whatever the limit says (context overhead, pool and
+ * graph rounding measured after the fact): never fails, may pass the limit. */
+void vgpu_acct_force(int dev, uint64_t bytes);
+/* Job view of device `dev`: limit (0 = none) and used bytes. */
+uint64_t vgpu_acct_limit(int dev);
+uint64_t vgpu_acct_used(int dev);
+/* Saturating helpers for the views: used + free = total, never negative. */
+void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
+                    uint64_t *used_out);
+/* Tells the pools (pool.c) to re-measure: called before giving up with OOM. */
+void vgpu_pool_reconcile_all(void);
+void vgpu_graphmem_reconcile(int dev);
+
+/* ctx.c: after a graph instantiate/launch, charge the growth of the device's graph pool. */
+void vgpu_graph_launched(void);
+/* nvml.c: device-wide used memory of job device `dev` through NVML (false without NVML). */
+bool vgpu_nvml_device_used(int dev, uint64_t *used);
+/* nvml.c: the context overhead charged for `dev` (the baseline of NVML reconciliation). */
+void vgpu_ctx_overhead_charged(int dev, uint64_t bytes);
+
+/* ---- ptrtab.c: what each allocation charged ----------------------------------------------------- */
+
+enum vgpu_alloc_kind {
+    VGPU_AK_LINEAR = 1,   /* cuMemAlloc*, pitch, managed: keyed by device pointer */
+    VGPU_AK_VMM = 2,      /* cuMemCreate handle */
+    VGPU_AK_ARRAY = 3,    /* CUarray / CUmipmappedArray handle */
+    VGPU_AK_MODULE = 4,   /* CUmodule / CUlibrary handle */
+};
+/* Remembers key -> (dev, bytes). Returns false when out of memory (the charge is then given
+ * back by the caller and the allocation kept: it is simply not accounted). */
+bool vgpu_ptr_put(enum vgpu_alloc_kind kind, uint64_t key, int dev, uint64_t bytes);
+/* Removes key; true and its (dev, bytes) when it was tracked. */
+bool vgpu_ptr_take(enum vgpu_alloc_kind kind, uint64_t key, int *dev, uint64_t *bytes);
+
+/* ---- small helpers --------------------------------------------------------------------------------- */
+
+uint64_t vgpu_now_ns(void);            /* CLOCK_MONOTONIC */
+/* Free and total memory of the current context's device through the real cuMemGetInfo_v2. */
+bool vgpu_real_meminfo(uint64_t *free_b, uint64_t *total_b);
+
+#endif

@@ -1,0 +1,166 @@
+/* mem.c: linear, pitched and managed device memory (interception.md §2, first rows).
+ * Reserve before the real call, release when it fails, remember what was charged by pointer;
+ * a free releases exactly that, and a pointer we never charged passes straight through. */
+#include "hook.h"
+
+/* The job device to charge, or -1 when there is no job (then nothing is recorded at all). */
+static int charge_device(void)
+{
+    return vgpu_job() ? vgpu_current_device() : -1;
+}
+
+static void remember(uint64_t ptr, int dev, uint64_t bytes)
+{
+    if (dev >= 0 && bytes && !vgpu_ptr_put(VGPU_AK_LINEAR, ptr, dev, bytes))
+        vgpu_acct_release(dev, bytes);   /* cannot remember it: do not keep a charge we cannot free */
+}
+
+VGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    vgpu_cuMemAlloc_v2_fn real = REAL(cuMemAlloc_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = charge_device();
+    if (!vgpu_acct_reserve(dev, bytesize, "cuMemAlloc_v2"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = real(dptr, bytesize);
+    if (rc != CUDA_SUCCESS)
+        vgpu_acct_release(dev, bytesize);
+    else
+        remember(*dptr, dev, bytesize);
+    return rc;
+}
+
+/* The CUDA 2.x ABI: 32-bit size and pointer. */
+VGPU_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    vgpu_cuMemAlloc_fn real = REAL(cuMemAlloc);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = charge_device();
+    if (!vgpu_acct_reserve(dev, bytesize, "cuMemAlloc"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = real(dptr, bytesize);
+    if (rc != CUDA_SUCCESS)
+        vgpu_acct_release(dev, bytesize);
+    else
+        remember(*dptr, dev, bytesize);
+    return rc;
+}
+
+/* The driver picks the pitch; reserve an upper bound (rows padded to 512 B, the largest
+ * pitch alignment of current GPUs), then settle on pitch x height once it is known. */
+static uint64_t pitch_bound(uint64_t width, uint64_t height)
+{
+    uint64_t w = (width + 511) / 512 * 512, b;
+    return __builtin_mul_overflow(w, height, &b) ? UINT64_MAX : b;
+}
+
+static void settle(int dev, uint64_t reserved, uint64_t actual)
+{
+    if (actual > reserved)
+        vgpu_acct_force(dev, actual - reserved);
+    else
+        vgpu_acct_release(dev, reserved - actual);
+}
+
+VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                        unsigned int ElementSizeBytes)
+{
+    vgpu_cuMemAllocPitch_v2_fn real = REAL(cuMemAllocPitch_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = charge_device();
+    uint64_t bound = pitch_bound(WidthInBytes, Height);
+    if (!vgpu_acct_reserve(dev, bound, "cuMemAllocPitch_v2"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    if (rc != CUDA_SUCCESS) {
+        vgpu_acct_release(dev, bound);
+        return rc;
+    }
+    uint64_t actual = (uint64_t)*pPitch * Height;
+    if (dev >= 0)
+        settle(dev, bound, actual);
+    remember(*dptr, dev, actual);
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                     unsigned int Height, unsigned int ElementSizeBytes)
+{
+    vgpu_cuMemAllocPitch_fn real = REAL(cuMemAllocPitch);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = charge_device();
+    uint64_t bound = pitch_bound(WidthInBytes, Height);
+    if (!vgpu_acct_reserve(dev, bound, "cuMemAllocPitch"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    if (rc != CUDA_SUCCESS) {
+        vgpu_acct_release(dev, bound);
+        return rc;
+    }
+    uint64_t actual = (uint64_t)*pPitch * Height;
+    if (dev >= 0)
+        settle(dev, bound, actual);
+    remember(*dptr, dev, actual);
+    return rc;
+}
+
+/* Managed memory is charged in full to the current device: it can be resident there at any
+ * time, and a limit that counted only what is resident would move under the job's feet. */
+VGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    vgpu_cuMemAllocManaged_fn real = REAL(cuMemAllocManaged);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev = charge_device();
+    if (!vgpu_acct_reserve(dev, bytesize, "cuMemAllocManaged"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = real(dptr, bytesize, flags);
+    if (rc != CUDA_SUCCESS)
+        vgpu_acct_release(dev, bytesize);
+    else
+        remember(*dptr, dev, bytesize);
+    return rc;
+}
+
+/* Take the record first (the address cannot be handed out again before the real free), put it
+ * back if the driver refuses the free. */
+static CUresult free_linear(uint64_t ptr, CUresult rc_of_real_free(uint64_t))
+{
+    int dev;
+    uint64_t bytes;
+    bool tracked = vgpu_ptr_take(VGPU_AK_LINEAR, ptr, &dev, &bytes);
+    CUresult rc = rc_of_real_free(ptr);
+    if (tracked) {
+        if (rc == CUDA_SUCCESS)
+            vgpu_acct_release(dev, bytes);
+        else
+            (void)vgpu_ptr_put(VGPU_AK_LINEAR, ptr, dev, bytes);
+    }
+    return rc;
+}
+
+static CUresult real_free_v2(uint64_t ptr)
+{
+    vgpu_cuMemFree_v2_fn real = REAL(cuMemFree_v2);
+    return real ? real((CUdeviceptr)ptr) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult real_free_v1(uint64_t ptr)
+{
+    vgpu_cuMemFree_fn real = REAL(cuMemFree);
+    return real ? real((CUdeviceptr_v1)ptr) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return free_linear(dptr, real_free_v2);
+}
+
+VGPU_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    return free_linear(dptr, real_free_v1);
+}

@@ -1,0 +1,260 @@
+/* nvml.c: NVML as the job sees it (DESIGN.md decision 6, pitfall 3).
+ *
+ *  - nvmlDeviceGetCount[_v2] / nvmlDeviceGetHandleByIndex[_v2] list only the job's GPUs (by the
+ *    UUIDs `vgpu run` wrote in the region; a MIG device of the job shows its parent GPU), so
+ *    nvidia-smi inside a job shows only them. Without UUIDs in the region (HAMi variables) or
+ *    outside a job, nothing is filtered.
+ *  - nvmlDeviceGetMemoryInfo[_v2] of a job GPU with a memory limit show the job's slice:
+ *    total = min(limit, physical), used = the job's usage, free = total - used, never negative,
+ *    used + free (+ reserved = 0 in v2) = total. Without a limit, the driver's numbers.
+ * The real functions come from libnvidia-ml.so.1; NVML handles are only ever passed through. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hook.h"
+#include "vgpu/region.h"
+
+#define NV(sym) ((vgpu_##sym##_fn)vgpu_real_nvml_sym(#sym))
+
+/* ---- the job's GPUs ---- */
+
+/* Job device whose UUID is the handle's; -1 when none (or no job). */
+static int job_dev_of_handle(nvmlDevice_t h)
+{
+    struct vgpu_region *r = vgpu_job();
+    vgpu_nvmlDeviceGetUUID_fn uuid_of = NV(nvmlDeviceGetUUID);
+    char uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
+    if (!r || !uuid_of || uuid_of(h, uuid, sizeof uuid) != NVML_SUCCESS)
+        return -1;
+    unsigned n = vgpu_region_device_count(r);
+    for (unsigned i = 0; i < n; i++)
+        if (r->hdr->dev[i].uuid[0] && strcmp(r->hdr->dev[i].uuid, uuid) == 0)
+            return (int)i;
+    return -1;
+}
+
+static bool job_has_uuids(void)
+{
+    struct vgpu_region *r = vgpu_job();
+    return r && vgpu_region_device_count(r) && r->hdr->dev[0].uuid[0];
+}
+
+/* Whether physical GPU handle h is one of the job's (itself, or the parent of a job MIG device). */
+static bool handle_in_job(nvmlDevice_t h)
+{
+    if (job_dev_of_handle(h) >= 0)
+        return true;
+    struct vgpu_region *r = vgpu_job();
+    vgpu_nvmlDeviceGetHandleByUUID_fn by_uuid = NV(nvmlDeviceGetHandleByUUID);
+    vgpu_nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn parent = NV(nvmlDeviceGetDeviceHandleFromMigDeviceHandle);
+    if (!r || !by_uuid || !parent)
+        return false;
+    unsigned n = vgpu_region_device_count(r);
+    for (unsigned i = 0; i < n; i++) {
+        nvmlDevice_t mig, p;
+        if (strncmp(r->hdr->dev[i].uuid, "MIG-", 4) == 0 && by_uuid(r->hdr->dev[i].uuid, &mig) == NVML_SUCCESS &&
+            parent(mig, &p) == NVML_SUCCESS && p == h)
+            return true;
+    }
+    return false;
+}
+
+/* Visible index -> real NVML index. Built on first use (NVML is initialised by then). */
+static pthread_mutex_t map_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool map_built;
+static unsigned map_n, map_idx[64];
+
+static nvmlReturn_t build_map(void)
+{
+    vgpu_nvmlDeviceGetCount_v2_fn count = NV(nvmlDeviceGetCount_v2);
+    vgpu_nvmlDeviceGetHandleByIndex_v2_fn by_index = NV(nvmlDeviceGetHandleByIndex_v2);
+    if (!count || !by_index)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = NVML_SUCCESS;
+    pthread_mutex_lock(&map_lock);
+    if (!map_built) {
+        unsigned n = 0;
+        rc = count(&n);
+        if (rc == NVML_SUCCESS) {
+            map_n = 0;
+            for (unsigned i = 0; i < n && map_n < 64; i++) {
+                nvmlDevice_t h;
+                if (by_index(i, &h) == NVML_SUCCESS && handle_in_job(h))
+                    map_idx[map_n++] = i;
+            }
+            map_built = true;
+        }
+    }
+    pthread_mutex_unlock(&map_lock);
+    return rc;
+}
+
+static nvmlReturn_t filtered_count(unsigned int *n, vgpu_nvmlDeviceGetCount_v2_fn real)
+{
+    if (!real)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (!n || !job_has_uuids())
+        return real(n);
+    nvmlReturn_t rc = build_map();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *n = map_n;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t filtered_handle(unsigned int index, nvmlDevice_t *h, vgpu_nvmlDeviceGetHandleByIndex_v2_fn real)
+{
+    if (!real)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (!job_has_uuids())
+        return real(index, h);
+    nvmlReturn_t rc = build_map();
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (index >= map_n)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return real(map_idx[index], h);
+}
+
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount);
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device);
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    return filtered_count(deviceCount, NV(nvmlDeviceGetCount_v2));
+}
+
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    return filtered_count(deviceCount, (vgpu_nvmlDeviceGetCount_v2_fn)NV(nvmlDeviceGetCount));
+}
+
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    return filtered_handle(index, device, NV(nvmlDeviceGetHandleByIndex_v2));
+}
+
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return filtered_handle(index, device, (vgpu_nvmlDeviceGetHandleByIndex_v2_fn)NV(nvmlDeviceGetHandleByIndex));
+}
+
+/* ---- memory ---- */
+
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    vgpu_nvmlDeviceGetMemoryInfo_fn real = NV(nvmlDeviceGetMemoryInfo);
+    if (!real)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = real(device, memory);
+    int dev;
+    if (rc != NVML_SUCCESS || !memory || (dev = job_dev_of_handle(device)) < 0 || !vgpu_acct_limit(dev))
+        return rc;
+    uint64_t fr, to, used;
+    vgpu_acct_view(dev, memory->free, memory->total, &fr, &to, &used);
+    memory->total = to;
+    memory->free = fr;
+    memory->used = used;
+    return rc;
+}
+
+VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    vgpu_nvmlDeviceGetMemoryInfo_v2_fn real = NV(nvmlDeviceGetMemoryInfo_v2);
+    if (!real)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t rc = real(device, memory);
+    int dev;
+    if (rc != NVML_SUCCESS || !memory || (dev = job_dev_of_handle(device)) < 0 || !vgpu_acct_limit(dev))
+        return rc;
+    uint64_t fr, to, used;
+    vgpu_acct_view(dev, memory->free, memory->total, &fr, &to, &used);
+    memory->total = to;
+    memory->reserved = 0;      /* the slice has no driver-reserved part: used + free = total */
+    memory->free = fr;
+    memory->used = used;
+    return rc;
+}
+
+struct nvml_hook {
+    const char *name;
+    void *fn;
+};
+static const struct nvml_hook nvml_hooks[] = {
+    { "nvmlDeviceGetCount_v2", (void *)&nvmlDeviceGetCount_v2 },
+    { "nvmlDeviceGetCount", (void *)&nvmlDeviceGetCount },
+    { "nvmlDeviceGetHandleByIndex_v2", (void *)&nvmlDeviceGetHandleByIndex_v2 },
+    { "nvmlDeviceGetHandleByIndex", (void *)&nvmlDeviceGetHandleByIndex },
+    { "nvmlDeviceGetMemoryInfo", (void *)&nvmlDeviceGetMemoryInfo },
+    { "nvmlDeviceGetMemoryInfo_v2", (void *)&nvmlDeviceGetMemoryInfo_v2 },
+};
+
+void *vgpu_nvml_hook_by_symbol(const char *name)
+{
+    for (size_t i = 0; i < sizeof nvml_hooks / sizeof *nvml_hooks; i++)
+        if (strcmp(nvml_hooks[i].name, name) == 0)
+            return nvml_hooks[i].fn;
+    return NULL;
+}
+
+/* ---- measuring for the CUDA side (ctx.c) ---- */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static bool nvml_ok;
+
+static void nvml_init(void)
+{
+    vgpu_nvmlInit_v2_fn init = NV(nvmlInit_v2);
+    nvml_ok = init && init() == NVML_SUCCESS;
+}
+
+/* The NVML handle of job device `dev` (CUDA ordinal), by UUID. */
+static bool handle_of_dev(int dev, nvmlDevice_t *h)
+{
+    vgpu_nvmlDeviceGetHandleByUUID_fn by_uuid = NV(nvmlDeviceGetHandleByUUID);
+    struct vgpu_region *r = vgpu_job();
+    if (!by_uuid || !r)
+        return false;
+    if ((unsigned)dev < vgpu_region_device_count(r) && r->hdr->dev[dev].uuid[0])
+        return by_uuid(r->hdr->dev[dev].uuid, h) == NVML_SUCCESS;
+    /* No UUID in the region (HAMi variables): ask the driver. */
+    vgpu_cuDeviceGetUuid_v2_fn cu_uuid = (vgpu_cuDeviceGetUuid_v2_fn)vgpu_real_cuda_sym("cuDeviceGetUuid_v2");
+    CUuuid u;
+    if (!cu_uuid || cu_uuid(&u, dev) != CUDA_SUCCESS)
+        return false;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    char s[64];
+    for (int pass = 0; pass < 2; pass++) {
+        snprintf(s, sizeof s, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 pass ? "MIG" : "GPU", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                 b[12], b[13], b[14], b[15]);
+        if (by_uuid(s, h) == NVML_SUCCESS)
+            return true;
+    }
+    return false;
+}
+
+bool vgpu_nvml_device_used(int dev, uint64_t *used)
+{
+    pthread_once(&init_once, nvml_init);
+    vgpu_nvmlDeviceGetMemoryInfo_fn mem = NV(nvmlDeviceGetMemoryInfo);
+    nvmlDevice_t h;
+    nvmlMemory_t m;
+    if (!nvml_ok || !mem || !handle_of_dev(dev, &h) || mem(h, &m) != NVML_SUCCESS)
+        return false;
+    *used = m.used;
+    return true;
+}
+
+static uint64_t overhead[VGPU_REGION_MAX_DEVICES];
+
+void vgpu_ctx_overhead_charged(int dev, uint64_t bytes)
+{
+    if (dev >= 0 && dev < VGPU_REGION_MAX_DEVICES)
+        __atomic_store_n(&overhead[dev], bytes, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,169 @@
+/* route.c: how callers reach our wrappers (DESIGN.md decision 3, interception.md §1).
+ *
+ * 1. Direct linking: the wrappers are exported under the driver's own versioned names.
+ * 2. dlopen + dlsym: glibc's dlsym on a libcuda handle would skip an LD_PRELOAD library, so we
+ *    override dlsym. It asks the real dlsym first; only when that finds something and the name
+ *    is exactly one of the driver exports in hooks.def (or an NVML function we virtualise) is
+ *    the answer replaced by our wrapper. cudnn*, cublas*, cuda* and every other name are never
+ *    touched, because they are simply not in the table.
+ * 3. cuGetProcAddress (4 arguments, CUDA 11.3) and cuGetProcAddress_v2 (5 arguments): the real
+ *    one answers first; a non-NULL answer is replaced by the wrapper of exactly the ABI variant
+ *    the driver chose. The variant is identified by pointer identity with the driver's exports,
+ *    else by the driver's own rule (newest variant introduced at or before cudaVersion; the
+ *    _ptsz/_ptds one for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) over every variant of
+ *    vgpu_cuda_fns.def, so an old ABI is never answered with a newer ABI's wrapper, and a
+ *    per-thread request gets a wrapper that calls the per-thread function. Variants we do not
+ *    hook (cuMemPrefetchAsync, cuMemAdvise, ...) come back exactly as the driver gave them. */
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "hook.h"
+
+struct route {
+    const char *symbol, *base;
+    int version;
+    bool per_thread;
+    enum vgpu_hook_id id;
+    void *wrapper;
+};
+
+#define PT_PLAIN false
+#define PT_PTSZ true
+#define PT_PTDS true
+
+static const struct route routes[] = {
+#define VGPU_HOOK(symbol, base, version, kind) \
+    { #symbol, #base, version, PT_##kind, VGPU_H_##symbol, (void *)&symbol },
+#include "hooks.def"
+#undef VGPU_HOOK
+};
+#define NROUTES (sizeof routes / sizeof *routes)
+
+/* Every ABI variant the driver may hand out, hooked or not: the selection rule needs them all. */
+struct variant {
+    const char *symbol, *base;
+    int version;
+    bool per_thread;
+};
+static const struct variant variants[] = {
+#define VGPU_CU_FN(symbol, base, version, kind, params) { #symbol, #base, version, PT_##kind },
+#include "vgpu_cuda_fns.def"
+#undef VGPU_CU_FN
+};
+
+void *vgpu_route_hook_by_symbol(const char *name)
+{
+    for (size_t i = 0; i < NROUTES; i++)
+        if (strcmp(routes[i].symbol, name) == 0)
+            return routes[i].wrapper;
+    return NULL;
+}
+
+static const struct route *route_of_symbol(const char *name)
+{
+    for (size_t i = 0; i < NROUTES; i++)
+        if (strcmp(routes[i].symbol, name) == 0)
+            return &routes[i];
+    return NULL;
+}
+
+/* The variant the driver's rule picks for (base, cudaVersion, flags), or NULL. */
+static const struct variant *pick_variant(const char *base, int cuda_version, cuuint64_t flags)
+{
+    const struct variant *plain = NULL, *pt = NULL;
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        const struct variant *v = &variants[i];
+        if (v->version > cuda_version || strcmp(v->base, base) != 0)
+            continue;
+        const struct variant **best = v->per_thread ? &pt : &plain;
+        if (!*best || v->version > (*best)->version)
+            *best = v;
+    }
+    return (flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && pt) ? pt : plain;
+}
+
+/* What to hand out instead of the driver's `fn` for a cuGetProcAddress request. */
+static void *substitute(const char *base, void *fn, int cuda_version, cuuint64_t flags)
+{
+    bool hooked_base = false;
+    for (size_t i = 0; i < NROUTES; i++) {
+        if (strcmp(routes[i].base, base) != 0)
+            continue;
+        hooked_base = true;
+        if (fn == routes[i].wrapper)
+            return fn;                 /* already ours */
+        if (vgpu_real(routes[i].id) == fn)
+            return routes[i].wrapper;  /* exactly that export */
+    }
+    if (!hooked_base)
+        return fn;
+    const struct variant *v = pick_variant(base, cuda_version, flags);
+    const struct route *r = v ? route_of_symbol(v->symbol) : NULL;
+    if (!r)
+        return fn;                     /* a variant we pass through untouched */
+    vgpu_real_offer(r->id, fn);        /* the driver exports none: call what it gave us */
+    return r->wrapper;
+}
+
+VGPU_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    vgpu_cuGetProcAddress_fn real = REAL(cuGetProcAddress);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = real(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn)
+        *pfn = substitute(symbol, *pfn, cudaVersion, flags);
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                         CUdriverProcAddressQueryResult *symbolStatus)
+{
+    vgpu_cuGetProcAddress_v2_fn real = REAL(cuGetProcAddress_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (rc == CUDA_SUCCESS && symbol && pfn && *pfn)
+        *pfn = substitute(symbol, *pfn, cudaVersion, flags);
+    return rc;
+}
+
+/* dlsym(RTLD_NEXT, name) means "after the caller", but glibc would see *us* as the caller.
+ * Walk the link maps after the caller's object instead and take the first definition that
+ * lives in one of them. */
+static void *next_after(const void *caller, const char *name)
+{
+    Dl_info info;
+    struct link_map *self = NULL;
+    if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
+        return vgpu_real_dlsym(RTLD_NEXT, name);
+    for (struct link_map *l = self->l_next; l; l = l->l_next) {
+        void *h = dlopen(l->l_name && l->l_name[0] ? l->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
+        if (!h)
+            continue;
+        void *p = vgpu_real_dlsym(h, name);
+        dlclose(h);
+        struct link_map *owner = NULL;
+        Dl_info pinfo;
+        if (p && dladdr1(p, &pinfo, (void **)&owner, RTLD_DL_LINKMAP) && owner == l)
+            return p;
+    }
+    return NULL;
+}
+
+VGPU_EXPORT void *dlsym(void *restrict handle, const char *restrict name)
+{
+    void *p = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name) : vgpu_real_dlsym(handle, name);
+    if (!p || !name)
+        return p;
+    if (name[0] == 'c' && name[1] == 'u') {
+        void *w = vgpu_route_hook_by_symbol(name);
+        return w ? w : p;
+    }
+    if (name[0] == 'n' && strncmp(name, "nvml", 4) == 0) {
+        void *w = vgpu_nvml_hook_by_symbol(name);
+        return w ? w : p;
+    }
+    return p;
+}
