@@ -1,0 +1,164 @@
+/* The declarative MIG layout of `vgpu mig apply` and `vgpu mig export` (see vgpu/mig.h). */
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/mig.h"
+
+static int bad(struct vgpu_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct vgpu_err *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    e->code = VGPU_EXIT_USAGE;
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int parse_instance(struct json_object *v, struct vgpu_mig_layout_gpu *g, const char *where, struct vgpu_err *e)
+{
+    if (json_object_is_type(v, json_type_string)) {
+        unsigned n = 0;
+        if (vgpu_mig_parse_spec(json_object_get_string(v), g->items + g->n, VGPU_MIG_MAX_ITEMS - g->n, &n, e) < 0)
+            return -1;
+        g->n += n;
+        return 0;
+    }
+    if (!json_object_is_type(v, json_type_object))
+        return bad(e, "%s: an instance is a string such as \"3g.40gb:4\" or an object", where);
+    if (g->n >= VGPU_MIG_MAX_ITEMS)
+        return bad(e, "%s: too many instances", where);
+    struct vgpu_mig_item *it = &g->items[g->n];
+    memset(it, 0, sizeof *it);
+    it->start = -1;
+    bool has_profile = false;
+    json_object_object_foreach(v, key, val) {
+        if (!strcmp(key, "profile") && json_object_is_type(val, json_type_string) &&
+            strlen(json_object_get_string(val)) < sizeof it->profile) {
+            snprintf(it->profile, sizeof it->profile, "%s", json_object_get_string(val));
+            has_profile = true;
+        } else if (!strcmp(key, "placement") && json_object_is_type(val, json_type_int) &&
+                   json_object_get_int(val) >= 0 && json_object_get_int(val) < 32) {
+            it->start = json_object_get_int(val);
+        } else if (!strcmp(key, "placement") && json_object_is_type(val, json_type_null)) {
+            it->start = -1;
+        } else if (!strcmp(key, "ci") && json_object_is_type(val, json_type_string) &&
+                   strlen(json_object_get_string(val)) < sizeof it->ci) {
+            snprintf(it->ci, sizeof it->ci, "%s", json_object_get_string(val));
+        } else if (!strcmp(key, "profile") || !strcmp(key, "placement") || !strcmp(key, "ci")) {
+            return bad(e, "%s: bad value for \"%s\"", where, key);
+        } else {
+            return bad(e, "%s: unknown key \"%s\" (known: profile, placement, ci)", where, key);
+        }
+    }
+    if (!has_profile)
+        return bad(e, "%s: an instance object needs \"profile\"", where);
+    g->n++;
+    return 0;
+}
+
+int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct vgpu_err *e)
+{
+    memset(out, 0, sizeof *out);
+    enum json_tokener_error jerr;
+    struct json_object *doc = json_tokener_parse_verbose(text, &jerr);
+    if (!doc) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout is not valid JSON: %s", json_tokener_error_desc(jerr));
+        return -1;
+    }
+    int rc = -1;
+    struct json_object *gpus = NULL;
+    if (!json_object_is_type(doc, json_type_object)) {
+        bad(e, "the layout must be a JSON object with \"gpus\"");
+        goto out;
+    }
+    json_object_object_foreach(doc, key, val) {
+        if (!strcmp(key, "schema")) {
+            if (!json_object_is_type(val, json_type_int) || json_object_get_int(val) != 1) {
+                bad(e, "unsupported layout schema (this vgpu reads schema 1)");
+                goto out;
+            }
+        } else if (!strcmp(key, "gpus")) {
+            gpus = val;
+        } else {
+            bad(e, "unknown key \"%s\" in the layout (known: schema, gpus)", key);
+            goto out;
+        }
+    }
+    if (!gpus || !json_object_is_type(gpus, json_type_array)) {
+        bad(e, "the layout needs \"gpus\": a list of {\"gpu\", \"mig\", \"instances\"}");
+        goto out;
+    }
+    size_t ng = json_object_array_length(gpus);
+    if (ng > VGPU_MIG_LAYOUT_MAX) {
+        bad(e, "the layout has too many entries");
+        goto out;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        struct json_object *o = json_object_array_get_idx(gpus, i);
+        struct vgpu_mig_layout_gpu *g = &out->gpu[out->n];
+        char where[64];
+        snprintf(where, sizeof where, "gpus[%zu]", i);
+        if (!json_object_is_type(o, json_type_object)) {
+            bad(e, "%s: must be an object", where);
+            goto out;
+        }
+        bool has_gpu = false, has_mig = false;
+        struct json_object *inst = NULL;
+        json_object_object_foreach(o, k, v) {
+            if (!strcmp(k, "gpu")) {
+                if (json_object_is_type(v, json_type_int))
+                    snprintf(g->sel, sizeof g->sel, "%d", json_object_get_int(v));
+                else if (json_object_is_type(v, json_type_string) && strlen(json_object_get_string(v)) < sizeof g->sel)
+                    snprintf(g->sel, sizeof g->sel, "%s", json_object_get_string(v));
+                else {
+                    bad(e, "%s: \"gpu\" is a selector: an index, a UUID or \"all\"", where);
+                    goto out;
+                }
+                has_gpu = true;
+            } else if (!strcmp(k, "mig")) {
+                if (!json_object_is_type(v, json_type_boolean)) {
+                    bad(e, "%s: \"mig\" is true or false", where);
+                    goto out;
+                }
+                g->mig = json_object_get_boolean(v);
+                has_mig = true;
+            } else if (!strcmp(k, "instances")) {
+                inst = v;
+            } else if (!strcmp(k, "uuid") || !strcmp(k, "name")) {
+                /* informative, written by export */
+            } else {
+                bad(e, "%s: unknown key \"%s\" (known: gpu, mig, instances)", where, k);
+                goto out;
+            }
+        }
+        if (!has_gpu || !has_mig) {
+            bad(e, "%s: needs \"gpu\" and \"mig\"", where);
+            goto out;
+        }
+        if (inst && !json_object_is_type(inst, json_type_array)) {
+            bad(e, "%s: \"instances\" is a list", where);
+            goto out;
+        }
+        size_t ni = inst ? json_object_array_length(inst) : 0;
+        if (ni && !g->mig) {
+            bad(e, "%s: instances are given but \"mig\" is false", where);
+            goto out;
+        }
+        for (size_t j = 0; j < ni; j++) {
+            char w2[96];
+            snprintf(w2, sizeof w2, "%s.instances[%zu]", where, j);
+            if (parse_instance(json_object_array_get_idx(inst, j), g, w2, e) < 0)
+                goto out;
+        }
+        out->n++;
+    }
+    rc = 0;
+out:
+    json_object_put(doc);
+    return rc;
+}

@@ -1,0 +1,193 @@
+# vgpu mig on the simulated H100 and A100: every verb, pending mode, permissions, all-or-nothing
+# create, in-use refusal, apply idempotence and the export/apply round trip.
+. "$(dirname "$0")/lib.sh"
+export VGPU_FAKE_ROOT=1
+
+for sc in h100 a100; do
+  use_scenario $sc
+  run vgpu mig status
+  assert_rc "$sc: status" 0
+  assert_match "$sc: status shows MIG disabled, nothing pending" '^0 .* disabled +disabled +no' "$out"
+  run vgpu mig status --json
+  assert_eq "$sc: status --json mode" "disabled" "$(jq -r '.gpus[0].mig_mode_current' <<<"$out")"
+  assert_eq "$sc: status --json reset_required" "false" "$(jq -r '.gpus[0].reset_required' <<<"$out")"
+  run vgpu mig profiles --placements
+  assert_rc "$sc: profiles" 0
+  run vgpu mig profiles --json
+  assert_eq "$sc: profiles --json lists 7 profiles" 7 "$(jq '.gpus[0].profiles | length' <<<"$out")"
+  assert_eq "$sc: 1g profile has ID 19 and 7 placements" "19 7" \
+    "$(jq -r '.gpus[0].profiles[] | select(.name | test("^1g\\.[0-9]+gb$")) | "\(.id) \(.placements | length)"' <<<"$out" | head -n1)"
+done
+
+use_scenario a100
+run vgpu mig profiles --json
+assert_eq "a100: names as the MIG guide" "1g.5gb 2g.10gb 3g.20gb 4g.20gb 7g.40gb 1g.5gb+me 1g.10gb" \
+  "$(jq -r '[.gpus[0].profiles[].name] | join(" ")' <<<"$out")"
+assert_eq "a100: 3g.20gb memory" $((19968 * 1048576)) "$(jq '.gpus[0].profiles[] | select(.name=="3g.20gb") | .mem_total_bytes' <<<"$out")"
+
+# ---- mode and permissions (H100) ----
+use_scenario h100
+run vgpu mig create 1g.10gb
+assert_rc "create with MIG disabled fails" 1
+assert_contains "... and says to enable it" "enable it first" "$err"
+VGPU_FAKE_ROOT=0 run vgpu mig enable
+assert_rc "enable as non-root: permission" 6
+assert_contains "... says root is needed" "requires root" "$err"
+run vgpu mig enable
+assert_rc "enable" 0
+assert_contains "enable reports the change" "Enabled MIG mode on GPU 0" "$out"
+run vgpu mig enable
+assert_contains "enable again: already" "already enabled" "$out"
+
+VGPU_FAKE_ROOT=0 run vgpu mig create 1g.10gb
+assert_rc "create as non-root: permission" 6
+assert_contains "... names the capability file" "capabilities/mig/config" "$err"
+
+# ---- create: counts, placements, --no-ci, --ci ----
+run vgpu mig create 3g.40gb,2x1g.10gb,1g.10gb:4
+assert_rc "create SPEC with counts and a placement" 0
+run vgpu mig list --json
+assert_eq "four GPU instances" 4 "$(jq '.gpus[0].gpu_instances | length' <<<"$out")"
+assert_eq "placement honoured (1g.10gb at 4)" 1 "$(jq '[.gpus[0].gpu_instances[] | select(.profile=="1g.10gb" and .placement_start==4)] | length' <<<"$out")"
+assert_eq "each has a compute instance with a MIG UUID" 4 "$(jq '[.gpus[0].gpu_instances[].compute_instances[] | select(.uuid | startswith("MIG-"))] | length' <<<"$out")"
+uuid=$(jq -r '.gpus[0].gpu_instances[] | select(.profile=="3g.40gb") | .compute_instances[0].uuid' <<<"$out")
+run vgpu list --gpu "$uuid" --json
+assert_rc "the MIG UUID is a valid --gpu selector" 0
+run vgpu mig list
+assert_contains "list shows the MIG UUID" "$uuid" "$out"
+
+run vgpu mig create 3g.40gb
+assert_rc "no room left: no capacity" 9
+assert_contains "... says so" "cannot place 3g.40gb" "$err"
+run vgpu mig create 9g.90gb
+assert_rc "unknown profile: usage" 2
+assert_contains "... lists the valid ones" "1g.10gb (ID 19)" "$err"
+run vgpu mig create 1g.10gb:3 --gpu 0
+assert_rc "a placement inside another instance: no capacity" 9
+run vgpu mig destroy all
+assert_rc "destroy all" 0
+run vgpu mig list --json
+assert_eq "nothing left" 0 "$(jq '.gpus[0].gpu_instances | length' <<<"$out")"
+
+run vgpu mig create 2x19 --no-ci --json
+assert_rc "create by ID with --no-ci" 0
+assert_eq "--no-ci: no compute instance" "null null" "$(jq -r '[.created[].compute_instance_id] | map(tostring) | join(" ")' <<<"$out")"
+run vgpu mig create 3g.40gb --ci 1c.3g.40gb --json
+assert_rc "create with --ci" 0
+assert_eq "--ci picks the compute profile" "1c.3g.40gb" "$(jq -r '.created[0].compute_instance_profile' <<<"$out")"
+gi3=$(jq -r '.created[0].gpu_instance_id' <<<"$out")
+run vgpu mig profiles --gi "$gi3" --json
+assert_eq "profiles --gi lists compute profiles, default marked" "3g.40gb" \
+  "$(jq -r '.gpu_instances[0].compute_instance_profiles[] | select(.default) | .name' <<<"$out")"
+run vgpu mig create 1g.10gb --ci 5c
+assert_rc "bad --ci: usage error" 2
+assert_contains "... and nothing is left behind" "nothing was changed" "$err"
+run vgpu mig destroy 999
+assert_rc "destroy unknown ID" 8
+run vgpu mig destroy all
+
+# ---- in use: destroy refuses naming the PIDs ----
+run vgpu mig create 3g.40gb:0 --json
+gid=$(jq -r '.created[0].gpu_instance_id' <<<"$out"); cid=$(jq -r '.created[0].compute_instance_id' <<<"$out")
+fakegpu-ctl hold "0:$gid:$cid" 1048576 >"$T_DIR/hold.out" 2>&1 &
+hold=$!
+for _ in $(seq 50); do grep -q ready "$T_DIR/hold.out" 2>/dev/null && break; sleep 0.1; done
+run vgpu mig destroy "$gid"
+assert_rc "destroy while in use: busy" 7
+assert_contains "... names the PID" "$hold" "$err"
+run vgpu mig disable
+assert_rc "disable with instances: busy" 7
+kill $hold; wait $hold 2>/dev/null
+run vgpu mig destroy "$gid"
+assert_rc "destroy once the process is gone" 0
+
+# ---- pending mode: a process on the GPU keeps the change pending ----
+run vgpu mig disable
+assert_rc "disable (idle GPU)" 0
+fakegpu-ctl hold 0 1048576 >"$T_DIR/hold2.out" 2>&1 &
+hold=$!
+for _ in $(seq 50); do grep -q ready "$T_DIR/hold2.out" 2>/dev/null && break; sleep 0.1; done
+run vgpu mig enable
+assert_rc "enable while in use: pending" 10
+assert_contains "... names the process" "$hold" "$err"
+assert_contains "... says what must happen" "reset the GPU" "$err"
+run vgpu mig status --json
+assert_eq "status: current disabled, pending enabled, reset needed" "disabled enabled true" \
+  "$(jq -r '.gpus[0] | "\(.mig_mode_current) \(.mig_mode_pending) \(.reset_required)"' <<<"$out")"
+kill $hold; wait $hold 2>/dev/null
+fakegpu-ctl reset 0 >/dev/null 2>&1
+run vgpu mig status --json
+assert_eq "after a reset the mode is current" "enabled false" \
+  "$(jq -r '.gpus[0] | "\(.mig_mode_current) \(.reset_required)"' <<<"$out")"
+VGPU_FAKE_MIG_RESET_REQUIRED=1 run vgpu mig disable
+assert_rc "pass-through VM: pending" 10
+assert_contains "... says to reboot" "reboot" "$err"
+fakegpu-ctl reset 0 >/dev/null 2>&1
+run vgpu mig enable
+
+# ---- all-or-nothing: the third create fails ----
+use_scenario a100
+run vgpu mig enable
+VGPU_FAKE_FAIL=mig_create_fail_after=2 run vgpu mig create 3x1g.5gb
+assert_rc "injected failure on the third create" 9
+assert_contains "... names the failing instance" "(3 of 3)" "$err"
+assert_contains "... and rolls back" "2 instances this call had created were destroyed again" "$err"
+run vgpu mig list --json
+assert_eq "nothing left after the rollback" 0 "$(jq '.gpus[0].gpu_instances | length' <<<"$out")"
+
+# ---- apply / export ----
+cat >"$T_DIR/layout.json" <<'EOF'
+{ "schema": 1, "gpus": [ { "gpu": "0", "mig": true, "instances": [ "3g.20gb", "2x1g.5gb", { "profile": "2g.10gb", "ci": "none" } ] } ] }
+EOF
+run vgpu mig apply "$T_DIR/layout.json" --dry-run
+assert_rc "apply --dry-run" 0
+assert_contains "dry run prints the plan" "create 3g.20gb" "$out"
+run vgpu mig list --json
+assert_eq "dry run changes nothing" 0 "$(jq '.gpus[0].gpu_instances | length' <<<"$out")"
+run vgpu mig apply "$T_DIR/layout.json"
+assert_rc "apply" 0
+run vgpu mig list --json
+assert_eq "apply created four instances" 4 "$(jq '.gpus[0].gpu_instances | length' <<<"$out")"
+before=$out
+run vgpu mig apply "$T_DIR/layout.json" --json
+assert_rc "apply again" 0
+assert_eq "apply again: nothing changed" "false" "$(jq -r '.changed' <<<"$out")"
+run vgpu mig list --json
+assert_eq "apply again touched nothing" "$before" "$out"
+run vgpu mig export
+assert_rc "export" 0
+printf '%s\n' "$out" >"$T_DIR/exported.json"
+run vgpu mig apply "$T_DIR/exported.json"
+assert_contains "export | apply is a no-op" "already matches" "$out"
+run vgpu mig destroy all
+run vgpu mig apply "$T_DIR/exported.json"
+assert_rc "apply the export onto an empty GPU" 0
+run vgpu mig list --json
+assert_eq "round trip restores the same layout" \
+  "$(jq -c '[.gpus[0].gpu_instances[] | [.profile, .placement_start, (.compute_instances | map(.profile))]] | sort' <<<"$before")" \
+  "$(jq -c '[.gpus[0].gpu_instances[] | [.profile, .placement_start, (.compute_instances | map(.profile))]] | sort' <<<"$out")"
+echo '{ "gpus": [ { "gpu": "0", "mig": true, "instances": [ "7g.40gb" ] } ] }' >"$T_DIR/full.json"
+run vgpu mig apply "$T_DIR/full.json"
+assert_rc "apply a different layout" 0
+assert_contains "... destroys what does not fit the layout" "destroy GPU instance" "$out"
+run vgpu mig list --json
+assert_eq "now one 7g instance" "7g.40gb" "$(jq -r '[.gpus[0].gpu_instances[].profile] | join(" ")' <<<"$out")"
+echo '{ "gpus": [ { "gpu": "0", "mig": false } ] }' >"$T_DIR/off.json"
+run vgpu mig apply "$T_DIR/off.json"
+assert_rc "apply mig off" 0
+run vgpu mig status --json
+assert_eq "MIG is off" "disabled" "$(jq -r '.gpus[0].mig_mode_current' <<<"$out")"
+echo '{ "gpus": [ { "gpu": "0", "mig": true, "bogus": 1 } ] }' >"$T_DIR/bad.json"
+run vgpu mig apply "$T_DIR/bad.json"
+assert_rc "unknown key in a layout: usage" 2
+assert_contains "... names it" '"bogus"' "$err"
+
+# ---- usage ----
+run vgpu mig
+assert_rc "no verb: usage" 2
+run vgpu mig crate 1g.5gb
+assert_contains "typo in a verb: suggestion" "did you mean 'create'" "$err"
+run vgpu mig list --no-ci
+assert_rc "--no-ci outside create: usage" 2
+run vgpu mig status --gpu 7
+assert_rc "unknown GPU: usage" 2
