@@ -1,0 +1,552 @@
+/* The fake libnvidia-ml.so.1 and the shared simulated machine (tests/fakegpu): NVML's
+ * protocols (two-call buffers, version words, ref-counted init), the MIG state machine
+ * (pending mode, profile indexes vs IDs, placements, capacity, IN_USE, destroy), process lists
+ * and utilisation fed by other processes (fakegpu-ctl), reaping of SIGKILLed processes,
+ * injected failures. Loaded by path from $VGPU_FAKE_LIBDIR; tests/run.sh gives each unit binary
+ * h100.json and a fresh state file. */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vgpu_nvml.h"
+
+static void *lib;
+static char libdir[4096];
+
+#define SYM(name) ((vgpu_##name##_fn)sym(#name))
+static void *sym(const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        fprintf(stderr, "the fake libnvidia-ml.so.1 lacks %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+
+static void load(void)
+{
+    const char *dir = getenv("VGPU_FAKE_LIBDIR");
+    snprintf(libdir, sizeof libdir, "%s", dir ? dir : "build/fakegpu");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/libnvidia-ml.so.1", libdir);
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "cannot load %s: %s (run through tests/run.sh)\n", path, dlerror());
+        exit(1);
+    }
+}
+
+static nvmlDevice_t dev0(void)
+{
+    nvmlDevice_t d = NULL;
+    assert_int_equal(SYM(nvmlDeviceGetHandleByIndex_v2)(0, &d), NVML_SUCCESS);
+    return d;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    setenv("VGPU_FAKE_ROOT", "1", 1);
+    return SYM(nvmlInit_v2)() == NVML_SUCCESS ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return SYM(nvmlShutdown)() == NVML_SUCCESS ? 0 : -1;
+}
+
+/* ---- helpers running fakegpu-ctl ---- */
+struct child {
+    pid_t pid;
+    FILE *out;
+};
+
+/* Starts `fakegpu-ctl ARGS...` and, for "hold", waits for its "ready" line. */
+static struct child ctl_start(const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/fakegpu-ctl", libdir);
+        execl(path, "fakegpu-ctl", a1, a2, a3, a4, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    struct child c = {pid, fdopen(fd[0], "r")};
+    if (strcmp(a1, "hold") == 0) {
+        char line[64] = "";
+        assert_non_null(fgets(line, sizeof line, c.out));
+        assert_true(strncmp(line, "ready", 5) == 0);
+    }
+    return c;
+}
+
+static int ctl_wait(struct child c)
+{
+    int status = 0;
+    waitpid(c.pid, &status, 0);
+    fclose(c.out);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int ctl(const char *a1, const char *a2) { return ctl_wait(ctl_start(a1, a2, NULL, NULL)); }
+
+/* ---- init, versions, identity ---- */
+static void test_init_refcount_and_strings(void **state)
+{
+    (void)state;
+    assert_int_equal(SYM(nvmlInit_v2)(), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlShutdown)(), NVML_SUCCESS);
+    unsigned n = 0;
+    assert_int_equal(SYM(nvmlDeviceGetCount_v2)(&n), NVML_SUCCESS); /* still initialised once */
+    assert_int_equal(n, 1);
+    assert_string_equal(SYM(nvmlErrorString)(NVML_ERROR_INSUFFICIENT_SIZE), "Insufficient Size");
+    assert_string_equal(SYM(nvmlErrorString)(NVML_ERROR_LIB_RM_VERSION_MISMATCH), "Driver/library version mismatch");
+    assert_string_equal(SYM(nvmlErrorString)((nvmlReturn_t)31), "Unknown Error");
+    char v[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    assert_int_equal(SYM(nvmlSystemGetDriverVersion)(v, sizeof v), NVML_SUCCESS);
+    assert_string_equal(v, "580.159.04");
+    assert_int_equal(SYM(nvmlSystemGetNVMLVersion)(v, sizeof v), NVML_SUCCESS);
+    assert_string_equal(v, "13.580.159.04");
+    assert_int_equal(SYM(nvmlSystemGetDriverVersion)(v, 5), NVML_ERROR_INSUFFICIENT_SIZE);
+    int cv = 0;
+    assert_int_equal(SYM(nvmlSystemGetCudaDriverVersion_v2)(&cv), NVML_SUCCESS);
+    assert_int_equal(cv, 13000);
+}
+
+static void test_identity(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0(), again = NULL;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE], uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    assert_int_equal(SYM(nvmlDeviceGetName)(d, name, sizeof name), NVML_SUCCESS);
+    assert_string_equal(name, "NVIDIA H100 80GB HBM3");
+    assert_int_equal(SYM(nvmlDeviceGetUUID)(d, uuid, sizeof uuid), NVML_SUCCESS);
+    assert_true(strncmp(uuid, "GPU-", 4) == 0 && strlen(uuid) == 40);
+    assert_int_equal(SYM(nvmlDeviceGetHandleByUUID)(uuid, &again), NVML_SUCCESS);
+    assert_ptr_equal(again, d);
+    assert_int_equal(SYM(nvmlDeviceGetHandleByUUID)("GPU-nope", &again), NVML_ERROR_NOT_FOUND);
+    nvmlPciInfo_t pci;
+    assert_int_equal(SYM(nvmlDeviceGetPciInfo_v3)(d, &pci), NVML_SUCCESS);
+    assert_int_equal(pci.pciDeviceId, 0x233010DE);
+    assert_string_equal(pci.busId, "00000000:1B:00.0");
+    assert_int_equal(SYM(nvmlDeviceGetHandleByPciBusId_v2)("0000:1b:00.0", &again), NVML_SUCCESS);
+    assert_ptr_equal(again, d);
+    assert_int_equal(SYM(nvmlDeviceGetHandleByIndex_v2)(1, &again), NVML_ERROR_INVALID_ARGUMENT);
+    unsigned fan;
+    assert_int_equal(SYM(nvmlDeviceGetFanSpeed)(d, &fan), NVML_ERROR_NOT_SUPPORTED);
+    unsigned mw = 0;
+    assert_int_equal(SYM(nvmlDeviceGetEnforcedPowerLimit)(d, &mw), NVML_SUCCESS);
+    assert_int_equal(mw, 700000);
+}
+
+/* ---- memory: v1 vs v2 semantics and the version word ---- */
+static void test_memory_versions(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    nvmlMemory_t m1;
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo)(d, &m1), NVML_SUCCESS);
+    assert_int_equal(m1.total, 85520809984ULL);
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_SUCCESS);
+    assert_int_equal(m2.total, 85520809984ULL);
+    assert_true(m2.reserved > 0);
+    assert_int_equal(m1.used, m2.used + m2.reserved); /* v1 counts the reserve as used */
+    assert_int_equal(m2.free, m2.total - m2.reserved - m2.used);
+    m2.version = 2; /* the bare number: 580.159.04 says Function Not Found */
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_ERROR_FUNCTION_NOT_FOUND);
+    m2.version = 0x02000020;
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+}
+
+/* ---- processes: another process's memory, the two-call protocol, reaping ---- */
+static void test_processes_two_call_and_reaping(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    unsigned n = 0;
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, NULL), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+
+    struct child c = ctl_start("hold", "0", "1073741824", NULL);
+    n = 0;
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, NULL), NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(n, 1);
+    nvmlProcessInfo_v2_t v3[4];
+    n = 4;
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_int_equal(v3[0].pid, c.pid);
+    assert_int_equal(v3[0].usedGpuMemory, 1073741824ULL);
+    assert_int_equal(v3[0].gpuInstanceId, 0xFFFFFFFFu);
+    nvmlProcessInfo_v1_t v1[4];
+    n = 4;
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses)(d, &n, v1), NVML_SUCCESS);
+    assert_int_equal(v1[0].pid, c.pid); /* 16-byte records */
+    assert_int_equal(v1[0].usedGpuMemory, 1073741824ULL);
+    n = 4;
+    assert_int_equal(SYM(nvmlDeviceGetGraphicsRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_SUCCESS);
+    assert_int_equal(m2.used, 1073741824ULL);
+
+    /* SIGKILL: nothing cleans up, yet the next reader no longer sees the process or its memory */
+    kill(c.pid, SIGKILL);
+    assert_int_equal(ctl_wait(c), 128 + SIGKILL);
+    n = 4;
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_SUCCESS);
+    assert_int_equal(m2.used, 0);
+}
+
+/* ---- utilisation from another process's kernels ---- */
+static void test_utilisation_samples(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    unsigned n = 0;
+    assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, NULL, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+    assert_int_equal(n, 72); /* the driver's buffer capacity, as observed */
+    struct child c = ctl_start("busy", "0", "0.7", "100");
+    assert_int_equal(ctl_wait(c), 0);
+    nvmlProcessUtilizationSample_t s[72];
+    n = 72;
+    assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, s, &n, 0), NVML_SUCCESS);
+    assert_true(n >= 1);
+    unsigned long long newest = 0;
+    bool found = false;
+    for (unsigned i = 0; i < n; i++) {
+        assert_true(s[i].smUtil <= 100);
+        if (s[i].pid == (unsigned)c.pid && s[i].smUtil >= 80)
+            found = true;
+        if (s[i].timeStamp > newest)
+            newest = s[i].timeStamp;
+    }
+    assert_true(found);
+    unsigned long long now_us = (unsigned long long)time(NULL) * 1000000ULL;
+    assert_true(newest > now_us - 5000000ULL && newest < now_us + 5000000ULL); /* wall-clock µs */
+    n = 72;
+    assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, s, &n, newest), NVML_ERROR_NOT_FOUND);
+
+    nvmlProcessUtilizationInfo_v1_t arr[72];
+    nvmlProcessesUtilizationInfo_t info = {.version = 1, .processSamplesCount = 72, .procUtilArray = arr};
+    assert_int_equal(SYM(nvmlDeviceGetProcessesUtilizationInfo)(d, &info), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    info.version = nvmlProcessesUtilizationInfo_v1;
+    assert_int_equal(SYM(nvmlDeviceGetProcessesUtilizationInfo)(d, &info), NVML_SUCCESS);
+    assert_true(info.processSamplesCount >= 1);
+
+    /* device utilisation follows the load: busy now, 0 a period after it stops */
+    c = ctl_start("busy", "0", "0.5", "50");
+    usleep(350000);
+    nvmlUtilization_t u;
+    assert_int_equal(SYM(nvmlDeviceGetUtilizationRates)(d, &u), NVML_SUCCESS);
+    assert_in_range(u.gpu, 30, 70);
+    assert_int_equal(ctl_wait(c), 0);
+    usleep(250000);
+    assert_int_equal(SYM(nvmlDeviceGetUtilizationRates)(d, &u), NVML_SUCCESS);
+    assert_int_equal(u.gpu, 0);
+}
+
+/* ---- compute mode: permission path and cross-process visibility ---- */
+static void test_compute_mode_cross_process(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    setenv("VGPU_FAKE_ROOT", "0", 1);
+    assert_int_equal(SYM(nvmlDeviceSetComputeMode)(d, NVML_COMPUTEMODE_PROHIBITED), NVML_ERROR_NO_PERMISSION);
+    setenv("VGPU_FAKE_ROOT", "1", 1);
+    pid_t pid = fork();
+    if (pid == 0) /* the child changes the machine... */
+        _exit(SYM(nvmlDeviceSetComputeMode)(d, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS) == NVML_SUCCESS ? 0 : 1);
+    int status;
+    waitpid(pid, &status, 0);
+    assert_int_equal(WEXITSTATUS(status), 0);
+    nvmlComputeMode_t m;
+    assert_int_equal(SYM(nvmlDeviceGetComputeMode)(d, &m), NVML_SUCCESS); /* ...the parent sees it */
+    assert_int_equal(m, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS);
+    assert_int_equal(SYM(nvmlDeviceSetComputeMode)(d, NVML_COMPUTEMODE_DEFAULT), NVML_SUCCESS);
+}
+
+/* ---- MIG ---- */
+static void test_mig_profiles_with_mig_off(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    unsigned cur = 9, pend = 9, max = 9;
+    assert_int_equal(SYM(nvmlDeviceGetMigMode)(d, &cur, &pend), NVML_SUCCESS);
+    assert_int_equal(cur, 0);
+    assert_int_equal(pend, 0);
+    assert_int_equal(SYM(nvmlDeviceGetMaxMigDeviceCount)(d, &max), NVML_SUCCESS);
+    assert_int_equal(max, 0);
+    nvmlGpuInstanceProfileInfo_t v1;
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(d, NVML_GPU_INSTANCE_PROFILE_1_SLICE, &v1), NVML_SUCCESS);
+    assert_int_equal(v1.id, 19); /* index 0 is profile ID 19 on Hopper */
+    assert_int_equal(v1.memorySizeMB, 9984);
+    assert_int_equal(v1.instanceCount, 7);
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(d, NVML_GPU_INSTANCE_PROFILE_3_SLICE, &v1), NVML_SUCCESS);
+    assert_int_equal(v1.id, 9);
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(d, 5, &v1), NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(d, 17, &v1), NVML_ERROR_INVALID_ARGUMENT);
+    nvmlGpuInstanceProfileInfo_v2_t v2 = {.version = nvmlGpuInstanceProfileInfo_v2};
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceProfileInfoV)(d, 7, &v2), NVML_SUCCESS);
+    assert_string_equal(v2.name, "MIG 1g.10gb+me");
+    assert_int_equal(v2.id, 20);
+    v2.version = 0x01000098; /* wrong version: 2, not 25, as observed */
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceProfileInfoV)(d, 0, &v2), NVML_ERROR_INVALID_ARGUMENT);
+    nvmlGpuInstanceProfileInfo_v3_t v3 = {.version = nvmlGpuInstanceProfileInfo_v3};
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceProfileInfoV)(d, 0, (nvmlGpuInstanceProfileInfo_v2_t *)&v3),
+                     NVML_SUCCESS);
+    assert_int_equal(v3.memorySizeMB, 9984);
+    assert_int_equal(v3.version, 0); /* the v3 bug: version zeroed, no name */
+    assert_string_equal(v3.name, "");
+    nvmlGpuInstancePlacement_t pl[8];
+    unsigned n = 0;
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(d, 19, NULL, &n), NVML_SUCCESS);
+    assert_int_equal(n, 7);
+    n = 8;
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(d, 9, pl, &n), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+    assert_int_equal(pl[1].start, 4);
+    assert_int_equal(pl[1].size, 4);
+    n = 5;
+    nvmlGpuInstance_t gis[8];
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstances)(d, 19, gis, &n), NVML_SUCCESS);
+    assert_int_equal(n, 0);
+    nvmlGpuInstance_t gi;
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstance)(d, 19, &gi), NVML_ERROR_NOT_SUPPORTED); /* MIG off */
+}
+
+static void set_mig(nvmlDevice_t d, unsigned mode, nvmlReturn_t want_activation)
+{
+    nvmlReturn_t act = NVML_ERROR_UNKNOWN;
+    assert_int_equal(SYM(nvmlDeviceSetMigMode)(d, mode, &act), NVML_SUCCESS);
+    assert_int_equal(act, want_activation);
+}
+
+static void test_mig_mode_pending_until_reset(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    nvmlReturn_t act;
+    setenv("VGPU_FAKE_ROOT", "0", 1);
+    assert_int_equal(SYM(nvmlDeviceSetMigMode)(d, 1, &act), NVML_ERROR_NO_PERMISSION);
+    setenv("VGPU_FAKE_ROOT", "1", 1);
+
+    struct child c = ctl_start("hold", "0", "1048576", NULL);
+    set_mig(d, NVML_DEVICE_MIG_ENABLE, NVML_ERROR_IN_USE); /* a process uses the GPU: pending */
+    unsigned cur, pend;
+    assert_int_equal(SYM(nvmlDeviceGetMigMode)(d, &cur, &pend), NVML_SUCCESS);
+    assert_int_equal(cur, 0);
+    assert_int_equal(pend, 1);
+    assert_int_equal(ctl("reset", "0"), 6); /* reset refused while it runs */
+    kill(c.pid, SIGTERM);
+    assert_int_equal(ctl_wait(c), 0);
+    assert_int_equal(ctl("reset", "0"), 0);
+    assert_int_equal(SYM(nvmlDeviceGetMigMode)(d, &cur, &pend), NVML_SUCCESS);
+    assert_int_equal(cur, 1);
+    assert_int_equal(pend, 1);
+
+    set_mig(d, NVML_DEVICE_MIG_DISABLE, NVML_SUCCESS); /* idle: immediate */
+    assert_int_equal(SYM(nvmlDeviceGetMigMode)(d, &cur, &pend), NVML_SUCCESS);
+    assert_int_equal(cur, 0);
+}
+
+static void test_mig_instances(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    set_mig(d, NVML_DEVICE_MIG_ENABLE, NVML_SUCCESS);
+
+    /* without placements the driver fills from the top: 19,19,14 leave no room for a 3g (ID 9) */
+    nvmlGpuInstance_t a, b, c, x;
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstance)(d, 19, &a), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstance)(d, 19, &b), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstance)(d, 14, &c), NVML_SUCCESS);
+    unsigned left = 9;
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceRemainingCapacity)(d, 9, &left), NVML_SUCCESS);
+    assert_int_equal(left, 0);
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstance)(d, 9, &x), NVML_ERROR_INSUFFICIENT_RESOURCES);
+    nvmlGpuInstanceInfo_t info;
+    assert_int_equal(SYM(nvmlGpuInstanceGetInfo)(a, &info), NVML_SUCCESS);
+    assert_int_equal(info.placement.start, 6);
+    assert_int_equal(info.id, 13); /* 1-slice GI at slot 6: swizzle ID 7 + 6 */
+    assert_int_equal(info.profileId, 19);
+    assert_ptr_equal(info.device, d);
+    assert_int_equal(SYM(nvmlGpuInstanceGetInfo)(c, &info), NVML_SUCCESS);
+    assert_int_equal(info.placement.start, 2);
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceRemainingCapacity)(d, 19, &left), NVML_SUCCESS);
+    assert_int_equal(left, 3); /* slots 0, 1 and 4 */
+
+    /* an explicit placement: taken vs free */
+    nvmlGpuInstancePlacement_t p = {2, 2};
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(d, 14, &p, &x), NVML_ERROR_INSUFFICIENT_RESOURCES);
+    p.start = 0;
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(d, 14, &p, &x), NVML_SUCCESS);
+    unsigned n = 8;
+    nvmlGpuInstance_t gis[8];
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstances)(d, 14, gis, &n), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+
+    /* a compute instance makes a MIG device with its own UUID and the GI's memory */
+    nvmlComputeInstanceProfileInfo_t cp;
+    assert_int_equal(SYM(nvmlGpuInstanceGetComputeInstanceProfileInfo)(c, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE, 0, &cp),
+                     NVML_SUCCESS);
+    assert_int_equal(cp.sliceCount, 2);
+    assert_int_equal(SYM(nvmlGpuInstanceGetComputeInstanceProfileInfo)(c, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, 0, &cp),
+                     NVML_ERROR_NOT_SUPPORTED);
+    nvmlComputeInstance_t ci;
+    assert_int_equal(SYM(nvmlGpuInstanceCreateComputeInstance)(c, 1, &ci), NVML_SUCCESS);
+    nvmlComputeInstanceInfo_t cinfo;
+    assert_int_equal(SYM(nvmlComputeInstanceGetInfo_v2)(ci, &cinfo), NVML_SUCCESS);
+    assert_int_equal(cinfo.id, 0);
+    assert_ptr_equal(cinfo.gpuInstance, c);
+    unsigned max = 0, is_mig = 9, gid = 0;
+    assert_int_equal(SYM(nvmlDeviceGetMaxMigDeviceCount)(d, &max), NVML_SUCCESS);
+    assert_int_equal(max, 7);
+    nvmlDevice_t mig, parent;
+    assert_int_equal(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(d, 0, &mig), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(d, 1, &parent), NVML_ERROR_NOT_FOUND);
+    assert_int_equal(SYM(nvmlDeviceIsMigDeviceHandle)(mig, &is_mig), NVML_SUCCESS);
+    assert_int_equal(is_mig, 1);
+    assert_int_equal(SYM(nvmlDeviceGetGpuInstanceId)(mig, &gid), NVML_SUCCESS);
+    assert_int_equal(gid, 4); /* 2-slot GI at start 2: 3 + 1 */
+    assert_int_equal(SYM(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(mig, &parent), NVML_SUCCESS);
+    assert_ptr_equal(parent, d);
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE], name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    assert_int_equal(SYM(nvmlDeviceGetUUID)(mig, uuid, sizeof uuid), NVML_SUCCESS);
+    assert_true(strncmp(uuid, "MIG-", 4) == 0);
+    assert_int_equal(SYM(nvmlDeviceGetHandleByUUID)(uuid, &parent), NVML_SUCCESS);
+    assert_ptr_equal(parent, mig);
+    assert_int_equal(SYM(nvmlDeviceGetName)(mig, name, sizeof name), NVML_SUCCESS);
+    assert_string_equal(name, "NVIDIA H100 80GB HBM3 MIG 2g.20gb");
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(mig, &m2), NVML_SUCCESS);
+    assert_int_equal(m2.total, 20096ULL << 20);
+    nvmlProcessUtilizationSample_t s[4];
+    n = 4;
+    assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, s, &n, 0), NVML_ERROR_NOT_SUPPORTED); /* N/A */
+    nvmlComputeMode_t mode = NVML_COMPUTEMODE_EXCLUSIVE_PROCESS;
+    assert_int_equal(SYM(nvmlDeviceSetComputeMode)(d, mode), NVML_ERROR_NOT_SUPPORTED);
+
+    /* a process on the MIG device: the CI and GI are in use */
+    char place[32];
+    snprintf(place, sizeof place, "0:%u:0", gid);
+    struct child h = ctl_start("hold", place, "4096", NULL);
+    n = 4;
+    nvmlProcessInfo_v2_t pr[4];
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(mig, &n, pr), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_int_equal(pr[0].gpuInstanceId, 4);
+    assert_int_equal(pr[0].computeInstanceId, 0);
+    assert_int_equal(SYM(nvmlComputeInstanceDestroy)(ci), NVML_ERROR_IN_USE);
+    kill(h.pid, SIGKILL);
+    ctl_wait(h);
+    assert_int_equal(SYM(nvmlGpuInstanceDestroy)(c), NVML_ERROR_IN_USE); /* its CI remains */
+    assert_int_equal(SYM(nvmlComputeInstanceDestroy)(ci), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlComputeInstanceGetInfo_v2)(ci, &cinfo), NVML_ERROR_INVALID_ARGUMENT); /* stale */
+    assert_int_equal(SYM(nvmlGpuInstanceDestroy)(c), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlGpuInstanceDestroy)(a), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlGpuInstanceDestroy)(b), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlGpuInstanceDestroy)(x), NVML_SUCCESS);
+    p.start = 4; /* everything free again: a 3g fits at 4 */
+    assert_int_equal(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(d, 9, &p, &x), NVML_SUCCESS);
+    assert_int_equal(SYM(nvmlGpuInstanceDestroy)(x), NVML_SUCCESS);
+    set_mig(d, NVML_DEVICE_MIG_DISABLE, NVML_SUCCESS);
+}
+
+/* ---- injected failures: each in a fresh process (this binary re-executed) ---- */
+static int child_init(void)
+{
+    load();
+    nvmlReturn_t rc = SYM(nvmlInit_v2)();
+    if (rc != NVML_SUCCESS)
+        return (int)rc;
+    unsigned n = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    SYM(nvmlDeviceGetCount_v2)(&n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    nvmlDevice_t d;
+    SYM(nvmlDeviceGetHandleByIndex_v2)(0, &d);
+    char name[96];
+    nvmlReturn_t nr = SYM(nvmlDeviceGetName)(d, name, sizeof name);
+    if (nr != NVML_SUCCESS)
+        return 100 + (int)nr;
+    return ms >= 250 ? 99 : 0;
+}
+
+static int run_child(const char *fail)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (fail)
+            setenv("VGPU_FAKE_FAIL", fail, 1);
+        execl("/proc/self/exe", "test_fakenvml", "--child-init", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_failure_injection(void **state)
+{
+    (void)state;
+    assert_int_equal(run_child(NULL), 0);
+    assert_int_equal(run_child("nvml_init=driver_not_loaded"), NVML_ERROR_DRIVER_NOT_LOADED);
+    assert_int_equal(run_child("nvml_init=lib_version_mismatch"), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
+    assert_int_equal(run_child("nvml_init=no_permission"), NVML_ERROR_NO_PERMISSION);
+    assert_int_equal(run_child("gpu_lost=0"), 100 + NVML_ERROR_GPU_IS_LOST);
+    assert_int_equal(run_child("slow=nvmlDeviceGetCount_v2:300"), 99);
+    assert_int_equal(run_child("bogus=1"), NVML_ERROR_DRIVER_NOT_LOADED); /* and a message on stderr */
+
+    /* a GPU lost at run time, seen by this (already initialised) process */
+    nvmlDevice_t d = dev0();
+    char name[96];
+    assert_int_equal(ctl("lose", "0"), 0);
+    assert_int_equal(SYM(nvmlDeviceGetName)(d, name, sizeof name), NVML_ERROR_GPU_IS_LOST);
+    assert_int_equal(ctl("find", "0"), 0);
+    assert_int_equal(SYM(nvmlDeviceGetName)(d, name, sizeof name), NVML_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--child-init") == 0)
+        return child_init();
+    load();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_init_refcount_and_strings),
+        cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_memory_versions),
+        cmocka_unit_test(test_processes_two_call_and_reaping),
+        cmocka_unit_test(test_utilisation_samples),
+        cmocka_unit_test(test_compute_mode_cross_process),
+        cmocka_unit_test(test_mig_profiles_with_mig_off),
+        cmocka_unit_test(test_mig_mode_pending_until_reset),
+        cmocka_unit_test(test_mig_instances),
+        cmocka_unit_test(test_failure_injection),
+    };
+    return cmocka_run_group_tests_name("fakenvml", tests, setup, teardown);
+}
