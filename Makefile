@@ -149,7 +149,7 @@ test:
 	@bash tests/run.sh $(BUILD)
 
 asan:
-	$(MAKE) BUILD=build-asan SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CFLAGS="-O1 -g" all
+	CFLAGS="-O1 -g" $(MAKE) BUILD=build-asan SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" all
 	@VGPU_ASAN=1 bash tests/run.sh build-asan
 
 demo:

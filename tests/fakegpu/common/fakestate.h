@@ -42,7 +42,7 @@
 struct fs_ci_profile {
     unsigned index, id;                  /* NVML CI profile index and ID (ID = index) */
     unsigned slices, instances, sm;
-    char name[48];                       /* "1c.3g.40gb"; the default CI of a GI is named as the GI */
+    char name[64];                       /* "1c.3g.40gb"; the default CI of a GI is named as the GI */
 };
 
 struct fs_profile {                      /* one GPU-instance profile (reference/nvml.md §10) */
