@@ -1,6 +1,7 @@
 /* vgpu run: start a command as a job with GPU limits. */
 static const char usage[] =
     "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--name NAME] [--] CMD [ARGS...]\n"
+    "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
     "UUIDs, and NVML is filtered to match), and libvgpu.so (preloaded) holds its GPU memory under\n"
@@ -14,6 +15,11 @@ static const char usage[] =
     "                 GPUs not named have no limit\n"
     "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT percent\n"
     "  --name NAME    a name for vgpu ps/limit (letters, digits, '.', '_', '-'); must be unique\n"
+    "  --place POLICY with --mem SIZE and no --gpu, vgpu chooses one GPU (or MIG instance) whose\n"
+    "                 memory not yet promised to running jobs fits: binpack (default: the\n"
+    "                 fullest that fits) or spread (the emptiest)\n"
+    "  --wait         when none fits, wait in line (first come, first served) instead of failing\n"
+    "  --overcommit   allow promises beyond a GPU's memory\n"
     "  --help         show this help\n"
     "\n"
     "A limit larger than the GPU is an error. Change a running job's limit with vgpu limit.\n"
@@ -39,6 +45,7 @@ static const char usage[] =
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
+#include "vgpu/placement.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
@@ -50,6 +57,9 @@ static const struct option options[] = {
     { "mem", required_argument, NULL, 'm' },
     { "core", required_argument, NULL, 'c' },
     { "name", required_argument, NULL, 'n' },
+    { "place", required_argument, NULL, 'P' },
+    { "wait", no_argument, NULL, 'W' },
+    { "overcommit", no_argument, NULL, 'O' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -59,6 +69,7 @@ static const struct vgpu_opt_doc optdocs[] = {
     { "mem", VGPU_ARG_SIZE, NULL },
     { "core", VGPU_ARG_PERCENT, NULL },
     { "name", VGPU_ARG_OTHER, NULL },
+    { "place", VGPU_ARG_WORD, "binpack spread" },
     { NULL, 0, NULL },
 };
 
@@ -284,7 +295,8 @@ static int run_child(struct vgpu_region *r, char **argv)
 
 static int cmd_run(int argc, char **argv)
 {
-    const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL;
+    const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *place = NULL;
+    bool wait_place = false, overcommit = false;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+")) != -1) {
@@ -293,6 +305,9 @@ static int cmd_run(int argc, char **argv)
         case 'm': mem = optarg; break;
         case 'c': core = optarg; break;
         case 'n': name = optarg; break;
+        case 'P': place = optarg; break;
+        case 'W': wait_place = true; break;
+        case 'O': overcommit = true; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -308,6 +323,26 @@ static int cmd_run(int argc, char **argv)
         return run_fail(&e);
     if (core && core_pct == 0)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core: '%s' would stop the job; give 1 to 100", core);
+    /* Placement (vgpu-run(1)): --mem SIZE without --gpu lets vgpu choose the GPU. */
+    struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place };
+    bool placing = mem && !gpu;
+    if (place) {
+        int pol = vgpu_place_policy_parse(place);
+        if (pol < 0) {
+            static const char *const policies[] = { "binpack", "spread", NULL };
+            vgpu_unknown_word(&vgpu_cmd_run, "--place policy", place, policies);
+            return VGPU_EXIT_RUN_FAILED;
+        }
+        preq.policy = (enum vgpu_place_policy)pol;
+    }
+    if ((place || wait_place) && !placing)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--place and --wait choose a GPU: give --mem SIZE and no --gpu");
+    if (placing && vgpu_parse_size(mem, &preq.want, "--mem", &e) < 0) {
+        vgpu_err_set(&e, VGPU_EXIT_USAGE, "--mem '%.100s': to choose a GPU, vgpu needs a size such as 4G (or give "
+                     "--gpu)", mem);
+        return run_fail(&e);
+    }
+    char place_dir[4096] = "";
 
     struct vgpu_nvml *nv = vgpu_nvml_open(&e);
     if (!nv) {
@@ -335,6 +370,18 @@ static int cmd_run(int argc, char **argv)
     if (sel.count == 0) {
         vgpu_fail(rc, "no GPU selected%s", gpu ? "" : ": the driver lists none");
         goto out;
+    }
+    if (placing) {
+        unsigned chosen;
+        if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||
+            vgpu_place(place_dir, list, &preq, &chosen, &e) < 0) {
+            place_dir[0] = 0;
+            rc = run_fail(&e);
+            goto out;
+        }
+        sel.count = 1;
+        sel.pos[0] = chosen;
+        vgpu_info("placed on GPU %u (%s)", list->gpu[chosen].index, list->gpu[chosen].uuid);
     }
     if (sel.count > VGPU_REGION_MAX_DEVICES) {
         vgpu_fail(rc, "a job can have at most %d GPUs, %u are selected; choose with --gpu", VGPU_REGION_MAX_DEVICES,
@@ -366,6 +413,18 @@ static int cmd_run(int argc, char **argv)
     if (mem && apply_mem(spec, gpus, mem, &e) < 0) {
         rc = run_fail(&e);
         goto out;
+    }
+    if (mem && !placing) {
+        /* GPUs chosen by hand are promised too, so placement counts them. */
+        uint64_t bytes[VGPU_REGION_MAX_DEVICES];
+        for (unsigned d = 0; d < sel.count; d++)
+            bytes[d] = spec->dev[d].mem_limit;
+        if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||
+            vgpu_place_reserve(place_dir, list, sel.pos, bytes, sel.count, overcommit, &e) < 0) {
+            place_dir[0] = 0;
+            rc = run_fail(&e);
+            goto out;
+        }
     }
 
     char statedir[4096], library[4096];
@@ -405,6 +464,8 @@ static int cmd_run(int argc, char **argv)
     vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.hdr->id, region_path, getenv("LD_PRELOAD"));
     rc = run_child(&r, cmdv);
 out:
+    if (place_dir[0])
+        vgpu_place_release(place_dir);
     if (created) {
         /* Nothing reads an exited job yet (vgpu wait will): remove it now. */
         vgpu_region_remove(&r, &e);

@@ -1,0 +1,63 @@
+/* Placement of jobs by memory (vgpu run --mem without --gpu): which GPU or MIG instance has
+ * room for the memory a job asks, counting what is already promised to running jobs.
+ *
+ * The ledger lives in the state directory: place.lock (flock, taken around every decision, so
+ * concurrent `vgpu run` calls place atomically), promises/PID.START (one file per running
+ * `vgpu run`: "UUID BYTES" lines) and queue/TICKET.PID.START for --wait, served in ticket
+ * order. Entries of dead processes (pid gone or start time changed) are dropped by whoever
+ * looks next, so a kill -9 never leaks a promise. vgpu-side code. */
+#ifndef VGPU_PLACEMENT_H
+#define VGPU_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "vgpu/log.h"
+
+struct vgpu_gpu_list;
+
+enum vgpu_place_policy {
+    VGPU_PLACE_BINPACK = 0,   /* the fullest GPU that fits */
+    VGPU_PLACE_SPREAD = 1,    /* the emptiest GPU */
+};
+
+/* "binpack" / "spread"; -1 for anything else. */
+int vgpu_place_policy_parse(const char *s);
+
+struct vgpu_place_cand {
+    uint64_t total;           /* bytes the GPU (or MIG instance) has */
+    uint64_t promised;        /* bytes promised to running jobs */
+};
+
+/* Pure: the candidate for `want` bytes, or -1 when none fits (with overcommit: the one with the
+ * most room left, never -1 when n > 0). Ties go to the lower position. */
+int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want, enum vgpu_place_policy pol,
+                      bool overcommit);
+
+struct vgpu_place_req {
+    uint64_t want;            /* bytes */
+    enum vgpu_place_policy policy;
+    bool overcommit;
+    bool wait;                /* queue until one fits */
+    bool quiet;               /* no queue-position messages */
+};
+
+/* Chooses a GPU among the default selection of list (whole GPUs, and the MIG devices of GPUs in
+ * MIG mode) and records the promise for this process. *pos is the chosen list position.
+ * Without wait, when none fits: -1 with e (VGPU_EXIT_NO_CAPACITY) listing what each GPU has
+ * left. 0 on success. */
+int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const struct vgpu_place_req *req,
+               unsigned *pos, struct vgpu_err *e);
+
+/* Records promises for GPUs chosen by the user (--gpu): bytes[i] on list positions pos[i].
+ * Refused (VGPU_EXIT_NO_CAPACITY) when one would exceed its GPU, unless overcommit. */
+int vgpu_place_reserve(const char *statedir, const struct vgpu_gpu_list *list, const unsigned *pos,
+                       const uint64_t *bytes, unsigned n, bool overcommit, struct vgpu_err *e);
+
+/* Drops this process's promises (the job ended). */
+void vgpu_place_release(const char *statedir);
+
+/* Bytes promised on the GPU with this UUID (live entries only). */
+uint64_t vgpu_place_promised(const char *statedir, const char *uuid);
+
+#endif

@@ -1,0 +1,97 @@
+# Placement in vgpu run: --mem without --gpu chooses a GPU or MIG instance by memory not yet
+# promised (binpack, spread), capacity exhaustion, --overcommit, --wait order, 20 concurrent runs.
+. "$(dirname "$0")/lib.sh"
+export VGPU_FAKE_ROOT=1
+
+wait_file() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
+
+use_scenario mixed   # GPU 0, 1: H100 80GB; GPU 2: A100 40GB
+a100=$(vgpu list --json | jq -r '.gpus[2].uuid')
+h0=$(vgpu list --json | jq -r '.gpus[0].uuid')
+h1=$(vgpu list --json | jq -r '.gpus[1].uuid')
+
+vgpu run --mem 30G -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"; sleep 30' "$T_DIR/j1" &
+j1=$!
+wait_file "$T_DIR/j1"
+assert_eq "binpack: the fullest GPU that fits (the A100)" "$a100" "$(cat "$T_DIR/j1")"
+run vgpu run --mem 8G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_eq "binpack: fills the A100 further" "$a100" "$out"
+run vgpu run --mem 20G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_eq "binpack: what does not fit goes to an H100" "$h0" "$out"
+vgpu run --mem 20G --place spread -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"; sleep 30' "$T_DIR/j2" &
+j2=$!
+wait_file "$T_DIR/j2"
+assert_eq "spread: the emptiest GPU" "$h0" "$(cat "$T_DIR/j2")"
+run vgpu run --mem 20G --place spread -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_eq "spread: next the other H100" "$h1" "$out"
+run vgpu run --mem 90G -- true
+assert_rc "nothing fits: vgpu run fails" 125
+assert_contains "... listing what each GPU has left" "GPU 2 ($a100): 10 GiB left of 40 GiB" "$err"
+assert_contains "... and the H100 with a job" "59.65 GiB left" "$err"
+vgpu run --mem 70G --place spread -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"; sleep 30' "$T_DIR/j3" &
+j3=$!
+wait_file "$T_DIR/j3"
+run vgpu run --mem 65G -- true
+assert_rc "65G fits nowhere now" 125
+run vgpu run --mem 65G --overcommit -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_rc "--overcommit: runs anyway" 0
+assert_eq "... on the GPU with the most room" "$h0" "$out"
+kill $j3; wait $j3 2>/dev/null
+run vgpu run --gpu 2 --mem 20G -- true
+assert_rc "--gpu over the GPU's unpromised memory: refused" 125
+assert_contains "... says what is left" "10 GiB of its 40 GiB" "$err"
+run vgpu run --gpu 2 --mem 20G --overcommit -- true
+assert_rc "--gpu with --overcommit: allowed" 0
+run vgpu run --mem 4G --place binpak -- true
+assert_rc "unknown policy" 125
+assert_contains "... suggests" "binpack" "$err"
+run vgpu run --gpu 0 --wait -- true
+assert_rc "--wait without --mem placement: usage" 125
+kill $j1 $j2 2>/dev/null; wait $j1 $j2 2>/dev/null
+run vgpu run --mem 30G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_eq "promises of ended jobs are released" "$a100" "$out"
+
+# A job killed with SIGKILL leaves a promise file behind; the next placement drops it.
+vgpu run --mem 35G -- sleep 30 &
+k=$!
+sleep 0.5
+kill -9 $k; wait $k 2>/dev/null
+run vgpu run --mem 35G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_eq "a dead job's promise is reclaimed" "$a100" "$out"
+
+# ---- 20 concurrent vgpu run on one H100 (79.65 GiB): exactly 19 of 4 GiB fit ----
+use_scenario h100
+for i in $(seq 20); do
+  ( vgpu run --mem 4G -- sleep 3 >/dev/null 2>"$T_DIR/c$i.err"; echo $? >"$T_DIR/c$i.rc" ) &
+done
+wait
+okc=0 failc=0
+for i in $(seq 20); do
+  case $(cat "$T_DIR/c$i.rc") in 0) okc=$((okc + 1)) ;; 125) failc=$((failc + 1)) ;; esac
+done
+assert_eq "20 concurrent runs: 19 placed, 1 refused" "19 1" "$okc $failc"
+
+# ---- --wait: first come, first served ----
+vgpu run --mem 60G -- sleep 2 &
+big=$!
+sleep 0.5
+: >"$T_DIR/order"
+vgpu run --mem 30G --wait -- sh -c 'echo B >>"$0"' "$T_DIR/order" 2>"$T_DIR/b.err" &
+b=$!
+sleep 0.5
+vgpu run --mem 10G --wait -- sh -c 'echo C >>"$0"' "$T_DIR/order" 2>"$T_DIR/c.err" &
+c=$!
+sleep 0.5
+assert_eq "a waiting job blocks later ones that would fit (FIFO)" "" "$(cat "$T_DIR/order")"
+wait $big $b $c
+assert_eq "--wait: served in arrival order" "B C" "$(tr '\n' ' ' <"$T_DIR/order" | sed 's/ $//')"
+assert_contains "--wait shows the place in the queue" "place 1 in the queue" "$(cat "$T_DIR/b.err")"
+assert_contains "... second in line" "place 2 in the queue" "$(cat "$T_DIR/c.err")"
+
+# ---- MIG instances are placement targets ----
+use_scenario h100
+vgpu mig enable >/dev/null && vgpu mig create 3g.40gb,2g.20gb >/dev/null
+run vgpu run --mem 15G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_match "binpack into the smaller MIG instance" '^MIG-' "$out"
+small=$(vgpu mig list --json | jq -r '.gpus[0].gpu_instances[] | select(.profile=="2g.20gb") | .compute_instances[0].uuid')
+assert_eq "... the 2g.20gb one" "$small" "$out"
