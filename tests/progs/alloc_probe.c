@@ -1,0 +1,248 @@
+/* alloc_probe: exercises each allocation path of the driver by name, in the order given on the
+ * command line, and prints one parseable line per step:
+ *     OP rc=N [key=value ...]
+ * (rc is the CUresult). Used by tests/cli/hook_*.sh under libvgpu.so.
+ *
+ *   alloc SIZE | alloc32 SIZE       cuMemAlloc_v2 / the old 32-bit cuMemAlloc
+ *   pitch WIDTH HEIGHT              cuMemAllocPitch_v2 (prints pitch=)
+ *   managed SIZE                    cuMemAllocManaged
+ *   async SIZE                      cuMemAllocAsync on stream 0 (default pool)
+ *   pool SIZE                       cuMemAllocFromPoolAsync from an explicit device pool
+ *   hostpool SIZE                   same from a HOST_NUMA pool (host memory: never charged)
+ *   vmm SIZE | vmmhost SIZE         cuMemCreate on a DEVICE / HOST_NUMA location
+ *   array W H | array3d W H D       cuArrayCreate_v2 / cuArray3DCreate_v2 (float, 1 channel)
+ *   mipmap W H LEVELS               cuMipmappedArrayCreate
+ *   heap SIZE | stack SIZE          cuCtxSetLimit(MALLOC_HEAP_SIZE / STACK_SIZE)
+ *   free                            frees the most recent allocation still held (its own path)
+ *   freeall                         frees everything held, newest first
+ *   badfree                         cuMemFree_v2 of a pointer nobody allocated (expect the driver's answer)
+ *   trim                            synchronize and trim every pool to 0
+ *   meminfo                         cuMemGetInfo_v2 (free= total=) ; meminfo32: old ABI
+ *   totalmem                        cuDeviceTotalMem_v2 (bytes=)
+ *   fill SIZE                       cuMemAlloc_v2 of SIZE until it fails (prints count=)
+ *   sleep MS                        sleeps (a window for other processes / signals)
+ *   hold                            prints "holding" and sleeps until killed
+ * SIZE accepts K/M/G suffixes (binary). Exit status 0 unless the setup failed (2). */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver.h"
+
+enum kind { LINEAR, LINEAR32, ASYNC, POOL, VMM, ARRAY, MIPMAP };
+struct held {
+    enum kind kind;
+    uint64_t ptr;
+    CUmemoryPool pool;
+};
+static struct held held[4096];
+static int nheld;
+static CUmemoryPool dev_pool, host_pool;
+
+static uint64_t size_arg(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; break;
+    case 'm': case 'M': v <<= 20; break;
+    case 'g': case 'G': v <<= 30; break;
+    default: break;
+    }
+    return v;
+}
+
+static void keep(enum kind k, uint64_t ptr, CUmemoryPool pool)
+{
+    if (nheld < (int)(sizeof held / sizeof *held))
+        held[nheld++] = (struct held){ k, ptr, pool };
+}
+
+static CUresult release(struct held *h)
+{
+    switch (h->kind) {
+    case LINEAR: return cuMemFree_v2(h->ptr);
+    case LINEAR32: return cuMemFree((CUdeviceptr_v1)h->ptr);
+    case ASYNC:
+    case POOL: {
+        CUresult rc = cuMemFreeAsync(h->ptr, NULL);
+        if (rc == CUDA_SUCCESS)
+            rc = cuStreamSynchronize(NULL);
+        return rc;
+    }
+    case VMM: return cuMemRelease(h->ptr);
+    case ARRAY: return cuArrayDestroy((CUarray)(uintptr_t)h->ptr);
+    case MIPMAP: return cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h->ptr);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUmemoryPool make_pool(CUmemLocationType type, int id)
+{
+    CUmemPoolProps p;
+    memset(&p, 0, sizeof p);
+    p.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = type;
+    p.location.id = id;
+    CUmemoryPool pool;
+    MUST(cuMemPoolCreate(&pool, &p));
+    return pool;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CUdevice dev;
+    CUcontext ctx;
+    MUST(cuInit(0));
+    MUST(cuDeviceGet(&dev, 0));
+    MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
+    MUST(cuCtxSetCurrent(ctx));
+
+    for (int i = 1; i < argc; i++) {
+        const char *op = argv[i];
+        const char *a1 = i + 1 < argc ? argv[i + 1] : "0";
+        const char *a2 = i + 2 < argc ? argv[i + 2] : "0";
+        const char *a3 = i + 3 < argc ? argv[i + 3] : "0";
+        CUresult rc;
+        if (!strcmp(op, "alloc")) {
+            CUdeviceptr p = 0;
+            rc = cuMemAlloc_v2(&p, size_arg(a1));
+            if (!rc)
+                keep(LINEAR, p, NULL);
+            printf("alloc rc=%d size=%llu\n", rc, (unsigned long long)size_arg(a1));
+            i++;
+        } else if (!strcmp(op, "alloc32")) {
+            CUdeviceptr_v1 p = 0;
+            rc = cuMemAlloc(&p, (unsigned int)size_arg(a1));
+            if (!rc)
+                keep(LINEAR32, p, NULL);
+            printf("alloc32 rc=%d\n", rc);
+            i++;
+        } else if (!strcmp(op, "pitch")) {
+            CUdeviceptr p = 0;
+            size_t pitch = 0;
+            rc = cuMemAllocPitch_v2(&p, &pitch, size_arg(a1), size_arg(a2), 4);
+            if (!rc)
+                keep(LINEAR, p, NULL);
+            printf("pitch rc=%d pitch=%zu\n", rc, pitch);
+            i += 2;
+        } else if (!strcmp(op, "managed")) {
+            CUdeviceptr p = 0;
+            rc = cuMemAllocManaged(&p, size_arg(a1), CU_MEM_ATTACH_GLOBAL);
+            if (!rc)
+                keep(LINEAR, p, NULL);
+            printf("managed rc=%d\n", rc);
+            i++;
+        } else if (!strcmp(op, "async")) {
+            CUdeviceptr p = 0;
+            rc = cuMemAllocAsync(&p, size_arg(a1), NULL);
+            if (!rc)
+                keep(ASYNC, p, NULL);
+            printf("async rc=%d\n", rc);
+            i++;
+        } else if (!strcmp(op, "pool") || !strcmp(op, "hostpool")) {
+            bool host = op[0] == 'h';
+            CUmemoryPool *pp = host ? &host_pool : &dev_pool;
+            if (!*pp)
+                *pp = host ? make_pool(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0) : make_pool(CU_MEM_LOCATION_TYPE_DEVICE, dev);
+            CUdeviceptr p = 0;
+            rc = cuMemAllocFromPoolAsync(&p, size_arg(a1), *pp, NULL);
+            if (!rc)
+                keep(POOL, p, *pp);
+            printf("%s rc=%d\n", op, rc);
+            i++;
+        } else if (!strcmp(op, "vmm") || !strcmp(op, "vmmhost")) {
+            CUmemAllocationProp p;
+            memset(&p, 0, sizeof p);
+            p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+            p.location.type = op[3] == 'h' ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_DEVICE;
+            p.location.id = op[3] == 'h' ? 0 : dev;
+            CUmemGenericAllocationHandle h = 0;
+            rc = cuMemCreate(&h, size_arg(a1), &p, 0);
+            if (!rc)
+                keep(VMM, h, NULL);
+            printf("%s rc=%d\n", op, rc);
+            i++;
+        } else if (!strcmp(op, "array") || !strcmp(op, "array3d")) {
+            CUarray arr = NULL;
+            if (op[5] == '3') {
+                CUDA_ARRAY3D_DESCRIPTOR d = { size_arg(a1), size_arg(a2), size_arg(a3), CU_AD_FORMAT_FLOAT, 1, 0 };
+                rc = cuArray3DCreate_v2(&arr, &d);
+                i += 3;
+            } else {
+                CUDA_ARRAY_DESCRIPTOR d = { size_arg(a1), size_arg(a2), CU_AD_FORMAT_FLOAT, 1 };
+                rc = cuArrayCreate_v2(&arr, &d);
+                i += 2;
+            }
+            if (!rc)
+                keep(ARRAY, (uint64_t)(uintptr_t)arr, NULL);
+            printf("%s rc=%d\n", op, rc);
+        } else if (!strcmp(op, "mipmap")) {
+            CUDA_ARRAY3D_DESCRIPTOR d = { size_arg(a1), size_arg(a2), 0, CU_AD_FORMAT_FLOAT, 1, 0 };
+            CUmipmappedArray m = NULL;
+            rc = cuMipmappedArrayCreate(&m, &d, (unsigned)size_arg(a3));
+            if (!rc)
+                keep(MIPMAP, (uint64_t)(uintptr_t)m, NULL);
+            printf("mipmap rc=%d\n", rc);
+            i += 3;
+        } else if (!strcmp(op, "heap") || !strcmp(op, "stack")) {
+            rc = cuCtxSetLimit(op[0] == 'h' ? CU_LIMIT_MALLOC_HEAP_SIZE : CU_LIMIT_STACK_SIZE, size_arg(a1));
+            printf("%s rc=%d\n", op, rc);
+            i++;
+        } else if (!strcmp(op, "free")) {
+            rc = nheld ? release(&held[--nheld]) : CUDA_ERROR_INVALID_VALUE;
+            printf("free rc=%d\n", rc);
+        } else if (!strcmp(op, "freeall")) {
+            rc = CUDA_SUCCESS;
+            while (nheld && rc == CUDA_SUCCESS)
+                rc = release(&held[--nheld]);
+            printf("freeall rc=%d\n", rc);
+        } else if (!strcmp(op, "badfree")) {
+            rc = cuMemFree_v2((CUdeviceptr)0xdead0000ull);
+            printf("badfree rc=%d\n", rc);
+        } else if (!strcmp(op, "trim")) {
+            (void)cuStreamSynchronize(NULL);
+            CUmemoryPool def;
+            rc = cuDeviceGetMemPool(&def, dev);
+            if (!rc)
+                rc = cuMemPoolTrimTo(def, 0);
+            if (!rc && dev_pool)
+                rc = cuMemPoolTrimTo(dev_pool, 0);
+            printf("trim rc=%d\n", rc);
+        } else if (!strcmp(op, "meminfo")) {
+            size_t fr = 0, to = 0;
+            rc = cuMemGetInfo_v2(&fr, &to);
+            printf("meminfo rc=%d free=%zu total=%zu used=%zu\n", rc, fr, to, to - fr);
+        } else if (!strcmp(op, "meminfo32")) {
+            unsigned int fr = 0, to = 0;
+            rc = cuMemGetInfo(&fr, &to);
+            printf("meminfo32 rc=%d free=%u total=%u\n", rc, fr, to);
+        } else if (!strcmp(op, "totalmem")) {
+            size_t b = 0;
+            rc = cuDeviceTotalMem_v2(&b, dev);
+            printf("totalmem rc=%d bytes=%zu\n", rc, b);
+        } else if (!strcmp(op, "fill")) {
+            int n = 0;
+            CUdeviceptr p;
+            while ((rc = cuMemAlloc_v2(&p, size_arg(a1))) == CUDA_SUCCESS) {
+                keep(LINEAR, p, NULL);
+                n++;
+            }
+            printf("fill rc=%d count=%d\n", rc, n);
+            i++;
+        } else if (!strcmp(op, "sleep")) {
+            usleep((useconds_t)size_arg(a1) * 1000);
+            i++;
+        } else if (!strcmp(op, "hold")) {
+            printf("holding\n");
+            for (;;)
+                pause();
+        } else {
+            fprintf(stderr, "alloc_probe: unknown step '%s'\n", op);
+            return 2;
+        }
+    }
+    return 0;
+}
