@@ -333,8 +333,8 @@ int vgpu_mig_parse_spec(const char *spec, struct vgpu_mig_item *out, unsigned ma
         return -1;
     }
     cpy(buf, sizeof buf, spec);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *rest = buf, *tok;
+    while ((tok = strsep(&rest, ","))) {
         while (isspace((unsigned char)*tok))
             tok++;
         size_t tl = strlen(tok);
