@@ -135,6 +135,7 @@ void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *
         return;
     }
     uint64_t total = real_total && real_total < limit ? real_total : limit;
+    (void)vgpu_region_reap_maybe(vgpu_job());   /* a dead process's memory is not shown as used */
     uint64_t used = vgpu_acct_used(dev);
     uint64_t fr = used < total ? total - used : 0;
     if (fr > real_free)

@@ -3,8 +3,9 @@
  *
  * None of these has a size known in advance, so each is measured around the real call:
  *  - the first context of the process on a device: NVML's used memory of the device before and
- *    after (the context does not exist yet, so cuMemGetInfo cannot be asked before); charged
- *    whatever the limit says (it is the price of using the GPU at all), once per device;
+ *    after (the context does not exist yet, so cuMemGetInfo cannot be asked before), once per
+ *    device; a context that does not fit in the limit is undone and refused with
+ *    CUDA_ERROR_OUT_OF_MEMORY, as the driver refuses one on a full GPU;
  *  - cuCtxSetLimit(STACK_SIZE | MALLOC_HEAP_SIZE) and module/library loads: free memory through
  *    the real cuMemGetInfo before and after; over the limit the change is undone (old limit
  *    restored, module unloaded) and CUDA_ERROR_OUT_OF_MEMORY returned;
@@ -37,53 +38,80 @@ static struct ctx_probe ctx_begin(CUdevice dev)
     return p;
 }
 
-static void ctx_end(struct ctx_probe *p, CUresult rc)
+/* Charges the new context's overhead; false when it does not fit in the limit (the caller then
+ * undoes the context and returns CUDA_ERROR_OUT_OF_MEMORY, as the driver does when a GPU has
+ * no room for a context). */
+static bool ctx_end(struct ctx_probe *p, CUresult rc)
 {
     if (!p->measuring || rc != CUDA_SUCCESS)
-        return;
+        return true;
     uint64_t after;
     if (!vgpu_nvml_device_used(p->dev, &after) || atomic_exchange(&ctx_charged[p->dev], true))
-        return;
+        return true;
     uint64_t overhead = after > p->before ? after - p->before : 0;
-    vgpu_acct_force(p->dev, overhead);
+    if (!vgpu_acct_reserve(p->dev, overhead, "context creation")) {
+        atomic_store(&ctx_charged[p->dev], false);
+        return false;
+    }
     vgpu_ctx_overhead_charged(p->dev, overhead);
     vgpu_debug("context overhead on GPU %d: %llu bytes", p->dev, (unsigned long long)overhead);
+    return true;
 }
 
-#define CTX_WRAP(sym, dev, args)                                                   \
+static void undo_primary(CUdevice dev)
+{
+    vgpu_cuDevicePrimaryCtxRelease_v2_fn rel =
+        (vgpu_cuDevicePrimaryCtxRelease_v2_fn)vgpu_real_cuda_sym("cuDevicePrimaryCtxRelease_v2");
+    if (rel)
+        (void)rel(dev);
+}
+
+static void undo_created(CUcontext *pctx)
+{
+    vgpu_cuCtxDestroy_v2_fn destroy = (vgpu_cuCtxDestroy_v2_fn)vgpu_real_cuda_sym("cuCtxDestroy_v2");
+    if (destroy && pctx && *pctx)
+        (void)destroy(*pctx);
+    if (pctx)
+        *pctx = NULL;
+}
+
+#define CTX_WRAP(sym, dev, args, undo)                                             \
     vgpu_##sym##_fn real = REAL(sym);                                              \
     if (!real)                                                                     \
         return CUDA_ERROR_NOT_INITIALIZED;                                         \
     struct ctx_probe probe = ctx_begin(dev);                                       \
     CUresult rc = real args;                                                       \
-    ctx_end(&probe, rc);                                                           \
+    if (!ctx_end(&probe, rc)) {                                                    \
+        undo;                                                                      \
+        return CUDA_ERROR_OUT_OF_MEMORY;                                           \
+    }                                                                              \
     return rc;
 
 VGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CTX_WRAP(cuDevicePrimaryCtxRetain, dev, (pctx, dev))
+    CTX_WRAP(cuDevicePrimaryCtxRetain, dev, (pctx, dev), undo_primary(dev))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate, dev, (pctx, flags, dev))
+    CTX_WRAP(cuCtxCreate, dev, (pctx, flags, dev), undo_created(pctx))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate_v2, dev, (pctx, flags, dev))
+    CTX_WRAP(cuCtxCreate_v2, dev, (pctx, flags, dev), undo_created(pctx))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                     unsigned int flags, CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate_v3, dev, (pctx, paramsArray, numParams, flags, dev))
+    CTX_WRAP(cuCtxCreate_v3, dev, (pctx, paramsArray, numParams, flags, dev), undo_created(pctx))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
                                     CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate_v4, dev, (pctx, ctxCreateParams, flags, dev))
+    CTX_WRAP(cuCtxCreate_v4, dev, (pctx, ctxCreateParams, flags, dev), undo_created(pctx))
 }
 
 /* ---- cuCtxSetLimit ---- */

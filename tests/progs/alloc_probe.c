@@ -20,12 +20,14 @@
  *   meminfo                         cuMemGetInfo_v2 (free= total=) ; meminfo32: old ABI
  *   totalmem                        cuDeviceTotalMem_v2 (bytes=)
  *   fill SIZE                       cuMemAlloc_v2 of SIZE until it fails (prints count=)
+ *   churn MS                        cuMemAlloc_v2/cuMemFree_v2 of 1 MiB in a loop for MS ms (prints n=)
  *   sleep MS                        sleeps (a window for other processes / signals)
  *   hold                            prints "holding" and sleeps until killed
  * SIZE accepts K/M/G suffixes (binary). Exit status 0 unless the setup failed (2). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -231,6 +233,21 @@ int main(int argc, char **argv)
                 n++;
             }
             printf("fill rc=%d count=%d\n", rc, n);
+            i++;
+        } else if (!strcmp(op, "churn")) {
+            struct timespec t0, t;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            long n = 0;
+            rc = CUDA_SUCCESS;
+            do {
+                CUdeviceptr p;
+                if ((rc = cuMemAlloc_v2(&p, 1 << 20)) == CUDA_SUCCESS)
+                    rc = cuMemFree_v2(p);
+                n++;
+                clock_gettime(CLOCK_MONOTONIC, &t);
+            } while (rc == CUDA_SUCCESS &&
+                     (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size_arg(a1));
+            printf("churn rc=%d n=%ld\n", rc, n);
             i++;
         } else if (!strcmp(op, "sleep")) {
             usleep((useconds_t)size_arg(a1) * 1000);

@@ -1,0 +1,51 @@
+# libvgpu.so and the job region under concurrency: 16 processes of one job racing to allocate
+# never pass the limit at any sampled instant; processes killed with SIGKILL (while holding
+# memory, or in the middle of allocating) have their usage reclaimed.
+. "$(dirname "$0")/lib.sh"
+
+# A GPU whose contexts cost 16 MiB, so that 16 processes' contexts do not fill the job.
+sed 's/"context_overhead": [0-9]*/"context_overhead": 16777216/' \
+  "$VGPU_SRC/tests/fakegpu/scenarios/h100.json" > "$T_DIR/small-ctx.json"
+export VGPU_FAKE_SCENARIO=$T_DIR/small-ctx.json
+rm -f "$VGPU_FAKE_STATE"
+
+run vgpu run --mem 2G -- sh -c '
+  region_sampler "$VGPU_REGION" 0 3000 > "$0/sample" &
+  for i in $(seq 16); do alloc_probe sleep 500 fill 48M sleep 800 > "$0/race.$i" 2>&1 & done
+  wait' "$T_DIR"
+sample=$(cat "$T_DIR/sample")
+max=$(printf '%s' "$sample" | sed -n 's/.*max=\([0-9]*\).*/\1/p')
+limit=$(printf '%s' "$sample" | sed -n 's/.*limit=\([0-9]*\).*/\1/p')
+assert_eq "the sampler read the job's 2 GiB limit" 2147483648 "$limit"
+if [ -n "$max" ] && [ "$max" -le "$limit" ] && [ "$max" -gt 1073741824 ]; then
+  ok "16 racing processes: the job's usage never passed the limit (max $max of $limit)"
+else
+  not_ok "16 racing processes: the job's usage never passed the limit" "$sample"
+fi
+refused=$(cat "$T_DIR"/race.* | grep -Ec 'fill rc=2|cuDevicePrimaryCtxRetain.* failed: 2$')
+assert_eq "every racing process ended with OUT_OF_MEMORY (allocation or context), never another error" 16 "$refused"
+total=$(cat "$T_DIR"/race.* | sed -n 's/.*count=//p' | paste -sd+ | bc)
+if [ "$total" -le 42 ]; then ok "at most 2 GiB granted in 48 MiB pieces ($total)"; else not_ok "at most 2 GiB granted" "$total"; fi
+
+# SIGKILL while holding memory: the next process of the job reclaims it.
+run vgpu run --mem 1G -- sh -c '
+  alloc_probe alloc 256M hold > "$0/held" 2>&1 & p=$!
+  for i in $(seq 100); do grep -q holding "$0/held" && break; sleep 0.05; done
+  region_sampler "$VGPU_REGION" 0 1
+  kill -KILL $p; wait $p 2>/dev/null
+  sleep 1.1
+  alloc_probe meminfo
+  region_sampler "$VGPU_REGION" 0 1' "$T_DIR"
+assert_contains "a process holding 256 MiB (+16 MiB context) is counted" "last=285212672" "$out"
+assert_contains "a second after SIGKILL, the next process of the job sees only its own context" "used=16777216" "$out"
+assert_contains "... and after it exits the job holds nothing" "last=0 limit=1073741824" "$out"
+
+# SIGKILL in the middle of allocating and freeing, several times: nothing leaks for good.
+run vgpu run --mem 1G -- sh -c '
+  for k in 1 2 3 4 5; do
+    alloc_probe churn 5000 > /dev/null 2>&1 & p=$!
+    sleep 0.3; kill -KILL $p; wait $p 2>/dev/null
+  done
+  vgpu ps >/dev/null 2>&1
+  alloc_probe alloc 1000M meminfo' "$T_DIR"
+assert_contains "after 5 processes killed mid-allocation, the whole limit is usable again" "alloc rc=0 size=1048576000" "$out"
