@@ -1,0 +1,30 @@
+# libvgpu.so leaves the application alone: umask and signal dispositions unchanged, files it
+# creates are 0600; only the hook symbols are exported; it depends on libc alone.
+. "$(dirname "$0")/lib.sh"
+
+run vgpu run --mem 2G --core 50 -- env_probe
+before=$(printf '%s\n' "$out" | sed -n 's/^before //p')
+after=$(printf '%s\n' "$out" | sed -n 's/^after //p')
+assert_contains "env_probe ran its CUDA work under the library" "umask=0027" "$before"
+assert_eq "umask and every signal disposition are unchanged after CUDA work" "$before" "$after"
+
+lib=$VGPU_BUILD/libvgpu.so
+exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' | sort)
+expected=$({ sed -n 's/^VGPU_HOOK(\([A-Za-z0-9_]*\),.*/\1/p' "$VGPU_SRC/lib/hook/hooks.def"
+             printf '%s\n' nvmlDeviceGetCount nvmlDeviceGetCount_v2 nvmlDeviceGetHandleByIndex \
+               nvmlDeviceGetHandleByIndex_v2 nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo_v2 dlsym; } | sort)
+assert_eq "libvgpu.so exports exactly the hooks of hooks.def, the NVML views and dlsym" "$expected" "$exported"
+map=$(sed -n '/global:/,/local:/s/^ *\([A-Za-z0-9_]*\);$/\1/p' "$VGPU_SRC/lib/hook/exports.map" | sort)
+assert_eq "exports.map lists the same names" "$expected" "$map"
+assert_not_contains "no cudnn/cublas/cuda* names are exported" "cudnn" "$exported"
+needed=$(objdump -p "$lib" | awk '/NEEDED/ {print $2}' | sort | tr '\n' ' ')
+assert_eq "libvgpu.so needs libc (and the dynamic loader) only" "ld-linux-x86-64.so.2 libc.so.6 " "$(printf "%s" "$needed" | sed "s/ld-linux-aarch64.so.1/ld-linux-x86-64.so.2/")"
+if nm -D --undefined-only "$lib" | grep -qE ' (exit|_exit|umask|signal|sigaction)(@|$)'; then
+  not_ok "the library never calls exit, umask, signal or sigaction" "$(nm -D --undefined-only "$lib" | grep -E ' (exit|_exit|umask|signal|sigaction)')"
+else
+  ok "the library never calls exit, umask, signal or sigaction"
+fi
+
+# The HAMi shared cache it creates is 0600 whatever the umask.
+run sh -c 'umask 000; CUDA_DEVICE_MEMORY_LIMIT=1G CUDA_DEVICE_MEMORY_SHARED_CACHE="$0/cache" LD_PRELOAD="$1" alloc_probe meminfo; stat -c %a "$0/cache"' "$T_DIR" "$lib"
+assert_contains "a region the library creates is 0600 even under umask 000" "600" "$(printf '%s\n' "$out" | tail -1)"
