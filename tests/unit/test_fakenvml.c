@@ -91,7 +91,7 @@ static struct child ctl_start(const char *a1, const char *a2, const char *a3, co
     }
     close(fd[1]);
     struct child c = {pid, fdopen(fd[0], "r")};
-    if (strcmp(a1, "hold") == 0) {
+    if (strcmp(a1, "hold") == 0 || strcmp(a1, "hang-locked") == 0) {
         char line[64] = "";
         assert_non_null(fgets(line, sizeof line, c.out));
         assert_true(strncmp(line, "ready", 5) == 0);
@@ -531,10 +531,62 @@ static void test_failure_injection(void **state)
     assert_int_equal(SYM(nvmlDeviceGetName)(d, name, sizeof name), NVML_SUCCESS);
 }
 
+/* A process SIGKILLed while holding the state's lock must not wedge the others. */
+static void test_lock_owner_killed(void **state)
+{
+    (void)state;
+    struct child c = ctl_start("hang-locked", NULL, NULL, NULL);
+    kill(c.pid, SIGKILL);
+    assert_int_equal(ctl_wait(c), 128 + SIGKILL);
+    unsigned n = 0;
+    assert_int_equal(SYM(nvmlDeviceGetCount_v2)(&n), NVML_SUCCESS); /* would hang forever */
+    assert_int_equal(n, 1);
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(dev0(), &m2), NVML_SUCCESS);
+}
+
+/* mig_create_fail_after=1: the second GPU instance cannot be created (fresh process). */
+static int child_mig(void)
+{
+    load();
+    setenv("VGPU_FAKE_ROOT", "1", 1);
+    if (SYM(nvmlInit_v2)() != NVML_SUCCESS)
+        return 1;
+    nvmlDevice_t d;
+    SYM(nvmlDeviceGetHandleByIndex_v2)(0, &d);
+    nvmlReturn_t act;
+    if (SYM(nvmlDeviceSetMigMode)(d, 1, &act) != NVML_SUCCESS || act != NVML_SUCCESS)
+        return 2;
+    nvmlGpuInstance_t a, b;
+    int rc = 0;
+    if (SYM(nvmlDeviceCreateGpuInstance)(d, 19, &a) != NVML_SUCCESS)
+        rc = 3;
+    else if (SYM(nvmlDeviceCreateGpuInstance)(d, 19, &b) != NVML_ERROR_INSUFFICIENT_RESOURCES)
+        rc = 4;
+    SYM(nvmlDeviceSetMigMode)(d, 0, &act); /* clears the instances */
+    return rc;
+}
+
+static void test_mig_create_fail_after(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("VGPU_FAKE_FAIL", "mig_create_fail_after=1", 1);
+        execl("/proc/self/exe", "test_fakenvml", "--child-mig", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--child-init") == 0)
         return child_init();
+    if (argc > 1 && strcmp(argv[1], "--child-mig") == 0)
+        return child_mig();
     load();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init_refcount_and_strings),
@@ -547,6 +599,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mig_mode_pending_until_reset),
         cmocka_unit_test(test_mig_instances),
         cmocka_unit_test(test_failure_injection),
+        cmocka_unit_test(test_lock_owner_killed),
+        cmocka_unit_test(test_mig_create_fail_after),
     };
     return cmocka_run_group_tests_name("fakenvml", tests, setup, teardown);
 }

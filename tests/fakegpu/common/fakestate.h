@@ -131,7 +131,7 @@ struct fs_gpu {
     unsigned interval_head;              /* next slot in intervals[] (ring) */
     struct fs_interval intervals[FS_MAX_INTERVALS];
     struct fs_gi gi[FS_MAX_GI];
-    unsigned mig_creates;                /* GI creations so far (for mig_create_fail_after) */
+    unsigned mig_creates;                /* GI creations so far (all processes) */
     struct fs_mps mps;
 };
 
@@ -143,7 +143,7 @@ struct fs_slow {                         /* an entry point that sleeps before an
 struct fs_failures {                     /* injected failures; 0 = none (see README.md) */
     int nvml_init;                       /* nvmlReturn_t nvmlInit_v2 returns */
     int cuda_init;                       /* CUresult cuInit returns */
-    int mig_create_fail_after;           /* GI creates that succeed before INSUFFICIENT_RESOURCES; -1 none */
+    int mig_create_fail_after;           /* GI creates per process that succeed before INSUFFICIENT_RESOURCES; -1 none */
     unsigned gpu_lost_mask;              /* bit i: GPU i is lost (besides fs_gpu.lost) */
     unsigned nslow;
     struct fs_slow slow[FS_MAX_SLOW];

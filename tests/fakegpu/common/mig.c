@@ -64,8 +64,10 @@ int fs_gi_create(unsigned gpu, unsigned profile, int start)
 {
     struct fs_gpu *g = &fs_state()->gpu[gpu];
     const struct fs_profile *p = &g->s.profiles[profile];
+    /* Counted per process: a test's `vgpu mig` run starts from zero whatever ran before. */
+    static int created_here;
     const struct fs_failures *f = fs_failures();
-    if (f->mig_create_fail_after >= 0 && g->mig_creates >= (unsigned)f->mig_create_fail_after)
+    if (f->mig_create_fail_after >= 0 && created_here >= f->mig_create_fail_after)
         return -23;
     if (live_of_profile(g, profile) >= p->instances)
         return -23;
@@ -101,6 +103,7 @@ int fs_gi_create(unsigned gpu, unsigned profile, int start)
     gi->size = p->placement_size;
     gi->id = fs_gi_swizzle_id(gi->start, gi->size);
     g->mig_creates++;
+    created_here++;
     return slot;
 }
 

@@ -119,13 +119,18 @@ bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
 {
     bool ok = false;
     fs_lock();
-    fs_reap();
-    unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
-    if (used <= total && bytes <= total - used) {
-        struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
-        if (p) {
-            p->mem += bytes;
-            ok = true;
+    /* Dead processes matter only when the memory does not fit: reap then, not on every
+     * allocation (reaping reads /proc for every record). */
+    for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+        if (attempt == 1)
+            fs_reap();
+        unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
+        if (used <= total && bytes <= total - used) {
+            struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
+            if (p) {
+                p->mem += bytes;
+                ok = true;
+            }
         }
     }
     fs_unlock();

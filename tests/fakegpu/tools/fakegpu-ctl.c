@@ -7,6 +7,8 @@
  *   fakegpu-ctl hold PLACE BYTES [SEC]    this process holds a context and BYTES on PLACE, prints
  *                                         "ready" and sleeps SEC seconds (default: until killed)
  *   fakegpu-ctl busy PLACE SEC [PCT]      this process keeps PLACE PCT % busy (default 100) for SEC
+ *   fakegpu-ctl hang-locked               takes the state's lock, prints "ready" and sleeps: kill it
+ *                                         with SIGKILL to check that the others recover the lock
  *
  * PLACE is a GPU index, or GPU:GI_ID:CI_ID for a MIG device (NVML instance IDs). */
 #include <json-c/json.h>
@@ -238,5 +240,12 @@ int main(int argc, char **argv)
         return hold(argc - 2, argv + 2);
     if (strcmp(cmd, "busy") == 0)
         return busy(argc - 2, argv + 2);
+    if (strcmp(cmd, "hang-locked") == 0) {
+        fs_lock();
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
     return usage();
 }
