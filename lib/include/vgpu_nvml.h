@@ -308,6 +308,19 @@ typedef struct nvmlComputeInstanceProfileInfo_v3_st {
     unsigned int capabilities;
 } nvmlComputeInstanceProfileInfo_v3_t;
 
+/* nvmlDeviceGetAttributes_v2: mostly for MIG device handles (a whole GPU has no slices). */
+typedef struct nvmlDeviceAttributes_st {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 typedef struct nvmlGpuInstanceInfo_st {
     nvmlDevice_t device;
     unsigned int id;
@@ -387,6 +400,8 @@ VGPU_NVML_LAYOUT(nvmlComputeInstanceProfileInfo_v2_t, 136);
 VGPU_NVML_AT(nvmlComputeInstanceProfileInfo_v2_t, name, 40);
 VGPU_NVML_LAYOUT(nvmlComputeInstanceProfileInfo_v3_t, 140);
 VGPU_NVML_AT(nvmlComputeInstanceProfileInfo_v3_t, capabilities, 136);
+VGPU_NVML_LAYOUT(nvmlDeviceAttributes_t, 40);
+VGPU_NVML_AT(nvmlDeviceAttributes_t, memorySizeMB, 32);
 VGPU_NVML_LAYOUT(nvmlGpuInstanceInfo_t, 24);
 VGPU_NVML_AT(nvmlGpuInstanceInfo_t, placement, 16);
 VGPU_NVML_LAYOUT(nvmlComputeInstanceInfo_t, 32);
@@ -486,6 +501,7 @@ typedef nvmlReturn_t (*vgpu_nvmlDeviceGetMigDeviceHandleByIndex_fn)(nvmlDevice_t
 VGPU_NVML_DEV_U(nvmlDeviceIsMigDeviceHandle);
 VGPU_NVML_DEV_U(nvmlDeviceGetGpuInstanceId);
 VGPU_NVML_DEV_U(nvmlDeviceGetComputeInstanceId);
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetAttributes_v2_fn)(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn)(nvmlDevice_t migDevice,
                                                                              nvmlDevice_t *device);
 

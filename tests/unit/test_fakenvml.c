@@ -443,6 +443,11 @@ static void test_mig_instances(void **state)
     nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
     assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(mig, &m2), NVML_SUCCESS);
     assert_int_equal(m2.total, 20096ULL << 20);
+    nvmlDeviceAttributes_t at;
+    assert_int_equal(SYM(nvmlDeviceGetAttributes_v2)(mig, &at), NVML_SUCCESS);
+    assert_int_equal(at.multiprocessorCount, 32);
+    assert_int_equal(at.gpuInstanceSliceCount, 2);
+    assert_int_equal(at.memorySizeMB, 20096);
     nvmlProcessUtilizationSample_t s[4];
     n = 4;
     assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, s, &n, 0), NVML_ERROR_NOT_SUPPORTED); /* N/A */

@@ -126,6 +126,35 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvml
     FN_RETURN(NVML_SUCCESS);
 }
 
+/* SMs, engines, slices and memory of a MIG device (its CI profile inside its GI), or of the
+ * whole GPU (slice counts 0, as the attributes only mean something for MIG devices). */
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *a)
+{
+    FN_ENTER_DEV(device, d);
+    if (!a)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    struct fs_gpu *g = G(d->gpu);
+    if (d->gi < 0) {
+        *a = (nvmlDeviceAttributes_t){.multiprocessorCount = g->s.sm_count,
+                                      .memorySizeMB = g->s.mem_total >> 20};
+        FN_RETURN(NVML_SUCCESS);
+    }
+    const struct fs_gi *gi = &g->gi[d->gi];
+    const struct fs_profile *p = &g->s.profiles[gi->profile];
+    unsigned sm = p->sm, cslices = p->slices;
+    for (unsigned i = 0; i < p->nci; i++)
+        if (p->ci[i].id == gi->ci[d->ci].profile_id) {
+            sm = p->ci[i].sm;
+            cslices = p->ci[i].slices;
+        }
+    *a = (nvmlDeviceAttributes_t){.multiprocessorCount = sm, .sharedCopyEngineCount = p->ce,
+                                  .sharedDecoderCount = p->dec, .sharedEncoderCount = p->enc,
+                                  .sharedJpegCount = p->jpg, .sharedOfaCount = p->ofa,
+                                  .gpuInstanceSliceCount = p->slices, .computeInstanceSliceCount = cslices,
+                                  .memorySizeMB = p->mem_mb};
+    FN_RETURN(NVML_SUCCESS);
+}
+
 /* ---- GI profiles ---- */
 static const struct fs_profile *profile_by_index(unsigned gpu, unsigned index, nvmlReturn_t *rc)
 {
