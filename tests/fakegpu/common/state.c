@@ -98,9 +98,14 @@ static bool create_state(const char *path, const char *scenario)
     st->magic = FS_MAGIC;
     st->layout_version = FS_LAYOUT_VERSION;
     st->size = sizeof *st;
+    /* link() never replaces a file another process published first; where hard links are
+     * not supported, rename() (which can only lose a race nobody has mapped yet). */
     if (link(tmp, path) != 0 && errno != EEXIST) {
-        set_error("cannot publish the simulated GPU state %s: %s", path, strerror(errno));
-        goto out;
+        struct stat sb;
+        if ((errno != EPERM && errno != EOPNOTSUPP) || (stat(path, &sb) != 0 && rename(tmp, path) != 0)) {
+            set_error("cannot publish the simulated GPU state %s: %s", path, strerror(errno));
+            goto out;
+        }
     }
     ok = true;
 out:
