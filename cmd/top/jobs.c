@@ -27,14 +27,25 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* uid -> name, cached: getpwuid_r reads /etc/passwd (or asks NSS) every time. */
 static void owner_name(uid_t uid, char *out, size_t len)
 {
+    static struct { uid_t uid; char name[32]; } cache[16];
+    static unsigned ncache;
+    for (unsigned i = 0; i < ncache; i++)
+        if (cache[i].uid == uid) {
+            snprintf(out, len, "%s", cache[i].name);
+            return;
+        }
     struct passwd pw, *res = NULL;
     char buf[1024];
     if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
         snprintf(out, len, "%s", res->pw_name);
     else
         snprintf(out, len, "%u", (unsigned)uid);
+    unsigned slot = ncache < 16 ? ncache++ : uid % 16;
+    cache[slot].uid = uid;
+    snprintf(cache[slot].name, sizeof cache[slot].name, "%s", out);
 }
 
 static int find_gpu(const struct top_model *m, const char *uuid)
