@@ -349,20 +349,34 @@ int vgpu_mps_show_status(const char *pipe_dir, const struct vgpu_mps_rec *rec, u
 
 /* ---- vgpu run --mps ------------------------------------------------------------------------------ */
 
-int vgpu_mps_client_setup(const char *pipe_dir, unsigned core_pct, uint64_t mem, struct vgpu_err *e)
+int vgpu_mps_client_setup(const char *const *uuids, const uint64_t *mem, unsigned ndev, unsigned core_pct,
+                          struct vgpu_err *e)
 {
     struct vgpu_mps_rec rec;
     struct vgpu_err ignored;
     bool have_rec = vgpu_mps_rec_load(&rec, &ignored) == 0;
-    if (!pipe_dir || !*pipe_dir) {
-        const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
-        pipe_dir = env && *env ? env : have_rec ? rec.pipe_dir : VGPU_MPS_DEFAULT_PIPE_DIR;
-    }
+    const char *env = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    const char *pipe_dir = env && *env ? env : have_rec ? rec.pipe_dir : VGPU_MPS_DEFAULT_PIPE_DIR;
     if (!vgpu_mps_daemon_pid(pipe_dir)) {
         vgpu_err_set(e, VGPU_EXIT_NOT_FOUND,
-                     "--mps: no MPS control daemon is running on pipe directory %s; start one with 'vgpu mps start' "
-                     "(as the user or root that runs the jobs; see 'vgpu mps --help')", pipe_dir);
+                     "--mps: no MPS control daemon is running on pipe directory %.1000s; start one with 'vgpu mps "
+                     "start' (as the user or root that runs the jobs), or set CUDA_MPS_PIPE_DIRECTORY to the pipe "
+                     "directory of a running one", pipe_dir);
         return -1;
+    }
+    /* A client can only use GPUs its daemon serves. */
+    if (have_rec && !strcmp(rec.pipe_dir, pipe_dir) && !rec.all_gpus) {
+        for (unsigned d = 0; d < ndev; d++) {
+            bool served = false;
+            for (unsigned k = 0; k < rec.ngpus && !served; k++)
+                served = !strcmp(rec.gpus[k], uuids[d]);
+            if (!served) {
+                vgpu_err_set(e, VGPU_EXIT_USAGE, "--mps: the MPS control daemon on %.1000s does not serve %.100s "
+                             "(it was started with --gpu for other GPUs); choose its GPUs with --gpu, or restart "
+                             "it with 'vgpu mps stop' and 'vgpu mps start --gpu ...'", pipe_dir, uuids[d]);
+                return -1;
+            }
+        }
     }
     setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
     if (core_pct) {
@@ -370,25 +384,16 @@ int vgpu_mps_client_setup(const char *pipe_dir, unsigned core_pct, uint64_t mem,
         snprintf(v, sizeof v, "%u", core_pct);
         setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", v, 1);
     }
-    if (mem) {
-        unsigned ndev = have_rec && !strcmp(rec.pipe_dir, pipe_dir) && !rec.all_gpus && rec.ngpus ? rec.ngpus : 0;
-        if (!ndev) {
-            /* The daemon sees every GPU (or we do not know): as many indexes as the job can see. */
-            const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-            ndev = have_rec && rec.ngpus ? rec.ngpus : 8;
-            if (vis && *vis) {
-                ndev = 1;
-                for (const char *c = vis; *c; c++)
-                    ndev += *c == ',';
-            }
-        }
-        char size[32], val[1024] = "";
-        vgpu_mps_format_size(mem, size, sizeof size);
-        for (unsigned d = 0; d < ndev; d++) {
-            size_t used = strlen(val);
-            snprintf(val + used, sizeof val - used, "%s%u=%s", d ? "," : "", d, size);
-        }
-        setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", val, 1);
+    char val[1024] = "";
+    for (unsigned d = 0; d < ndev; d++) {
+        if (!mem[d])
+            continue;
+        char size[32];
+        size_t used = strlen(val);
+        vgpu_mps_format_size(mem[d], size, sizeof size);
+        snprintf(val + used, sizeof val - used, "%s%u=%s", used ? "," : "", d, size);
     }
+    if (val[0])
+        setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", val, 1);
     return 0;
 }

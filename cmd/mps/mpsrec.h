@@ -31,11 +31,13 @@ void vgpu_mps_rec_remove(void);
  * daemon's, else NULL. ndev: device indexes to ask pinned limits for. Returns the exit code. */
 int vgpu_mps_show_status(const char *pipe_dir, const struct vgpu_mps_rec *rec, unsigned ndev, bool json);
 
-/* For 'vgpu run --mps': finds the daemon (pipe_dir: --pipe-dir or NULL), and sets this
- * process's environment so that the job is its client: CUDA_MPS_PIPE_DIRECTORY, and when
- * given, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (core_pct, 0 = none) and
- * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=SIZE,1=SIZE..." for mem bytes, 0 = none) for every
- * device index the daemon's clients see. 0, or -1 with e set (no daemon: how to start one). */
-int vgpu_mps_client_setup(const char *pipe_dir, unsigned core_pct, uint64_t mem, struct vgpu_err *e);
+/* For 'vgpu run --mps': finds the daemon ($CUDA_MPS_PIPE_DIRECTORY, the record, or
+ * /tmp/nvidia-mps), checks that it serves the job's GPUs (uuids[0..ndev)), and sets this
+ * process's environment so that the job becomes its client: CUDA_MPS_PIPE_DIRECTORY;
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when core_pct (0 = none); CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+ * "0=SIZE,1=SIZE..." from mem[d] (job device d; 0 = none). 0, or -1 with e set (no daemon:
+ * how to start one). */
+int vgpu_mps_client_setup(const char *const *uuids, const uint64_t *mem, unsigned ndev, unsigned core_pct,
+                          struct vgpu_err *e);
 
 #endif
