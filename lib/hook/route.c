@@ -129,15 +129,46 @@ VGPU_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
     return rc;
 }
 
-/* dlsym(RTLD_NEXT, name) means "after the caller", but glibc would see *us* as the caller.
- * Walk the link maps after the caller's object instead and take the first definition that
- * lives in one of them. */
+/* dlsym(RTLD_NEXT, name) means "after the caller", and glibc finds the caller from dlsym's
+ * return address. So an RTLD_NEXT lookup of a name we do not route must reach glibc's dlsym by a
+ * tail jump, with nothing of ours on the stack and without calling anything that may not work
+ * yet: sanitizer runtimes look up their interceptors this way (dlsym(RTLD_NEXT, "mmap")) before
+ * malloc or dlopen work. dlsym itself is therefore a few instructions of assembly that jump to
+ * glibc's dlsym, or to dlsym_routed() for names we route and for other handles. */
+static void *(*next_dlsym)(void *, const char *);
+
+/* Where dlsym(RTLD_NEXT, name) goes: glibc's dlsym, or dlsym_routed for a routed name. */
+__attribute__((used)) void *vgpu_dlsym_next_target(const char *name);
+__attribute__((used)) void *vgpu_dlsym_routed(void *handle, const char *name);
+
+static bool routed_name(const char *name)
+{
+    if (name[0] == 'c' && name[1] == 'u')
+        return vgpu_route_hook_by_symbol(name) != NULL;
+    if (name[0] == 'n' && strncmp(name, "nvml", 4) == 0)
+        return vgpu_nvml_hook_by_symbol(name) != NULL;
+    return false;
+}
+
+void *vgpu_dlsym_next_target(const char *name)
+{
+    if (!next_dlsym) {
+        /* The same search as real.c, without pthread_once (this may run before anything else). */
+        static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17" };
+        for (size_t i = 0; i < sizeof versions / sizeof *versions && !next_dlsym; i++)
+            next_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    }
+    return name && routed_name(name) ? (void *)vgpu_dlsym_routed : (void *)next_dlsym;
+}
+
+/* dlsym(RTLD_NEXT, routed name): walk the link maps after the caller's object and take the
+ * first definition that lives in one of them, then route it. */
 static void *next_after(const void *caller, const char *name)
 {
     Dl_info info;
     struct link_map *self = NULL;
     if (!dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) || !self)
-        return vgpu_real_dlsym(RTLD_NEXT, name);
+        return vgpu_real_dlsym(RTLD_DEFAULT, name);
     for (struct link_map *l = self->l_next; l; l = l->l_next) {
         void *h = dlopen(l->l_name && l->l_name[0] ? l->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
         if (!h)
@@ -152,10 +183,11 @@ static void *next_after(const void *caller, const char *name)
     return NULL;
 }
 
-VGPU_EXPORT void *dlsym(void *restrict handle, const char *restrict name)
+void *vgpu_dlsym_routed(void *handle, const char *name)
 {
+    /* Reached by a jump from dlsym: our return address is the application's call site. */
     void *p = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name) : vgpu_real_dlsym(handle, name);
-    if (!p || !name)
+    if (!p)
         return p;
     if (name[0] == 'c' && name[1] == 'u') {
         void *w = vgpu_route_hook_by_symbol(name);
@@ -167,3 +199,43 @@ VGPU_EXPORT void *dlsym(void *restrict handle, const char *restrict name)
     }
     return p;
 }
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "    endbr64\n"                    /* a no-op unless indirect-branch tracking is on */
+        "    cmpq $-1, %rdi\n"              /* RTLD_NEXT is (void *)-1 */
+        "    jne vgpu_dlsym_routed\n"
+        "    pushq %rdi\n"
+        "    pushq %rsi\n"
+        "    subq $8, %rsp\n"               /* 16-byte alignment at the call */
+        "    movq %rsi, %rdi\n"
+        "    call vgpu_dlsym_next_target\n"
+        "    addq $8, %rsp\n"
+        "    popq %rsi\n"
+        "    popq %rdi\n"
+        "    jmp *%rax\n"
+        ".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        "dlsym:\n"
+        "    hint #34\n"                   /* bti c: a no-op unless branch protection is on */
+        "    cmn x0, #1\n"
+        "    b.ne vgpu_dlsym_routed\n"
+        "    stp x29, x30, [sp, #-32]!\n"
+        "    mov x29, sp\n"
+        "    stp x0, x1, [sp, #16]\n"
+        "    mov x0, x1\n"
+        "    bl vgpu_dlsym_next_target\n"
+        "    mov x16, x0\n"
+        "    ldp x0, x1, [sp, #16]\n"
+        "    ldp x29, x30, [sp], #32\n"
+        "    br x16\n"
+        ".size dlsym, .-dlsym\n");
+#else
+#error "libvgpu.so's dlsym override is written for x86-64 and aarch64"
+#endif
