@@ -1,6 +1,6 @@
 /* vgpu run: start a command as a job with GPU limits. */
 static const char usage[] =
-    "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--name NAME] [--] CMD [ARGS...]\n"
+    "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--name NAME] [--mps] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
@@ -14,6 +14,9 @@ static const char usage[] =
     "  --mem IDX:SIZE,...  per job GPU (IDX counts the job's GPUs from 0, in --gpu order);\n"
     "                 GPUs not named have no limit\n"
     "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT percent\n"
+    "  --mps          run CMD as a client of the MPS daemon ('vgpu mps start'): --core becomes\n"
+    "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
+    "                 GPU time) and --mem also its pinned device memory limit\n"
     "  --name NAME    a name for vgpu ps/limit (letters, digits, '.', '_', '-'); must be unique\n"
     "  --place POLICY with --mem SIZE and no --gpu, vgpu chooses one GPU (or MIG instance) whose\n"
     "                 memory not yet promised to running jobs fits: binpack (default: the\n"
@@ -39,6 +42,7 @@ static const char usage[] =
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "mps/mpsrec.h"
 #include "cmd.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
@@ -60,6 +64,7 @@ static const struct option options[] = {
     { "place", required_argument, NULL, 'P' },
     { "wait", no_argument, NULL, 'W' },
     { "overcommit", no_argument, NULL, 'O' },
+    { "mps", no_argument, NULL, 'M' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -296,7 +301,7 @@ static int run_child(struct vgpu_region *r, char **argv)
 static int cmd_run(int argc, char **argv)
 {
     const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *place = NULL;
-    bool wait_place = false, overcommit = false;
+    bool wait_place = false, overcommit = false, mps = false;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+")) != -1) {
@@ -308,6 +313,7 @@ static int cmd_run(int argc, char **argv)
         case 'P': place = optarg; break;
         case 'W': wait_place = true; break;
         case 'O': overcommit = true; break;
+        case 'M': mps = true; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -398,7 +404,8 @@ static int cmd_run(int argc, char **argv)
         spec->dev[d].nvml_index = g->index;
         spec->dev[d].is_mig = g->is_mig;
         spec->dev[d].mem_total = g->mem_total;
-        spec->dev[d].core_limit = core_pct;
+        /* Under MPS kernels of clients run side by side: the SM cap replaces the time limiter. */
+        spec->dev[d].core_limit = mps ? 0 : core_pct;
         spec->dev[d].core_policy = VGPU_CORE_HARD;
         if (!g->uuid[0]) {
             vgpu_fail(rc, "GPU %u has no UUID in NVML, so the job cannot be restricted to it", g->index);
@@ -413,6 +420,18 @@ static int cmd_run(int argc, char **argv)
     if (mem && apply_mem(spec, gpus, mem, &e) < 0) {
         rc = run_fail(&e);
         goto out;
+    }
+    if (mps) {
+        const char *uuids[VGPU_REGION_MAX_DEVICES];
+        uint64_t pinned[VGPU_REGION_MAX_DEVICES];
+        for (unsigned d = 0; d < sel.count; d++) {
+            uuids[d] = spec->dev[d].uuid;
+            pinned[d] = spec->dev[d].mem_limit;
+        }
+        if (vgpu_mps_client_setup(uuids, pinned, sel.count, core_pct, &e) < 0) {
+            rc = run_fail(&e);
+            goto out;
+        }
     }
     if (mem && !placing) {
         /* GPUs chosen by hand are promised too, so placement counts them. */
