@@ -132,25 +132,30 @@ VGPU_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
 /* dlsym(RTLD_NEXT, name) means "after the caller", and glibc finds the caller from dlsym's
  * return address. So an RTLD_NEXT lookup of a name we do not route must reach glibc's dlsym by a
  * tail jump, with nothing of ours on the stack and without calling anything that may not work
- * yet: sanitizer runtimes look up their interceptors this way (dlsym(RTLD_NEXT, "mmap")) before
- * malloc or dlopen work. dlsym itself is therefore a few instructions of assembly that jump to
- * glibc's dlsym, or to dlsym_routed() for names we route and for other handles. */
+ * yet: sanitizer runtimes look up their interceptors this way (dlsym(RTLD_NEXT, "mmap"), and
+ * RTLD_DEFAULT) before malloc or dlopen work. dlsym itself is therefore a few instructions of
+ * assembly that jump to glibc's dlsym for every name we do not route (any handle), and to
+ * vgpu_dlsym_routed() for the names we route. */
 static void *(*next_dlsym)(void *, const char *);
 
-/* Where dlsym(RTLD_NEXT, name) goes: glibc's dlsym, or dlsym_routed for a routed name. */
+/* Where dlsym(handle, name) goes: glibc's dlsym, or vgpu_dlsym_routed for a routed name. */
 __attribute__((used)) void *vgpu_dlsym_next_target(const char *name);
 __attribute__((used)) void *vgpu_dlsym_routed(void *handle, const char *name);
 
-static bool routed_name(const char *name)
+/* These two run when a sanitizer runtime resolves its interceptors, before its shadow memory
+ * exists: they must not be instrumented (a no-op in normal builds). */
+#define NOT_SANITIZED __attribute__((no_sanitize("address", "undefined")))
+
+NOT_SANITIZED static bool routed_name(const char *name)
 {
     if (name[0] == 'c' && name[1] == 'u')
         return vgpu_route_hook_by_symbol(name) != NULL;
-    if (name[0] == 'n' && strncmp(name, "nvml", 4) == 0)
+    if (name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
         return vgpu_nvml_hook_by_symbol(name) != NULL;
     return false;
 }
 
-void *vgpu_dlsym_next_target(const char *name)
+NOT_SANITIZED void *vgpu_dlsym_next_target(const char *name)
 {
     if (!next_dlsym) {
         /* The same search as real.c, without pthread_once (this may run before anything else). */
@@ -162,7 +167,7 @@ void *vgpu_dlsym_next_target(const char *name)
 }
 
 /* dlsym(RTLD_NEXT, routed name): walk the link maps after the caller's object and take the
- * first definition that lives in one of them, then route it. */
+ * first definition that lives in one of them (it is then routed like any other answer). */
 static void *next_after(const void *caller, const char *name)
 {
     Dl_info info;
@@ -206,8 +211,6 @@ __asm__(".text\n"
         ".type dlsym, @function\n"
         "dlsym:\n"
         "    endbr64\n"                    /* a no-op unless indirect-branch tracking is on */
-        "    cmpq $-1, %rdi\n"              /* RTLD_NEXT is (void *)-1 */
-        "    jne vgpu_dlsym_routed\n"
         "    pushq %rdi\n"
         "    pushq %rsi\n"
         "    subq $8, %rsp\n"               /* 16-byte alignment at the call */
@@ -224,8 +227,6 @@ __asm__(".text\n"
         ".type dlsym, %function\n"
         "dlsym:\n"
         "    hint #34\n"                   /* bti c: a no-op unless branch protection is on */
-        "    cmn x0, #1\n"
-        "    b.ne vgpu_dlsym_routed\n"
         "    stp x29, x30, [sp, #-32]!\n"
         "    mov x29, sp\n"
         "    stp x0, x1, [sp, #16]\n"
