@@ -1,6 +1,7 @@
 /* vgpu run: start a command as a job with GPU limits. */
 static const char usage[] =
-    "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--name NAME] [--mps] [--] CMD [ARGS...]\n"
+    "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
+    "                [--priority high|normal|low] [--name NAME] [--mps] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
@@ -14,6 +15,10 @@ static const char usage[] =
     "  --mem IDX:SIZE,...  per job GPU (IDX counts the job's GPUs from 0, in --gpu order);\n"
     "                 GPUs not named have no limit\n"
     "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT percent\n"
+    "  --core-policy hard|soft  hard (default): never more than PCT; soft: also use GPU time\n"
+    "                 that no other vgpu job on the GPU wants\n"
+    "  --priority high|normal|low  who goes first when capped jobs compete for a GPU\n"
+    "                 (default normal; low is still served at least once a second)\n"
     "  --mps          run CMD as a client of the MPS daemon ('vgpu mps start'): --core becomes\n"
     "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
     "                 GPU time) and --mem also its pinned device memory limit\n"
@@ -60,6 +65,8 @@ static const struct option options[] = {
     { "gpu", required_argument, NULL, 'g' },
     { "mem", required_argument, NULL, 'm' },
     { "core", required_argument, NULL, 'c' },
+    { "core-policy", required_argument, NULL, 'C' },
+    { "priority", required_argument, NULL, 'p' },
     { "name", required_argument, NULL, 'n' },
     { "place", required_argument, NULL, 'P' },
     { "wait", no_argument, NULL, 'W' },
@@ -75,6 +82,8 @@ static const struct vgpu_opt_doc optdocs[] = {
     { "core", VGPU_ARG_PERCENT, NULL },
     { "name", VGPU_ARG_OTHER, NULL },
     { "place", VGPU_ARG_WORD, "binpack spread" },
+    { "core-policy", VGPU_ARG_WORD, "hard soft" },
+    { "priority", VGPU_ARG_WORD, "high normal low" },
     { NULL, 0, NULL },
 };
 
@@ -301,6 +310,7 @@ static int run_child(struct vgpu_region *r, char **argv)
 static int cmd_run(int argc, char **argv)
 {
     const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *place = NULL;
+    const char *core_policy = NULL, *priority = NULL;
     bool wait_place = false, overcommit = false, mps = false;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
@@ -309,6 +319,8 @@ static int cmd_run(int argc, char **argv)
         case 'g': gpu = optarg; break;
         case 'm': mem = optarg; break;
         case 'c': core = optarg; break;
+        case 'C': core_policy = optarg; break;
+        case 'p': priority = optarg; break;
         case 'n': name = optarg; break;
         case 'P': place = optarg; break;
         case 'W': wait_place = true; break;
@@ -329,6 +341,31 @@ static int cmd_run(int argc, char **argv)
         return run_fail(&e);
     if (core && core_pct == 0)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core: '%s' would stop the job; give 1 to 100", core);
+    /* The compute limiter's policy and priority (libvgpu.so's limiter.c, vgpu-run(1)). */
+    static const char *const policies_core[] = { "hard", "soft", NULL };
+    static const char *const priorities[] = { "low", "normal", "high", NULL };
+    enum vgpu_core_policy core_pol = VGPU_CORE_HARD;
+    int prio = 0;
+    if (core_policy) {
+        if (strcmp(core_policy, "hard") && strcmp(core_policy, "soft")) {
+            vgpu_unknown_word(&vgpu_cmd_run, "--core-policy", core_policy, policies_core);
+            return VGPU_EXIT_RUN_FAILED;
+        }
+        core_pol = strcmp(core_policy, "soft") ? VGPU_CORE_HARD : VGPU_CORE_SOFT;
+    }
+    if (priority) {
+        if (!strcmp(priority, "low")) prio = -1;
+        else if (!strcmp(priority, "high")) prio = 1;
+        else if (strcmp(priority, "normal")) {
+            vgpu_unknown_word(&vgpu_cmd_run, "--priority", priority, priorities);
+            return VGPU_EXIT_RUN_FAILED;
+        }
+    }
+    if (mps && (core_policy || priority))
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core-policy and --priority belong to vgpu's GPU-time limit; with "
+                         "--mps, --core is MPS's active thread percentage");
+    if ((core_policy || priority) && !core)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core-policy and --priority apply to the GPU-time limit: give --core PCT too");
     /* Placement (vgpu-run(1)): --mem SIZE without --gpu lets vgpu choose the GPU. */
     struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place };
     bool placing = mem && !gpu;
@@ -406,7 +443,8 @@ static int cmd_run(int argc, char **argv)
         spec->dev[d].mem_total = g->mem_total;
         /* Under MPS kernels of clients run side by side: the SM cap replaces the time limiter. */
         spec->dev[d].core_limit = mps ? 0 : core_pct;
-        spec->dev[d].core_policy = VGPU_CORE_HARD;
+        spec->dev[d].core_policy = core_pol;
+        spec->dev[d].priority = prio;
         if (!g->uuid[0]) {
             vgpu_fail(rc, "GPU %u has no UUID in NVML, so the job cannot be restricted to it", g->index);
             goto out;

@@ -1,0 +1,365 @@
+/* limiter.c: the compute limiter (see limiter.h and vgpu/sched.h).
+ *
+ * Per job device, this process keeps: the scheduler file of that GPU, its entries there, and
+ * the lease it holds (0 when none) with its deadline. A launch under a valid lease on a stream
+ * already seen during that lease passes after one atomic load and one clock read. Anything
+ * else takes the device's mutex: track the stream, or end an expired lease, or wait for the
+ * next turn (futex sleeps in the shared file, bounded; never a spin).
+ *
+ * Ending a lease ("draining"): synchronize every stream used during it (legacy default stream
+ * included; a per-thread default stream cannot be reached from another thread, so then the
+ * whole context), through the real driver, and charge the wall time from the grant until the
+ * work finished. Leases are exclusive on the GPU, so that time is exactly the GPU time the
+ * job occupied, whatever its kernels look like; an overrun (a kernel longer than the lease)
+ * is charged too and paid back by the next turns. A helper thread (started with the first
+ * lease, all signals blocked) ends leases at their deadline even when the application stops
+ * launching; a launching thread that sees an expired lease ends it itself. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hook.h"
+#include "limiter.h"
+#include "vgpu/region.h"
+#include "vgpu/sched.h"
+
+#define MAX_DEV     VGPU_REGION_MAX_DEVICES
+#define MAX_STREAMS 32
+
+struct dstate {
+    pthread_mutex_t mu;
+    int ready;                   /* 0: not set up; 1: ok; -1: failed (launches pass) */
+    struct vgpu_sched s;
+    int job, proc;
+    _Atomic uint64_t lease;      /* the lease word we hold, 0 when none */
+    _Atomic uint64_t end;        /* its deadline */
+    uint64_t start;
+    CUcontext ctx;               /* the context current at the grant (for draining) */
+    CUstream streams[MAX_STREAMS];
+    unsigned nstreams;
+    bool whole_ctx;              /* per-thread stream or too many streams: drain the context */
+};
+
+static struct dstate devs[MAX_DEV];
+static __thread uint64_t t_lease[MAX_DEV];
+static __thread CUstream t_stream[MAX_DEV];
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t keeper_cv;
+static bool keeper_started;
+
+/* ---- the real driver functions draining needs -------------------------------------------------- */
+
+static struct {
+    vgpu_cuCtxGetCurrent_fn get_ctx;
+    vgpu_cuCtxSetCurrent_fn set_ctx;
+    vgpu_cuCtxSynchronize_fn ctx_sync;
+    vgpu_cuStreamSynchronize_fn stream_sync;
+    vgpu_cuStreamIsCapturing_fn capturing;
+} drv;
+
+static void reset_child(void);
+
+static void init(void)
+{
+    drv.get_ctx = (vgpu_cuCtxGetCurrent_fn)vgpu_real_cuda_sym("cuCtxGetCurrent");
+    drv.set_ctx = (vgpu_cuCtxSetCurrent_fn)vgpu_real_cuda_sym("cuCtxSetCurrent");
+    drv.ctx_sync = (vgpu_cuCtxSynchronize_fn)vgpu_real_cuda_sym("cuCtxSynchronize");
+    drv.stream_sync = (vgpu_cuStreamSynchronize_fn)vgpu_real_cuda_sym("cuStreamSynchronize");
+    drv.capturing = (vgpu_cuStreamIsCapturing_fn)vgpu_real_cuda_sym("cuStreamIsCapturing");
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&keeper_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    for (unsigned i = 0; i < MAX_DEV; i++) {
+        pthread_mutex_init(&devs[i].mu, NULL);
+        devs[i].s.fd = -1;
+        devs[i].proc = -1;
+    }
+    pthread_atfork(NULL, NULL, reset_child);
+}
+
+/* A forked child holds no lease and has no helper thread; its parent's entries are not its own. */
+static void reset_child(void)
+{
+    pthread_mutex_init(&keeper_mu, NULL);
+    keeper_started = false;
+    for (unsigned i = 0; i < MAX_DEV; i++) {
+        struct dstate *d = &devs[i];
+        pthread_mutex_init(&d->mu, NULL);
+        atomic_store(&d->lease, 0);
+        d->proc = -1;
+        d->ready = d->ready == 1 ? 0 : d->ready;
+        d->nstreams = 0;
+        d->whole_ctx = false;
+        if (d->s.f)
+            vgpu_sched_close(&d->s);
+    }
+    memset(t_lease, 0, sizeof t_lease);
+}
+
+static uint64_t job_key(const struct vgpu_region *r)
+{
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a of the job id */
+    for (const char *p = r->hdr->id; *p && p < r->hdr->id + VGPU_JOB_ID_LEN; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h ? h : 1;
+}
+
+struct limits {
+    unsigned cap;
+    bool soft;
+    int prio;
+};
+
+static struct limits read_limits(const struct vgpu_region *r, int dev)
+{
+    const struct vgpu_region_dev_limits *l = &r->hdr->dev[dev];
+    struct limits x = { atomic_load(&l->core_limit), atomic_load(&l->core_policy) == VGPU_CORE_SOFT,
+                        atomic_load(&l->priority) };
+    if (x.cap >= 100)
+        x.cap = 0;   /* 100% is no limit: nothing to schedule */
+    x.prio = x.prio > 0 ? VGPU_PRIO_HIGH : x.prio < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
+    return x;
+}
+
+/* Opens the GPU's scheduler file next to the job's state (<statedir>/sched/<uuid>). */
+static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
+{
+    if (d->ready)
+        return d->ready > 0;
+    d->ready = -1;
+    char statedir[4096];
+    snprintf(statedir, sizeof statedir, "%s", r->path);
+    for (int up = 0; up < 2; up++) {     /* <statedir>/jobs/<id>.region */
+        char *slash = strrchr(statedir, '/');
+        if (!slash)
+            return false;
+        *slash = 0;
+    }
+    const char *uuid = r->hdr->dev[dev].uuid;
+    struct vgpu_err e = { 0 };
+    if (vgpu_sched_open(&d->s, statedir[0] ? statedir : "/", uuid, &e) != 0) {
+        vgpu_error("%s: cannot open the GPU scheduler file: %s; GPU time on %s is NOT limited",
+                   vgpu_job_label(), e.msg, uuid);
+        return false;
+    }
+    struct limits x = read_limits(r, dev);
+    d->job = vgpu_sched_job(&d->s, job_key(r), x.cap ? x.cap : 1, x.soft, x.prio, vgpu_now_ns());
+    if (d->job >= 0)
+        d->proc = vgpu_sched_attach(&d->s, (unsigned)d->job, getpid(), vgpu_proc_start_time(getpid()));
+    if (d->job < 0 || d->proc < 0) {
+        vgpu_error("%s: the GPU scheduler of %s is full (%d jobs, %d processes at most); GPU time of this "
+                   "process is NOT limited", vgpu_job_label(), uuid, VGPU_SCHED_MAX_JOBS, VGPU_SCHED_MAX_PROCS);
+        vgpu_sched_close(&d->s);
+        return false;
+    }
+    d->ready = 1;
+    return true;
+}
+
+static void track(struct dstate *d, CUstream stream, bool ptsz)
+{
+    if (stream == CU_STREAM_PER_THREAD || (ptsz && stream == NULL)) {
+        d->whole_ctx = true;
+        return;
+    }
+    for (unsigned i = 0; i < d->nstreams; i++)
+        if (d->streams[i] == stream)
+            return;
+    if (d->nstreams < MAX_STREAMS)
+        d->streams[d->nstreams++] = stream;
+    else
+        d->whole_ctx = true;
+}
+
+/* Waits for the lease's work and passes the lease on. Called with d->mu held. */
+static void drain_and_release(struct dstate *d, int dev)
+{
+    uint64_t lease = atomic_load(&d->lease);
+    if (!lease)
+        return;
+    CUcontext prev = NULL;
+    bool switched = false;
+    if (drv.get_ctx && drv.set_ctx && drv.get_ctx(&prev) == CUDA_SUCCESS && prev != d->ctx && d->ctx)
+        switched = drv.set_ctx(d->ctx) == CUDA_SUCCESS;
+    if (d->whole_ctx && drv.ctx_sync) {
+        drv.ctx_sync();
+    } else if (drv.stream_sync) {
+        for (unsigned i = 0; i < d->nstreams; i++) {
+            CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+            /* A capturing stream runs nothing, and synchronizing it would break the capture. */
+            if (drv.capturing && drv.capturing(d->streams[i], &st) == CUDA_SUCCESS &&
+                st != CU_STREAM_CAPTURE_STATUS_NONE)
+                continue;
+            drv.stream_sync(d->streams[i]);
+        }
+    }
+    if (switched)
+        drv.set_ctx(prev);
+    uint64_t now = vgpu_now_ns();
+    uint64_t used = now - d->start;
+    vgpu_sched_release(&d->s, lease, used, now);
+    struct vgpu_region *r = vgpu_job();
+    if (r && r->use)
+        atomic_fetch_add(&r->use->dev[dev].gpu_time_ns, used);
+    d->nstreams = 0;
+    d->whole_ctx = false;
+    atomic_store(&d->end, 0);
+    atomic_store(&d->lease, 0);
+}
+
+/* ---- the helper thread: ends leases at their deadline ------------------------------------------------ */
+
+static void *keeper(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        uint64_t next = UINT64_MAX, now = vgpu_now_ns();
+        for (unsigned i = 0; i < MAX_DEV; i++) {
+            struct dstate *d = &devs[i];
+            uint64_t end = atomic_load(&d->end);
+            if (!atomic_load(&d->lease) || !end)
+                continue;
+            if (now >= end) {
+                pthread_mutex_lock(&d->mu);
+                if (atomic_load(&d->lease) && vgpu_now_ns() >= atomic_load(&d->end))
+                    drain_and_release(d, (int)i);
+                pthread_mutex_unlock(&d->mu);
+            } else if (end < next) {
+                next = end;
+            }
+        }
+        pthread_mutex_lock(&keeper_mu);
+        if (next == UINT64_MAX) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&keeper_cv, &keeper_mu, &ts);
+        } else {
+            struct timespec ts = { (time_t)(next / 1000000000ULL), (long)(next % 1000000000ULL) };
+            pthread_cond_timedwait(&keeper_cv, &keeper_mu, &ts);
+        }
+        pthread_mutex_unlock(&keeper_mu);
+    }
+    return NULL;
+}
+
+static void kick_keeper(void)
+{
+    pthread_mutex_lock(&keeper_mu);
+    if (!keeper_started) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);   /* the application's handlers never run on it */
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, 64 * 1024);
+        keeper_started = pthread_create(&t, &a, keeper, NULL) == 0;
+        pthread_attr_destroy(&a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!keeper_started)
+            vgpu_warn("%s: cannot start the limiter's helper thread; leases end at the next launch",
+                      vgpu_job_label());
+    }
+    pthread_cond_signal(&keeper_cv);
+    pthread_mutex_unlock(&keeper_mu);
+}
+
+/* ---- the gate ------------------------------------------------------------------------------------------ */
+
+static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
+{
+    struct vgpu_region *r = vgpu_job();
+    if (!r || (unsigned)dev >= vgpu_region_device_count(r))
+        return;
+    pthread_once(&init_once, init);
+    pthread_mutex_lock(&d->mu);
+    if (!setup(d, r, dev)) {
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
+    uint64_t waited_from = 0;
+    for (;;) {
+        uint64_t now = vgpu_now_ns();
+        uint64_t lease = atomic_load(&d->lease);
+        if (lease && now < atomic_load(&d->end)) {
+            track(d, stream, ptsz);
+            t_lease[dev] = lease;
+            t_stream[dev] = stream;
+            break;
+        }
+        if (lease)
+            drain_and_release(d, dev);   /* expired: pass it on before asking again */
+        struct limits x = read_limits(r, dev);
+        if (!x.cap) {                    /* no limit (any more) on this device */
+            vgpu_sched_unwant(&d->s, d->proc);
+            break;
+        }
+        now = vgpu_now_ns();
+        if (!waited_from)
+            waited_from = now;
+        /* Limits are re-read at every turn: `vgpu limit` applies from the next lease on. */
+        vgpu_sched_job(&d->s, job_key(r), x.cap, x.soft, x.prio, now);
+        uint64_t granted, end;
+        if (vgpu_sched_try_acquire(&d->s, d->proc, now, &granted, &end)) {
+            CUcontext ctx = NULL;
+            if (drv.get_ctx)
+                drv.get_ctx(&ctx);
+            d->ctx = ctx;
+            d->start = now;
+            d->nstreams = 0;
+            d->whole_ctx = false;
+            atomic_store(&d->end, end);
+            atomic_store(&d->lease, granted);
+            if (now > waited_from && r->use)
+                atomic_fetch_add(&r->use->dev[dev].throttled_ns, now - waited_from);
+            kick_keeper();
+            continue;
+        }
+        vgpu_sched_wait(&d->s, vgpu_sched_retry_in(&d->s, d->proc, now));
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
+{
+    if (dev < 0)
+        dev = vgpu_current_device();
+    if (dev < 0 || dev >= MAX_DEV)
+        return;
+    struct dstate *d = &devs[dev];
+    uint64_t lease = atomic_load_explicit(&d->lease, memory_order_acquire);
+    if (__builtin_expect(lease != 0 && lease == t_lease[dev] && stream == t_stream[dev], 1) &&
+        vgpu_now_ns() < atomic_load_explicit(&d->end, memory_order_relaxed))
+        return;
+    slow_path(dev, d, stream, ptsz);
+}
+
+/* At exit, a held lease is given back at once instead of lingering until its deadline. */
+__attribute__((destructor)) static void limiter_exit(void)
+{
+    for (unsigned i = 0; i < MAX_DEV; i++) {
+        struct dstate *d = &devs[i];
+        if (d->ready != 1 || !d->s.f)
+            continue;
+        if (pthread_mutex_trylock(&d->mu) != 0)
+            continue;
+        uint64_t lease = atomic_load(&d->lease);
+        if (lease) {
+            uint64_t now = vgpu_now_ns();
+            vgpu_sched_release(&d->s, lease, now - d->start, now);
+            atomic_store(&d->lease, 0);
+        }
+        vgpu_sched_detach(&d->s, d->proc);
+        pthread_mutex_unlock(&d->mu);
+    }
+}

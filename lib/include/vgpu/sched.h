@@ -1,0 +1,152 @@
+/* The per-GPU scheduler file of the compute limiter (DESIGN.md decision 7).
+ *
+ * One file per physical GPU (or MIG device), <statedir>/sched/<uuid>, 0600, mapped MAP_SHARED
+ * by every capped process that launches work there. Jobs take turns holding one *lease*: only
+ * the holder's process launches; before passing the lease on it waits for its own work to
+ * finish, so the lease's wall time is the GPU time it used, whatever its kernels look like.
+ *
+ * Budget ("credit", ns): each job earns cap% of wall time, capped at a burst of two quanta
+ * (quantum = cap% of the 50 ms period); a lease costs the time it was held (overruns included,
+ * so they are paid back by the next turns). A hard job may take the lease once its credit
+ * reaches one quantum, so alone it runs quantum, idles (100-cap)% of the period, and repeats:
+ * its cap holds from the first period. Whoever is entitled goes first by: starving (eligible
+ * for longer than VGPU_SCHED_STARVE_NS), then priority, then credit relative to its quantum,
+ * then waiting time. Soft jobs may borrow the GPU for a short lease when no waiting job is
+ * entitled; borrowed time leaves them no debt beyond zero credit.
+ *
+ * No locks: the lease is one 64-bit word taken and given back by compare-and-swap; waiters
+ * sleep on a futex in the file (bounded), and anyone may free the lease of a dead holder or of
+ * one that overstays its deadline by VGPU_SCHED_GRACE_NS. libc only (linked into libvgpu.so). */
+#ifndef VGPU_SCHED_H
+#define VGPU_SCHED_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "vgpu/log.h"
+
+#define VGPU_SCHED_MAGIC       0x3148435355504756ULL /* "VGPUSCH1" */
+#define VGPU_SCHED_VERSION     1
+#define VGPU_SCHED_MAX_JOBS    32
+#define VGPU_SCHED_MAX_PROCS   256
+#define VGPU_SCHED_PERIOD_NS   50000000ULL   /* 50 ms: a 30% job runs 15 ms, idles 35 ms */
+#define VGPU_SCHED_BORROW_NS   10000000ULL   /* a soft job's borrowed lease; a peer waits at most this */
+#define VGPU_SCHED_MIN_LEASE_NS 1000000ULL   /* no lease shorter than 1 ms (handover cost) */
+#define VGPU_SCHED_STARVE_NS   1000000000ULL /* eligible this long: served before any priority (the
+                                                * low-priority floor: one turn a second) */
+#define VGPU_SCHED_GRACE_NS    20000000ULL   /* a holder past deadline + grace loses the lease */
+#define VGPU_SCHED_ABSENT_NS   25000000ULL   /* waiters retry at least every 5 ms */
+#define VGPU_SCHED_JOB_IDLE_NS 10000000000ULL /* a job entry with no process for 10 s is freed */
+
+enum vgpu_sched_prio { VGPU_PRIO_LOW = -1, VGPU_PRIO_NORMAL = 0, VGPU_PRIO_HIGH = 1 };
+
+struct vgpu_sched_job {
+    _Atomic uint64_t key;          /* job identity (hash of the job id); 0 = free entry */
+    _Atomic uint32_t cap;          /* percent 1..100 */
+    _Atomic uint32_t soft;         /* 1: may borrow idle time */
+    _Atomic int32_t prio;          /* enum vgpu_sched_prio */
+    uint32_t reserved0;
+    _Atomic int64_t credit;        /* ns of GPU time owed to the job at credit_t */
+    _Atomic uint64_t credit_t;     /* CLOCK_MONOTONIC of that value */
+    _Atomic uint64_t used_ns;      /* GPU time charged so far */
+    _Atomic uint64_t seen_ns;      /* last time a process of the job touched the entry */
+    uint64_t reserved[2];
+};
+
+struct vgpu_sched_proc {
+    _Atomic uint64_t pid;          /* 0 = free */
+    _Atomic uint64_t start;        /* /proc/PID/stat start time: pid reuse is not mistaken for it */
+    _Atomic uint32_t job;          /* index into jobs[] */
+    uint32_t reserved0;
+    _Atomic uint64_t want_since;   /* 0, or when it began waiting for the lease */
+    _Atomic uint64_t polled;       /* last try: a waiter silent for VGPU_SCHED_ABSENT_NS is passed over */
+    uint64_t reserved[2];
+};
+
+struct vgpu_sched_file {
+    _Atomic uint64_t magic;        /* written last at creation */
+    uint32_t version, size;
+    _Atomic uint32_t seq;          /* futex word: bumped whenever the lease is freed */
+    _Atomic uint32_t borrowed;     /* the current lease is a soft job's borrowed turn */
+    _Atomic uint64_t lease;        /* generation << 16 | (holder proc index + 1); low 16 bits 0 = free */
+    _Atomic uint64_t lease_start;  /* CLOCK_MONOTONIC when granted */
+    _Atomic uint64_t lease_end;    /* deadline for launching */
+    uint64_t reserved[4];
+    struct vgpu_sched_job jobs[VGPU_SCHED_MAX_JOBS];
+    struct vgpu_sched_proc procs[VGPU_SCHED_MAX_PROCS];
+};
+
+static inline unsigned vgpu_lease_holder(uint64_t lease) { return (unsigned)(lease & 0xffff); } /* proc+1 */
+static inline uint64_t vgpu_lease_gen(uint64_t lease) { return lease >> 16; }
+
+/* ---- the arithmetic (pure; tests/unit/test_sched.c) ------------------------------------------ */
+
+/* cap% of the period. */
+uint64_t vgpu_sched_quantum(unsigned cap);
+/* Credit at `now`: credit + cap% of the time since credit_t, at most two quanta. */
+int64_t vgpu_sched_credit_at(int64_t credit, uint64_t credit_t, unsigned cap, uint64_t now);
+/* Credit after a lease that used `used` ns. A borrowed (soft) lease never leaves the job below
+ * min(0, what it had before). */
+int64_t vgpu_sched_charge(int64_t credit_now, uint64_t used, bool borrowed);
+/* The credit to store when a lease ends at `now`: what accrued since credit_t (unclamped: the
+ * job was running, not idling) minus `used`, then clamped to the burst. */
+int64_t vgpu_sched_settle(int64_t credit, uint64_t credit_t, unsigned cap, uint64_t now, uint64_t used,
+                          bool borrowed);
+/* When a job with this credit reaches one quantum (now when it already has). */
+uint64_t vgpu_sched_eligible_at(int64_t credit, uint64_t credit_t, unsigned cap);
+
+/* One waiting process, as the picker sees it. */
+struct vgpu_sched_cand {
+    unsigned job;                  /* job index (several processes may share one) */
+    unsigned cap;
+    bool soft;
+    int prio;
+    int64_t credit;                /* at now */
+    uint64_t want_since;
+    uint64_t eligible_at;
+};
+/* Picks who gets a free lease now. Returns the candidate index, or -1 when nobody may run;
+ * *borrow says the winner runs on borrowed (soft) time and *len how long its lease is. */
+int vgpu_sched_pick(const struct vgpu_sched_cand *c, unsigned n, uint64_t now, bool *borrow, uint64_t *len);
+
+/* ---- the shared file ---------------------------------------------------------------------------- */
+
+struct vgpu_sched {
+    struct vgpu_sched_file *f;     /* NULL when closed */
+    int fd;
+};
+
+/* Opens (creating 0600 when missing) <statedir>/sched/<uuid>. 0, or -1 with e set. */
+int vgpu_sched_open(struct vgpu_sched *s, const char *statedir, const char *uuid, struct vgpu_err *e);
+/* Opens a file by path (tests). */
+int vgpu_sched_open_path(struct vgpu_sched *s, const char *path, struct vgpu_err *e);
+void vgpu_sched_close(struct vgpu_sched *s);
+
+/* Finds or adds the entry of job `key` and (re)writes its cap, policy and priority: called at
+ * every lease boundary, so `vgpu limit` takes effect at the next turn. Returns the job index,
+ * or -1 when the table is full of live jobs. */
+int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, int prio, uint64_t now);
+/* Claims a process entry for (pid, start) in job `job`. Index, or -1 when full. */
+int vgpu_sched_attach(struct vgpu_sched *s, unsigned job, pid_t pid, uint64_t start);
+void vgpu_sched_detach(struct vgpu_sched *s, int proc);
+
+/* Tries to take the lease for process `proc` (marks it waiting first). true: granted, *lease
+ * is the lease word to release with, *end the deadline. Frees a dead or overdue holder's lease
+ * on the way. */
+bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64_t *lease, uint64_t *end);
+/* Gives the lease back and charges its job `used` ns. Returns false when the lease had already
+ * been taken away (overdue): the time is charged all the same. */
+bool vgpu_sched_release(struct vgpu_sched *s, uint64_t lease, uint64_t used, uint64_t now);
+/* The process stops waiting (gives up, or got no lease and will not retry). */
+void vgpu_sched_unwant(struct vgpu_sched *s, int proc);
+/* Sleeps until the lease is freed or `max_ns` passed (whichever first). */
+void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns);
+/* How long the caller should sleep at most before trying again (until its job is eligible,
+ * capped to a few ms so that a lease freed without a wake-up is never missed for long). */
+uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
+
+/* Process liveness (pid + start time); overridable for tests. */
+extern bool (*vgpu_sched_alive)(pid_t pid, uint64_t start);
+
+#endif

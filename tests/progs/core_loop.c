@@ -1,0 +1,165 @@
+/* core_loop: a saturating GPU job for the compute-limiter tests and benchmarks.
+ *
+ *   core_loop [-m MODE] [-k US] [-t SEC] [-s N] [-g NODES] [-d SEC]
+ *     -m kernel|ex|coop|graph|streams|ptsz   launch path (default kernel)
+ *     -m rate  the launch path's own cost: -t SEC of back-to-back 0 µs launches, synchronized
+ *              every 256; prints "p50_ns=... mean_ns=..." per launch (the median launch is
+ *              one made under budget when a limiter is active)
+ *     -k US    simulated kernel time (the fake GPU's "sleep_us" kernel), default 1000
+ *     -t SEC   run time, default 2          -d SEC  report a window starting after SEC too
+ *     -s N     synchronize after every N launches (default 1)
+ *     -g N     kernels per graph (graph mode), default 4
+ *
+ * Prints one line, e.g. "share=0.301 launches=602 elapsed_s=2.000 max_stall_ms=35.1 late_share=..."
+ * share = GPU time of the completed kernels / wall time: on the serialized simulated GPU that is
+ * this job's fraction of the device (1.0 = uncapped alone). max_stall_ms: the longest time
+ * between two synchronizations. late_share: the same share over the time after -d SEC. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu_cuda.h"
+
+/* Prototypes of the driver entry points (the program links against libcuda.so.1). */
+#define VGPU_CU_FN(symbol, base, version, kind, params) CUresult symbol params;
+#include "vgpu_cuda_fns.def"
+#undef VGPU_CU_FN
+
+#define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { \
+    fprintf(stderr, "core_loop: %s failed: %d\n", #x, (int)r_); exit(1); } } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = "kernel";
+    unsigned long long us = 1000;
+    double secs = 2, late = 0;
+    int sync_every = 1, nodes = 4, opt;
+    while ((opt = getopt(argc, argv, "m:k:t:s:g:d:")) != -1) {
+        switch (opt) {
+        case 'm': mode = optarg; break;
+        case 'k': us = strtoull(optarg, NULL, 10); break;
+        case 't': secs = atof(optarg); break;
+        case 's': sync_every = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'g': nodes = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'd': late = atof(optarg); break;
+        default:
+            fprintf(stderr, "usage: core_loop [-m kernel|ex|coop|graph|streams|ptsz] [-k US] [-t SEC] [-s N] [-g N] [-d SEC]\n");
+            return 2;
+        }
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuCtxCreate_v2(&ctx, 0, dev));
+    CK(cuModuleLoadData(&mod, "core_loop image"));
+    CK(cuModuleGetFunction(&fn, mod, "sleep_us"));
+    void *params[] = { &us };
+    CUstream streams[4];
+    for (int i = 0; i < 4; i++)
+        CK(cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING));
+    if (!strcmp(mode, "rate")) {
+        static double lat[1 << 20];
+        unsigned long long zero = 0;
+        void *zp[] = { &zero };
+        size_t n = 0;
+        double t0 = now_s(), sum = 0;
+        while (now_s() - t0 < secs && n < sizeof lat / sizeof *lat) {
+            double a = now_s();
+            CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, streams[0], zp, NULL));
+            double b = now_s();
+            lat[n++] = b - a;
+            sum += b - a;
+            if (n % 256 == 0)
+                CK(cuStreamSynchronize(streams[0]));
+        }
+        /* median by counting sort into 10 ns buckets up to 100 µs */
+        static unsigned hist[10001];
+        for (size_t i = 0; i < n; i++) {
+            size_t b = (size_t)(lat[i] * 1e8);
+            hist[b > 10000 ? 10000 : b]++;
+        }
+        size_t acc = 0, med = 0;
+        for (med = 0; med <= 10000; med++)
+            if ((acc += hist[med]) * 2 >= n)
+                break;
+        printf("p50_ns=%zu mean_ns=%.0f launches=%zu\n", med * 10, n ? sum / n * 1e9 : 0.0, n);
+        return 0;
+    }
+    CUgraphExec exec = NULL;
+    int per_launch = 1;
+    if (!strcmp(mode, "graph")) {
+        CUgraph g;
+        CK(cuGraphCreate(&g, 0));
+        CUgraphNode prev = NULL;
+        for (int i = 0; i < nodes; i++) {
+            CUDA_KERNEL_NODE_PARAMS p = { .func = fn, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+                                          .blockDimX = 32, .blockDimY = 1, .blockDimZ = 1, .kernelParams = params };
+            CUgraphNode n;
+            CK(cuGraphAddKernelNode_v2(&n, g, prev ? &prev : NULL, prev ? 1 : 0, &p));
+            prev = n;
+        }
+        CK(cuGraphInstantiateWithFlags(&exec, g, 0));
+        per_launch = nodes;
+    }
+    double t0 = now_s(), last_sync = t0, max_stall = 0, tl = t0 + late;
+    unsigned long long launches = 0, late_kernels = 0, kernels = 0;
+    int pending = 0;
+    while (now_s() - t0 < secs) {
+        CUstream s = streams[launches % 4];
+        if (!strcmp(mode, "kernel")) {
+            CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, streams[0], params, NULL));
+        } else if (!strcmp(mode, "ptsz")) {
+            CK(cuLaunchKernel_ptsz(fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+        } else if (!strcmp(mode, "streams")) {
+            CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, s, params, NULL));
+        } else if (!strcmp(mode, "ex")) {
+            CUlaunchConfig c = { .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32, .blockDimY = 1,
+                                 .blockDimZ = 1, .hStream = streams[0] };
+            CK(cuLaunchKernelEx(&c, fn, params, NULL));
+        } else if (!strcmp(mode, "coop")) {
+            CK(cuLaunchCooperativeKernel(fn, 1, 1, 1, 32, 1, 1, 0, streams[0], params));
+        } else if (!strcmp(mode, "graph")) {
+            CK(cuGraphLaunch(exec, streams[0]));
+        } else {
+            fprintf(stderr, "core_loop: unknown mode %s\n", mode);
+            return 2;
+        }
+        launches++;
+        if (++pending >= sync_every) {
+            if (!strcmp(mode, "ptsz"))
+                CK(cuStreamSynchronize_ptsz(NULL));
+            else
+                for (int i = 0; i < 4; i++)
+                    CK(cuStreamSynchronize(streams[i]));
+            double t = now_s();
+            kernels += (unsigned long long)pending * per_launch;
+            if (late > 0 && t >= tl)
+                late_kernels += (unsigned long long)pending * per_launch;
+            pending = 0;
+            if (t - last_sync > max_stall)
+                max_stall = t - last_sync;
+            last_sync = t;
+        }
+    }
+    CK(cuCtxSynchronize());
+    double t1 = now_s();
+    double el = t1 - t0;
+    printf("share=%.3f launches=%llu elapsed_s=%.3f max_stall_ms=%.1f", kernels * (us / 1e6) / el, launches, el,
+           max_stall * 1e3);
+    if (late > 0)
+        printf(" late_share=%.3f", t1 > tl ? late_kernels * (us / 1e6) / (t1 - tl) : 0.0);
+    printf("\n");
+    return 0;
+}

@@ -1,0 +1,302 @@
+/* The compute limiter's scheduler (lib/core/sched.c): credit arithmetic, who gets the lease,
+ * weighted shares over simulated time, overrun carry, soft borrowing, priorities and the
+ * low-priority floor, and the shared file (lease CAS, overdue revocation, dead processes). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vgpu/sched.h"
+
+#define MS 1000000ULL
+#define Q(cap) ((int64_t)vgpu_sched_quantum(cap))
+
+static void test_quantum_and_credit(void **state)
+{
+    (void)state;
+    assert_int_equal(vgpu_sched_quantum(30), 15 * MS);
+    assert_int_equal(vgpu_sched_quantum(100), 50 * MS);
+    assert_int_equal(vgpu_sched_quantum(250), 50 * MS);
+    /* 30% of 10 ms accrues 3 ms */
+    assert_int_equal(vgpu_sched_credit_at(0, 100 * MS, 30, 110 * MS), 3 * MS);
+    /* never more than two quanta, however long the job idled */
+    assert_int_equal(vgpu_sched_credit_at(0, 0, 30, 3600000 * MS), 2 * Q(30));
+    /* time going backwards (another process's clock read) accrues nothing */
+    assert_int_equal(vgpu_sched_credit_at(5 * MS, 100 * MS, 30, 90 * MS), 5 * MS);
+    /* debt is paid back at the cap's rate: -15 ms at 30% takes 100 ms to reach 15 ms */
+    assert_int_equal(vgpu_sched_eligible_at(-15 * (int64_t)MS, 0, 30), 100 * MS);
+    assert_int_equal(vgpu_sched_eligible_at(Q(30), 7, 30), 7);
+}
+
+static void test_charge_overrun_and_borrow(void **state)
+{
+    (void)state;
+    /* a 15 ms lease that ran 40 ms (one long kernel) leaves 25 ms of debt */
+    assert_int_equal(vgpu_sched_charge(15 * MS, 40 * MS, false), -25 * (int64_t)MS);
+    /* debt is bounded */
+    assert_true(vgpu_sched_charge(0, 3600000 * MS, false) >= -(int64_t)(40 * VGPU_SCHED_PERIOD_NS));
+    /* borrowed (soft) time: uses what the job had, never puts it in debt */
+    assert_int_equal(vgpu_sched_charge(5 * MS, 10 * MS, true), 0);
+    assert_int_equal(vgpu_sched_charge(-3 * (int64_t)MS, 10 * MS, true), -3 * (int64_t)MS);
+    assert_int_equal(vgpu_sched_charge(20 * MS, 10 * MS, true), 10 * MS);
+}
+
+static struct vgpu_sched_cand cand(unsigned job, unsigned cap, int64_t credit, uint64_t want, uint64_t now)
+{
+    (void)now;
+    struct vgpu_sched_cand c = { .job = job, .cap = cap, .credit = credit, .want_since = want,
+                                 .eligible_at = vgpu_sched_eligible_at(credit, now, cap) };
+    return c;
+}
+
+static void test_pick_basics(void **state)
+{
+    (void)state;
+    bool borrow;
+    uint64_t len;
+    uint64_t now = 1000 * MS;
+    /* nobody entitled, nobody soft: the GPU idles (a hard job alone idles out of turn) */
+    struct vgpu_sched_cand c[3] = { cand(0, 30, 1 * MS, now, now) };
+    assert_int_equal(vgpu_sched_pick(c, 1, now, &borrow, &len), -1);
+    /* entitled: lease = its credit, at most two quanta */
+    c[0] = cand(0, 30, Q(30), now, now);
+    assert_int_equal(vgpu_sched_pick(c, 1, now, &borrow, &len), 0);
+    assert_false(borrow);
+    assert_int_equal(len, 15 * MS);
+    c[0] = cand(0, 30, 2 * Q(30), now, now);
+    vgpu_sched_pick(c, 1, now, &borrow, &len);
+    assert_int_equal(len, 30 * MS);
+    /* the one further ahead of its quantum goes first */
+    c[0] = cand(0, 30, Q(30), now, now);
+    c[1] = cand(1, 70, 2 * Q(70), now, now);
+    assert_int_equal(vgpu_sched_pick(c, 2, now, &borrow, &len), 1);
+    /* equal: the earlier waiter */
+    c[0] = cand(0, 50, Q(50), now - 5 * MS, now);
+    c[1] = cand(1, 50, Q(50), now - 1 * MS, now);
+    assert_int_equal(vgpu_sched_pick(c, 2, now, &borrow, &len), 0);
+}
+
+static void test_pick_priority_and_floor(void **state)
+{
+    (void)state;
+    bool borrow;
+    uint64_t len;
+    uint64_t now = 5000 * MS;
+    struct vgpu_sched_cand c[2] = { cand(0, 50, 2 * Q(50), now, now), cand(1, 50, Q(50), now, now) };
+    c[0].prio = VGPU_PRIO_LOW;
+    c[1].prio = VGPU_PRIO_HIGH;
+    assert_int_equal(vgpu_sched_pick(c, 2, now, &borrow, &len), 1);   /* high first, whatever the credit */
+    /* the floor: a low-priority job eligible for longer than STARVE_NS is served first */
+    c[0].eligible_at = now - VGPU_SCHED_STARVE_NS - MS;
+    c[0].want_since = c[0].eligible_at;
+    assert_int_equal(vgpu_sched_pick(c, 2, now, &borrow, &len), 0);
+}
+
+static void test_pick_soft_borrow(void **state)
+{
+    (void)state;
+    bool borrow;
+    uint64_t len;
+    uint64_t now = 1000 * MS;
+    struct vgpu_sched_cand c[2] = { cand(0, 50, 0, now, now), cand(1, 50, -40 * (int64_t)MS, now, now) };
+    c[0].soft = true;
+    /* no one entitled: the soft job borrows, for a short lease */
+    assert_int_equal(vgpu_sched_pick(c, 2, now, &borrow, &len), 0);
+    assert_true(borrow);
+    assert_true(len <= VGPU_SCHED_BORROW_NS);
+    /* a borrowed lease ends before the next entitled job's turn */
+    c[1] = cand(1, 50, Q(50) - 2 * (int64_t)MS, now, now);   /* eligible in 4 ms */
+    vgpu_sched_pick(c, 2, now, &borrow, &len);
+    assert_true(borrow);
+    assert_int_equal(len, 4 * MS);
+    /* an entitled hard job always beats a borrower */
+    c[1] = cand(1, 50, Q(50), now, now);
+    assert_int_equal(vgpu_sched_pick(c, 2, now, &borrow, &len), 1);
+    assert_false(borrow);
+}
+
+/* Simulates saturating jobs on one GPU with the real pick/charge functions: every lease runs to
+ * its length plus `overrun`, then the picker chooses again. Returns each job's GPU share. */
+static void simulate(unsigned n, const unsigned *cap, const bool *soft, const int *prio, uint64_t overrun,
+                     uint64_t total, double *share)
+{
+    int64_t credit[8];
+    uint64_t ct[8], used[8] = { 0 }, want[8] = { 0 }, now = 0;
+    for (unsigned i = 0; i < n; i++) {
+        credit[i] = Q(cap[i]);
+        ct[i] = 0;
+    }
+    while (now < total) {
+        struct vgpu_sched_cand c[8];
+        for (unsigned i = 0; i < n; i++) {
+            c[i] = (struct vgpu_sched_cand){ .job = i, .cap = cap[i], .soft = soft && soft[i],
+                                             .prio = prio ? prio[i] : 0,
+                                             .credit = vgpu_sched_credit_at(credit[i], ct[i], cap[i], now),
+                                             .want_since = want[i] + 1, .eligible_at = vgpu_sched_eligible_at(credit[i], ct[i], cap[i]) };
+        }
+        bool borrow;
+        uint64_t len;
+        int w = vgpu_sched_pick(c, n, now, &borrow, &len);
+        if (w < 0) {
+            now += 100000;   /* idle: the waiters sleep until someone is eligible */
+            continue;
+        }
+        uint64_t ran = len + overrun;
+        now += ran;
+        credit[w] = vgpu_sched_settle(credit[w], ct[w], cap[w], now, ran, borrow);
+        ct[w] = now;
+        want[w] = now;   /* it asks again right after its turn: the others have waited longer */
+        used[w] += ran;
+    }
+    for (unsigned i = 0; i < n; i++)
+        share[i] = (double)used[i] / (double)now;
+}
+
+static void test_shares_hard(void **state)
+{
+    (void)state;
+    double s[2];
+    for (unsigned cap = 10; cap <= 70; cap += 20) {
+        unsigned caps[1] = { cap };
+        simulate(1, caps, NULL, NULL, 0, 10000 * MS, s);
+        if (s[0] < cap / 100.0 - 0.01 || s[0] > cap / 100.0 + 0.01)
+            fail_msg("alone at %u%%: share %.3f", cap, s[0]);
+        /* overruns (a kernel 3x the quantum) are carried: the average still holds */
+        simulate(1, caps, NULL, NULL, 3 * vgpu_sched_quantum(cap), 20000 * MS, s);
+        if (s[0] < cap / 100.0 - 0.02 || s[0] > cap / 100.0 + 0.02)
+            fail_msg("alone at %u%% with overruns: share %.3f", cap, s[0]);
+    }
+    unsigned caps[2] = { 30, 70 };
+    simulate(2, caps, NULL, NULL, 0, 10000 * MS, s);
+    if (s[0] < 0.28 || s[0] > 0.32 || s[1] < 0.68 || s[1] > 0.72)
+        fail_msg("30/70: %.3f / %.3f", s[0], s[1]);
+    /* oversubscribed (70 + 70): the GPU is split by the caps' weights */
+    unsigned over[2] = { 70, 70 };
+    simulate(2, over, NULL, NULL, 0, 10000 * MS, s);
+    if (s[0] < 0.45 || s[0] > 0.55 || s[0] + s[1] < 0.97)
+        fail_msg("70/70: %.3f / %.3f", s[0], s[1]);
+}
+
+static void test_shares_soft_and_priority(void **state)
+{
+    (void)state;
+    double s[2];
+    unsigned caps1[1] = { 50 };
+    bool soft1[1] = { true };
+    simulate(1, caps1, soft1, NULL, 0, 10000 * MS, s);
+    if (s[0] < 0.97)
+        fail_msg("soft alone at 50%%: %.3f", s[0]);
+    /* soft 50 with a busy hard 30: the soft job takes what the hard one may not */
+    unsigned caps2[2] = { 50, 30 };
+    bool soft2[2] = { true, false };
+    simulate(2, caps2, soft2, NULL, 0, 10000 * MS, s);
+    if (s[1] < 0.28 || s[1] > 0.32 || s[0] < 0.65)
+        fail_msg("soft 50 + hard 30: %.3f / %.3f", s[0], s[1]);
+    /* oversubscribed 80/80, high vs low: high gets its 80, low keeps the rest (never starves) */
+    unsigned caps3[2] = { 80, 80 };
+    int prio[2] = { VGPU_PRIO_HIGH, VGPU_PRIO_LOW };
+    simulate(2, caps3, NULL, prio, 0, 10000 * MS, s);
+    if (s[0] < 0.75 || s[1] < 0.15)
+        fail_msg("high/low 80/80: %.3f / %.3f", s[0], s[1]);
+}
+
+/* ---- the shared file ---------------------------------------------------------------------------- */
+
+static bool fake_dead_pid_alive(pid_t pid, uint64_t start)
+{
+    (void)start;
+    return pid != 999999;
+}
+
+static void test_file_lease(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/vgpu-test-sched.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_sched s;
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(&s, path, &e), 0);
+    uint64_t now = 5000 * MS;
+    int ja = vgpu_sched_job(&s, 11, 30, false, 0, now);
+    int jb = vgpu_sched_job(&s, 22, 70, false, 0, now);
+    assert_true(ja >= 0 && jb >= 0 && ja != jb);
+    assert_int_equal(vgpu_sched_job(&s, 11, 30, false, 0, now), ja);   /* same job, same entry */
+    int pa = vgpu_sched_attach(&s, (unsigned)ja, getpid(), 0);
+    int pb = vgpu_sched_attach(&s, (unsigned)jb, getpid() + 0, 1);
+    assert_true(pa >= 0 && pb >= 0 && pa != pb);
+
+    uint64_t la, lb, end;
+    /* B (70, credit 35 ms vs its 35 ms quantum) and A (30, 15/15): equal ratio, A asked first */
+    assert_true(vgpu_sched_try_acquire(&s, pa, now, &la, &end));
+    assert_int_equal(end, now + 15 * MS);
+    assert_false(vgpu_sched_try_acquire(&s, pb, now, &lb, &end));   /* exclusive */
+    assert_true(vgpu_sched_release(&s, la, 15 * MS, now + 15 * MS));
+    assert_true(vgpu_sched_try_acquire(&s, pb, now + 15 * MS, &lb, &end));
+    assert_true(vgpu_lease_gen(lb) > vgpu_lease_gen(la));
+    /* a holder past deadline + grace loses the lease to the next one who asks */
+    now = end + VGPU_SCHED_GRACE_NS + MS;
+    assert_false(vgpu_sched_try_acquire(&s, pa, now, &la, &end) && false);
+    assert_int_equal(vgpu_lease_holder(atomic_load(&s.f->lease)) == (unsigned)pb + 1, false);
+    /* its late release still charges, but reports that the lease was gone */
+    assert_false(vgpu_sched_release(&s, lb, 100 * MS, now));
+    assert_true(atomic_load(&s.f->jobs[jb].used_ns) >= 100 * MS);
+
+    /* dead processes' entries are reclaimed when the table is full */
+    vgpu_sched_alive = fake_dead_pid_alive;
+    for (int i = 0; i < VGPU_SCHED_MAX_PROCS; i++)
+        vgpu_sched_attach(&s, (unsigned)ja, 999999, (uint64_t)i + 10);
+    int pc = vgpu_sched_attach(&s, (unsigned)jb, getpid(), 77);
+    assert_true(pc >= 0);
+    vgpu_sched_detach(&s, pc);
+    assert_int_equal(atomic_load(&s.f->procs[pc].pid), 0);
+    vgpu_sched_close(&s);
+    unlink(path);
+}
+
+static void test_file_cap_change(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/vgpu-test-sched.XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    struct vgpu_sched s;
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(&s, path, &e), 0);
+    int j = vgpu_sched_job(&s, 5, 10, false, 0, 0);
+    atomic_store(&s.f->jobs[j].credit, 0);
+    /* 100 ms at 10% = 10 ms, then the cap becomes 50%: the past accrues at the old rate */
+    vgpu_sched_job(&s, 5, 50, true, 1, 100 * MS);
+    assert_int_equal(atomic_load(&s.f->jobs[j].credit), 10 * MS);
+    assert_int_equal(atomic_load(&s.f->jobs[j].cap), 50);
+    assert_int_equal(atomic_load(&s.f->jobs[j].soft), 1);
+    /* a file of another kind is refused */
+    atomic_store(&s.f->magic, 42);
+    struct vgpu_sched s2;
+    assert_int_equal(vgpu_sched_open_path(&s2, path, &e), -1);
+    assert_non_null(strstr(e.msg, "scheduler file"));
+    vgpu_sched_close(&s);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantum_and_credit),
+        cmocka_unit_test(test_charge_overrun_and_borrow),
+        cmocka_unit_test(test_pick_basics),
+        cmocka_unit_test(test_pick_priority_and_floor),
+        cmocka_unit_test(test_pick_soft_borrow),
+        cmocka_unit_test(test_shares_hard),
+        cmocka_unit_test(test_shares_soft_and_priority),
+        cmocka_unit_test(test_file_lease),
+        cmocka_unit_test(test_file_cap_change),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
