@@ -67,13 +67,16 @@ static void report_oom(struct vgpu_region *r, int dev, uint64_t bytes, const cha
               vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)dev), lim, sizeof lim), more);
 }
 
-bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what)
+static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call)
 {
     int slot;
     struct vgpu_region *r = accountable(dev, &slot);
     if (!r || bytes == 0)
         return true;
     (void)vgpu_region_reap_maybe(r);
+    /* Only before a real call: after one, NVML already shows memory not yet charged. */
+    if (before_call)
+        vgpu_nvml_reconcile_maybe(dev);
     if (vgpu_region_reserve(r, slot, (unsigned)dev, bytes) == 0)
         return true;
     if (errno == EINVAL)
@@ -87,6 +90,16 @@ bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what)
         return true;
     report_oom(r, dev, bytes, what);
     return false;
+}
+
+bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what)
+{
+    return reserve(dev, bytes, what, true);
+}
+
+bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what)
+{
+    return reserve(dev, bytes, what, false);
 }
 
 void vgpu_acct_release(int dev, uint64_t bytes)

@@ -49,7 +49,7 @@ static bool ctx_end(struct ctx_probe *p, CUresult rc)
     if (!vgpu_nvml_device_used(p->dev, &after) || atomic_exchange(&ctx_charged[p->dev], true))
         return true;
     uint64_t overhead = after > p->before ? after - p->before : 0;
-    if (!vgpu_acct_reserve(p->dev, overhead, "context creation")) {
+    if (!vgpu_acct_reserve_measured(p->dev, overhead, "context creation")) {
         atomic_store(&ctx_charged[p->dev], false);
         return false;
     }
@@ -136,7 +136,7 @@ VGPU_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
         return rc;
     if (free1 < free0) {
         uint64_t grow = free0 - free1;
-        if (!vgpu_acct_reserve(dev, grow, "cuCtxSetLimit")) {
+        if (!vgpu_acct_reserve_measured(dev, grow, "cuCtxSetLimit")) {
             (void)real(limit, old);    /* undo: the job cannot afford it */
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -174,7 +174,7 @@ static CUresult load_end(struct load_probe *p, uint64_t handle, const char *what
     if (p->dev < 0 || !vgpu_real_meminfo(&free1, &total) || free1 >= p->free0)
         return CUDA_SUCCESS;
     uint64_t grow = p->free0 - free1;
-    if (!vgpu_acct_reserve(p->dev, grow, what))
+    if (!vgpu_acct_reserve_measured(p->dev, grow, what))
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!vgpu_ptr_put(VGPU_AK_MODULE, handle, p->dev, grow))
         vgpu_acct_release(p->dev, grow);

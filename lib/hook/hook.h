@@ -82,6 +82,9 @@ int vgpu_current_device(void);
  * the limit: the OOM line has been logged (rate limited) and the caller returns
  * CUDA_ERROR_OUT_OF_MEMORY. */
 bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what);
+/* The same for memory measured after the real call (context, cuCtxSetLimit, module loads):
+ * skips the NVML reconciliation, which would see the new memory as not yet charged. */
+bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what);
 /* Returns bytes reserved earlier (free, or the real call failed). */
 void vgpu_acct_release(int dev, uint64_t bytes);
 /* Charges bytes that are already in use whatever the limit says (context overhead, pool and
@@ -103,6 +106,9 @@ void vgpu_graph_launched(void);
 bool vgpu_nvml_device_used(int dev, uint64_t *used);
 /* nvml.c: the context overhead charged for `dev` (the baseline of NVML reconciliation). */
 void vgpu_ctx_overhead_charged(int dev, uint64_t bytes);
+/* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of
+ * this process on `dev` and what it has been charged beyond its allocations. */
+void vgpu_nvml_reconcile_maybe(int dev);
 
 /* ---- ptrtab.c: what each allocation charged ----------------------------------------------------- */
 

@@ -9,6 +9,7 @@
  *    used + free (+ reserved = 0 in v2) = total. Without a limit, the driver's numbers.
  * The real functions come from libnvidia-ml.so.1; NVML handles are only ever passed through. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -251,10 +252,67 @@ bool vgpu_nvml_device_used(int dev, uint64_t *used)
     return true;
 }
 
-static uint64_t overhead[VGPU_REGION_MAX_DEVICES];
+/* ---- reconciliation with NVML (off the hot path: allocations, at most once a second) ----
+ *
+ * NVML's per-process usedGpuMemory is what the GPU really gives this process: its context,
+ * modules, heaps, everything allocated. Whatever it shows beyond what this process has been
+ * charged is charged too (as part of the process's "overhead"), and an overhead measured too
+ * high (another process's context created at the same instant) is given back, so the remainder
+ * is neither lost nor counted twice. Allocations themselves are never uncharged here. */
+
+static _Atomic uint64_t overhead[VGPU_REGION_MAX_DEVICES];   /* context + reconciled remainder */
+static _Atomic bool measured[VGPU_REGION_MAX_DEVICES];       /* the context's overhead is charged */
 
 void vgpu_ctx_overhead_charged(int dev, uint64_t bytes)
 {
-    if (dev >= 0 && dev < VGPU_REGION_MAX_DEVICES)
-        __atomic_store_n(&overhead[dev], bytes, __ATOMIC_RELAXED);
+    if (dev >= 0 && dev < VGPU_REGION_MAX_DEVICES) {
+        atomic_fetch_add(&overhead[dev], bytes);
+        atomic_store(&measured[dev], true);
+    }
+}
+
+static bool process_used(nvmlDevice_t h, unsigned pid, uint64_t *used)
+{
+    vgpu_nvmlDeviceGetComputeRunningProcesses_v3_fn procs = NV(nvmlDeviceGetComputeRunningProcesses_v3);
+    nvmlProcessInfo_t info[64];
+    unsigned n = 64;
+    if (!procs || procs(h, &n, info) != NVML_SUCCESS)
+        return false;
+    *used = 0;
+    bool found = false;
+    for (unsigned i = 0; i < n && i < 64; i++)
+        if (info[i].pid == pid) {
+            *used += info[i].usedGpuMemory;
+            found = true;
+        }
+    return found;
+}
+
+void vgpu_nvml_reconcile_maybe(int dev)
+{
+    static _Atomic uint64_t last_ns;
+    struct vgpu_region *r = vgpu_job();
+    uint64_t now = vgpu_now_ns(), last = atomic_load_explicit(&last_ns, memory_order_relaxed);
+    /* Not before the context itself is charged: its creation is what is being measured then. */
+    if (!r || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES || !atomic_load(&measured[dev]) ||
+        now - last < 1000000000ull || !atomic_compare_exchange_strong(&last_ns, &last, now))
+        return;
+    int slot = vgpu_job_slot();
+    nvmlDevice_t h;
+    uint64_t nvml_used;
+    pthread_once(&init_once, nvml_init);
+    if (slot < 0 || !nvml_ok || !handle_of_dev(dev, &h) || !process_used(h, (unsigned)vgpu_proc_host_pid(), &nvml_used))
+        return;
+    uint64_t charged = atomic_load(&r->use->slot[slot].used[dev]);
+    uint64_t over = atomic_load(&overhead[dev]);
+    uint64_t allocations = charged > over ? charged - over : 0;
+    uint64_t want = nvml_used > allocations ? nvml_used - allocations : 0;
+    if (want > over) {
+        vgpu_acct_force(dev, want - over);
+        atomic_fetch_add(&overhead[dev], want - over);
+        vgpu_debug("NVML shows %llu bytes not yet charged on GPU %d: charged", (unsigned long long)(want - over), dev);
+    } else if (want < over) {
+        vgpu_acct_release(dev, over - want);
+        atomic_fetch_sub(&overhead[dev], over - want);
+    }
 }
