@@ -1,0 +1,138 @@
+#!/bin/bash
+# Conformance suite of libvgpu.so on a real NVIDIA GPU (issue 3, "The real GPU"). One command:
+#   bash tests/gpu/run.sh [BUILD_DIR]        (default build/; GPU 0; about 5 minutes)
+# needs: an NVIDIA GPU and driver, gcc and /usr/local/cuda/include/cuda.h (for launch_cost.c);
+# python3 with torch / jax / cupy where present (each check is skipped, with the reason, when
+# its framework is missing). vgpu, libvgpu.so and the test programs come from BUILD_DIR (built
+# on any machine: alloc_probe binds to the real libcuda.so.1 at run time).
+# Prints ONE table (check | result | detail) and writes it, with date, GPU and driver, to
+# tests/gpu/RESULTS.md. Every check is bounded with timeout(1).
+set -u
+src=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(cd "${1:-build}" && pwd) || exit 2
+export PATH="$B:$B/tests/progs:$PATH"
+unset LD_PRELOAD VGPU_REGION CUDA_VISIBLE_DEVICES
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export VGPU_STATE_DIR=$tmp/state; mkdir -m 0700 "$VGPU_STATE_DIR"
+LIMIT=4G LIMIT_B=$((4 << 30))
+rows=()
+row() { rows+=("| $1 | $2 | $3 |"); printf '%-34s %-5s %s\n' "$1" "$2" "$3" >&2; }
+T() { timeout "${TMO:-180}" "$@"; }
+have_py() { python3 -c "import $1" >/dev/null 2>&1; }
+
+command -v nvidia-smi >/dev/null || { echo "run.sh: no nvidia-smi: is this a GPU machine?" >&2; exit 2; }
+[ -x "$B/vgpu" ] && [ -f "$B/libvgpu.so" ] && [ -x "$B/tests/progs/alloc_probe" ] ||
+  { echo "run.sh: build first (make) or give the build directory" >&2; exit 2; }
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0)
+job() { vgpu run --gpu 0 "$@"; }
+
+# ---- driver-API allocation paths: each filled to the refusal under a 4 GiB limit ----
+# While the process still holds everything, NVML's per-process usage (which includes the
+# context) must not exceed the limit.
+for path in "alloc 256M" "pitch 65536 4096" "managed 256M" "async 256M" "pool 256M" "vmm 256M" \
+            "array 16384 4096" "array3d 256 256 1024" "mipmap 8192 8192 4"; do
+  set -- $path; op=$1; shift
+  steps=""; for i in $(seq 64); do steps="$steps $op $*"; done
+  T job --mem $LIMIT -- sh -c 'alloc_probe '"$steps"' sleep 3000 > "$0/p.out" 2>"$0/p.err" & p=$!; sleep 2.5
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | awk -F", " -v p=$p "\$1==p {print \$2}"
+    wait $p' "$tmp" > "$tmp/nv" 2>/dev/null
+  ok=$(grep -c "^$op rc=0" "$tmp/p.out"); refused=$(grep -c "^$op rc=2" "$tmp/p.out")
+  other=$(grep "^$op rc=" "$tmp/p.out" | grep -vc "rc=[02]")
+  used_mib=$(head -1 "$tmp/nv"); used_mib=${used_mib:-?}
+  if [ "$refused" -gt 0 ] && [ "$other" = 0 ] && [ "$used_mib" != "?" ] && [ "$used_mib" -le $((LIMIT_B >> 20)) ]; then r=PASS; else r=FAIL; fi
+  row "driver $op under $LIMIT" $r "$ok granted, then OUT_OF_MEMORY ($refused), other errors $other; NVML process ${used_mib} MiB of $((LIMIT_B >> 20))"
+done
+T job --mem $LIMIT -- alloc_probe meminfo totalmem > "$tmp/mi" 2>&1
+if grep -q "total=$LIMIT_B" "$tmp/mi" && grep -q "bytes=$LIMIT_B" "$tmp/mi"; then r=PASS; else r=FAIL; fi
+row "cuMemGetInfo / cuDeviceTotalMem" $r "$(tr '\n' ' ' < "$tmp/mi")"
+
+# ---- two processes, one limit ----
+T job --mem $LIMIT -- sh -c 'alloc_probe alloc 2500M sleep 4000 > "$0/a" 2>&1 & sleep 2; alloc_probe alloc 2500M > "$0/b" 2>&1; wait' "$tmp"
+if grep -q "alloc rc=0" "$tmp/a" && grep -q "alloc rc=2" "$tmp/b"; then r=PASS; else r=FAIL; fi
+row "two-process job shares the limit" $r "first: $(head -1 "$tmp/a"); second: $(grep '^alloc' "$tmp/b")"
+
+# ---- nvidia-smi inside the job ----
+T job --mem $LIMIT -- nvidia-smi --query-gpu=index,memory.total,memory.used,memory.free --format=csv,noheader,nounits > "$tmp/smi" 2>&1
+lines=$(grep -c . "$tmp/smi"); tot=$(awk -F", " 'NR==1 {print $2}' "$tmp/smi")
+if [ "$lines" = 1 ] && [ "$tot" = $((LIMIT_B >> 20)) ]; then r=PASS; else r=FAIL; fi
+row "nvidia-smi in the job" $r "$(tr '\n' ';' < "$tmp/smi") (one GPU, total $((LIMIT_B >> 20)) MiB expected)"
+
+# ---- PyTorch ----
+if have_py torch; then
+  T job --mem $LIMIT -- python3 -c '
+import torch
+f, t = torch.cuda.mem_get_info()
+print("total", t)
+a = torch.randn(2048, 2048, device="cuda"); b = (a @ a).sum().item(); print("work ok")
+try:
+    x = torch.empty(5 << 30, dtype=torch.uint8, device="cuda"); print("no OOM")
+except torch.OutOfMemoryError:
+    print("OOM raised")' > "$tmp/pt" 2>&1
+  if grep -q "total $LIMIT_B" "$tmp/pt" && grep -q "work ok" "$tmp/pt" && grep -q "OOM raised" "$tmp/pt"; then r=PASS; else r=FAIL; fi
+  row "PyTorch mem_get_info / OOM / work" $r "$(tr '\n' ' ' < "$tmp/pt" | tail -c 300)"
+  bench='import torch,time
+a=torch.randn(4096,4096,device="cuda");b=torch.randn(4096,4096,device="cuda")
+for _ in range(20): c=a@b
+torch.cuda.synchronize();t=time.time();n=0
+while time.time()-t<10: c=a@b;n+=1
+torch.cuda.synchronize();print(n/(time.time()-t))'
+  bare=$(T python3 -c "$bench" 2>/dev/null | tail -1); hooked=$(T job -- python3 -c "$bench" 2>/dev/null | tail -1)
+  ratio=$(python3 -c "print(f'{$hooked/$bare:.4f}')" 2>/dev/null || echo "?")
+  r=$(python3 -c "print('PASS' if $ratio >= 0.99 else 'FAIL')" 2>/dev/null || echo FAIL)
+  row "PyTorch 4096^2 matmul, no limit" $r "bare ${bare:-?} it/s, with libvgpu ${hooked:-?} it/s, ratio $ratio (target >= 0.99)"
+else
+  row "PyTorch" SKIP "python3 cannot import torch"
+fi
+
+# ---- JAX: default preallocation takes its share of the slice ----
+if have_py jax; then
+  T job --mem $LIMIT -- python3 -c '
+import jax, jax.numpy as jnp
+x = jnp.ones((1024, 1024)).sum().block_until_ready()
+print("bytes_limit", jax.devices()[0].memory_stats()["bytes_limit"])' > "$tmp/jax" 2>&1
+  lim=$(sed -n 's/^bytes_limit //p' "$tmp/jax")
+  if [ -n "$lim" ] && [ "$lim" -le "$LIMIT_B" ] && [ "$lim" -gt $((LIMIT_B / 4)) ]; then r=PASS; else r=FAIL; fi
+  row "JAX preallocation within the slice" $r "bytes_limit ${lim:-?} of $LIMIT_B; $(tail -c 200 "$tmp/jax" | tr '\n' ' ')"
+else
+  row "JAX" SKIP "python3 cannot import jax"
+fi
+
+# ---- CuPy memory pool ----
+if have_py cupy; then
+  T job --mem $LIMIT -- python3 -c '
+import cupy
+f, t = cupy.cuda.runtime.memGetInfo(); print("total", t)
+keep = [cupy.empty(512 << 20, dtype=cupy.uint8) for _ in range(4)]; print("pool ok", cupy.get_default_memory_pool().total_bytes())
+try:
+    cupy.empty(3 << 30, dtype=cupy.uint8); print("no OOM")
+except cupy.cuda.memory.OutOfMemoryError:
+    print("OOM raised")' > "$tmp/cp" 2>&1
+  if grep -q "total $LIMIT_B" "$tmp/cp" && grep -q "pool ok" "$tmp/cp" && grep -q "OOM raised" "$tmp/cp"; then r=PASS; else r=FAIL; fi
+  row "CuPy pool under the limit" $r "$(tr '\n' ' ' < "$tmp/cp" | tail -c 300)"
+else
+  row "CuPy" SKIP "python3 cannot import cupy"
+fi
+
+# ---- kernel-launch cost with and without the library (no limit) ----
+cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+libdir=$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}' | xargs -r dirname)
+if [ -f "$cuda_inc/cuda.h" ] && [ -n "$libdir" ] &&
+   gcc -O2 -I"$cuda_inc" -o "$tmp/launch_cost" "$src/tests/gpu/launch_cost.c" -L"$libdir" -l:libcuda.so.1 2>"$tmp/cc"; then
+  bare=$(T "$tmp/launch_cost" | sed -n 's/ns_per_launch=//p'); hooked=$(T job -- "$tmp/launch_cost" | sed -n 's/ns_per_launch=//p')
+  if [ -n "$bare" ] && [ -n "$hooked" ]; then
+    d=$((hooked - bare)); r=$([ $d -lt 50 ] && echo PASS || echo FAIL)
+    row "kernel launch cost, no limit" $r "bare $bare ns, with libvgpu $hooked ns: +$d ns (target < 50), ratio $(python3 -c "print(f'{$hooked/$bare:.3f}')" 2>/dev/null)"
+  else
+    row "kernel launch cost" FAIL "launch_cost did not run"
+  fi
+else
+  row "kernel launch cost" SKIP "no cuda.h at $cuda_inc or no libcuda.so.1 ($(head -c 200 "$tmp/cc" 2>/dev/null))"
+fi
+
+table=$(printf '%s\n' "| check | result | detail |" "|---|---|---|" "${rows[@]}")
+printf '%s\n' "$table"
+{ echo "# libvgpu.so on a real GPU"; echo
+  echo "Latest run of \`bash tests/gpu/run.sh\`: $(date -u +%Y-%m-%d), $gpu, driver $driver."; echo
+  printf '%s\n' "$table"; } > "$src/tests/gpu/RESULTS.md"
+! printf '%s\n' "${rows[@]}" | grep -q '| FAIL |'
