@@ -197,9 +197,23 @@ static void print_row(const struct job_view *v)
     }
     if (!any_core)
         snprintf(core, sizeof core, "-");
+    /* The compute limiter's counters: GPU time used as a share of the job's lifetime (on its
+     * busiest GPU) and the time its launches waited for their turn (all GPUs). */
+    char share[16] = "-", throt[16] = "-";
+    uint64_t best = 0, waited = 0;
+    for (unsigned d = 0; d < ndev; d++) {
+        uint64_t g = atomic_load(&v->r->use->dev[d].gpu_time_ns);
+        best = g > best ? g : best;
+        waited += atomic_load(&v->r->use->dev[d].throttled_ns);
+    }
+    if (any_core && v->age_s)
+        snprintf(share, sizeof share, "%llu%%", (unsigned long long)(best / 10000000ULL / v->age_s));
+    if (any_core)
+        snprintf(throt, sizeof throt, "%.1fs", waited / 1e9);
     vgpu_format_duration(v->age_s, age, sizeof age);
-    printf("%-12s  %-14.14s  %-8.8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %s\n", h->id, h->name[0] ? h->name : "-",
-           user_name(v->r->file_uid, user, sizeof user), pids, gpus, lim, used, nvu, core, age);
+    printf("%-12s  %-14.14s  %-8.8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %-5s  %-7s  %s\n", h->id,
+           h->name[0] ? h->name : "-", user_name(v->r->file_uid, user, sizeof user), pids, gpus, lim, used, nvu, core,
+           share, throt, age);
 }
 
 static struct json_object *json_job(const struct job_view *v)
@@ -299,8 +313,8 @@ static int cmd_ps(int argc, char **argv)
         doc = vgpu_json_doc();
         jobs = json_object_new_array();
     } else if (!quiet) {
-        printf("%-12s  %-14s  %-8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %s\n", "ID", "NAME", "USER", "PIDS", "GPUS",
-               "MEM LIMIT", "USED", "NVML USED", "CORE", "AGE");
+        printf("%-12s  %-14s  %-8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %-5s  %-7s  %s\n", "ID", "NAME", "USER", "PIDS",
+               "GPUS", "MEM LIMIT", "USED", "NVML USED", "CORE", "GPU%", "THROTL", "AGE");
     }
     unsigned hidden = 0;
     struct job_view *v = malloc(sizeof *v);

@@ -114,6 +114,9 @@ else
   row "CuPy" SKIP "python3 cannot import cupy"
 fi
 
+# ---- compute limiter (--core): its own table in tests/gpu/RESULTS-core.md (about 100 s) ----
+T bash "$src/tests/gpu/core.sh" "$B" > "$tmp/core" 2>&1; cat "$tmp/core" >&2; row "compute limiter (core.sh)" "$(grep -q 'core.sh: [0-9]* PASS, 0 FAIL' "$tmp/core" && echo PASS || echo FAIL)" "$(tail -n 1 "$tmp/core")"
+
 # ---- kernel-launch cost with and without the library (no limit) ----
 cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
 libdir=$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}' | xargs -r dirname)

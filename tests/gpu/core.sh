@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The compute limiter on a real NVIDIA GPU (issue 8 targets), about 90 s in all:
+#   - one saturating job at --core 10/30/50/70 for an elementwise loop, a 4096² matmul loop and
+#     a CUDA-graph loop, over its first 5 s: throughput relative to the uncapped run, and the
+#     NVML per-process SM utilisation (nvidia-smi pmon) averaged over the same window;
+#   - two jobs 30/70 (elementwise): their throughput shares;
+#   - two jobs 50/50 soft, one idle: the busy one's throughput;
+#   - the added cost per launch under budget (median, capped 90% vs an uncapped job).
+# Prints one table; PASS/FAIL with the issue's ±5-point bands.
+#   bash tests/gpu/core.sh [BUILD_DIR]      (needs nvcc and a GPU; GPU 0)
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+B=$(cd "${1:-build}" && pwd) || exit 2
+T=$(mktemp -d); trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$T"' EXIT
+export PATH="$B:$PATH" VGPU_STATE_DIR=$T/state
+mkdir -m 0700 "$VGPU_STATE_DIR"
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+if ! "$NVCC" -O2 -o "$T/core_bench" tests/gpu/core_bench.cu 2>"$T/nvcc.err"; then
+  echo "core.sh: SKIP: cannot compile tests/gpu/core_bench.cu: $(head -c 300 "$T/nvcc.err")"; exit 0
+fi
+W=${CORE_SECONDS:-5}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null) driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0 2>/dev/null)
+main() {
+get() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b > 0 ? 100 * a / b : 0) }'; }
+verdict() { awk -v m="$1" -v t="$2" -v d="$3" 'BEGIN { x = m - t; if (x < 0) x = -x; print (x <= d ? "PASS" : "FAIL") }'; }
+pass=0 fail=0
+count() { [ "$1" = PASS ] && pass=$((pass + 1)) || fail=$((fail + 1)); }
+
+# NVML per-process SM% of one command's processes, averaged over the run (nvidia-smi pmon).
+pmon_run() { # outfile cmd...
+  local out=$1; shift
+  nvidia-smi pmon -i 0 -s u -d 1 >"$T/pmon" 2>/dev/null &
+  local pm=$!
+  "$@" >"$out" 2>&1
+  kill $pm 2>/dev/null; wait $pm 2>/dev/null
+  # lines: gpu pid type sm mem enc dec ... command; take rows of core_bench
+  awk '$0 ~ /core_bench/ && $4 ~ /^[0-9]+$/ { s += $4; n++ } END { if (n) printf "%.0f", s / n; else printf "-" }' "$T/pmon"
+}
+
+declare -A base
+for m in elementwise matmul graph; do
+  base[$m]=$(get "$("$T/core_bench" $m 3)" ips)
+done
+printf '%-12s %5s %10s %10s %9s %8s  %s\n' workload cap "unc it/s" "cap it/s" "% of unc" "NVML sm%" verdict
+for m in elementwise matmul graph; do
+  for n in 10 30 50 70; do
+    sm=$(pmon_run "$T/o" vgpu run --gpu 0 --core $n -- "$T/core_bench" $m "$W")
+    ips=$(get "$(cat "$T/o")" ips); p=$(pct "$ips" "${base[$m]}"); v=$(verdict "$p" $n 5); count "$v"
+    printf '%-12s %4d%% %10s %10s %8s%% %8s  %s\n' $m $n "${base[$m]}" "$ips" "$p" "$sm" "$v"
+  done
+done
+vgpu run --gpu 0 --core 30 -- "$T/core_bench" elementwise "$W" >"$T/a" 2>&1 &
+vgpu run --gpu 0 --core 70 -- "$T/core_bench" elementwise "$W" >"$T/b" 2>&1; wait
+pa=$(pct "$(get "$(cat "$T/a")" ips)" "${base[elementwise]}") pb=$(pct "$(get "$(cat "$T/b")" ips)" "${base[elementwise]}")
+va=$(verdict "$pa" 30 5) vb=$(verdict "$pb" 70 5); count "$va"; count "$vb"
+printf 'pair 30:70 (elementwise)   %s%% : %s%%   %s %s\n' "$pa" "$pb" "$va" "$vb"
+vgpu run --gpu 0 --core 50 --core-policy soft -- sleep $((W + 1)) &
+ps_=$(pct "$(get "$(vgpu run --gpu 0 --core 50 --core-policy soft -- "$T/core_bench" elementwise "$W")" ips)" "${base[elementwise]}")
+wait
+vs=$(awk -v p="$ps_" 'BEGIN { print (p >= 90 ? "PASS" : "FAIL") }'); count "$vs"
+printf 'soft 50/50, peer idle      busy job %s%% (>= 90)   %s\n' "$ps_" "$vs"
+u=$(get "$(vgpu run --gpu 0 -- "$T/core_bench" rate 2)" p50_ns)
+c=$(get "$(vgpu run --gpu 0 --core 90 -- "$T/core_bench" rate 2)" p50_ns)
+d=$(awk -v c="$c" -v u="$u" 'BEGIN { printf "%.0f", c - u }')
+vo=$(awk -v d="$d" 'BEGIN { print (d < 200 ? "PASS" : "FAIL") }'); count "$vo"
+printf 'launch cost under budget: uncapped job %s ns, capped %s ns, added %s ns (< 200)   %s\n' "$u" "$c" "$d" "$vo"
+echo "core.sh: $pass PASS, $fail FAIL (first ${W} s of each run; the 30 s window is not run here to keep the GPU session short)"
+}
+# The table goes to the terminal and, with the date, GPU and driver, to tests/gpu/RESULTS-core.md.
+main | tee "$T/table"
+{ echo "# Compute limiter on a real GPU"; echo
+  echo "Latest run of \`bash tests/gpu/core.sh\`: $(date -u +%Y-%m-%d), $gpu, driver $driver."; echo
+  echo '```'; cat "$T/table"; echo '```'; } > tests/gpu/RESULTS-core.md
+grep -q 'core.sh: [0-9]* PASS, 0 FAIL' "$T/table"
