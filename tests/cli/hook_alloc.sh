@@ -88,3 +88,8 @@ assert_eq "refusals are rate limited (one line a second)" 1 "$(printf '%s\n' "$e
 run vgpu run -- alloc_probe alloc 8G meminfo
 assert_eq "no limit: allocations pass" "alloc rc=0 size=8589934592" "$(line alloc)"
 assert_match "no limit: cuMemGetInfo shows the real GPU" "total=84927315968" "$(line meminfo)"
+
+probe graph 100M meminfo graphtrim meminfo
+assert_eq "a graph with a memory node launches" "graph rc=0" "$(line graph)"
+assert_contains "the graph pool's growth (100 MiB, 2 MiB steps) is charged" "used=641728512" "$(line meminfo 1)"
+assert_contains "cuDeviceGraphMemTrim gives it back" "$base" "$(line meminfo 2)"

@@ -16,6 +16,9 @@
  *   free                            frees the most recent allocation still held (its own path)
  *   freeall                         frees everything held, newest first
  *   badfree                         cuMemFree_v2 of a pointer nobody allocated (expect the driver's answer)
+ *   graph SIZE                      a graph with a memory-allocation node of SIZE and its free node,
+ *                                   instantiated and launched once (the device's graph pool grows)
+ *   graphtrim                       cuDeviceGraphMemTrim
  *   trim                            synchronize and trim every pool to 0
  *   meminfo                         cuMemGetInfo_v2 (free= total=) ; meminfo32: old ABI
  *   totalmem                        cuDeviceTotalMem_v2 (bytes=)
@@ -204,6 +207,31 @@ int main(int argc, char **argv)
         } else if (!strcmp(op, "badfree")) {
             rc = cuMemFree_v2((CUdeviceptr)0xdead0000ull);
             printf("badfree rc=%d\n", rc);
+        } else if (!strcmp(op, "graph")) {
+            CUgraph g;
+            CUgraphNode an, fn;
+            CUgraphExec ge;
+            CUDA_MEM_ALLOC_NODE_PARAMS ap;
+            memset(&ap, 0, sizeof ap);
+            ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+            ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            ap.poolProps.location.id = dev;
+            ap.bytesize = size_arg(a1);
+            MUST(cuGraphCreate(&g, 0));
+            rc = cuGraphAddMemAllocNode(&an, g, NULL, 0, &ap);
+            if (!rc)
+                rc = cuGraphAddMemFreeNode(&fn, g, &an, 1, ap.dptr);
+            if (!rc)
+                rc = cuGraphInstantiateWithFlags(&ge, g, 0);
+            if (!rc)
+                rc = cuGraphLaunch(ge, NULL);
+            if (!rc)
+                rc = cuStreamSynchronize(NULL);
+            printf("graph rc=%d\n", rc);
+            i++;
+        } else if (!strcmp(op, "graphtrim")) {
+            rc = cuDeviceGraphMemTrim(dev);
+            printf("graphtrim rc=%d\n", rc);
         } else if (!strcmp(op, "trim")) {
             (void)cuStreamSynchronize(NULL);
             CUmemoryPool def;
