@@ -39,9 +39,17 @@ static void set_label(void)
         snprintf(label, sizeof label, "job %s", id);
 }
 
+static void set_prefix(void)
+{
+    char pfx[32];
+    snprintf(pfx, sizeof pfx, "vgpu[%d]", (int)getpid());
+    vgpu_log_set_prefix(pfx);
+}
+
 static bool attach(void)
 {
     struct vgpu_err e = { 0 };
+    set_prefix();                       /* again in a forked child: its own pid */
     int s = vgpu_region_attach(&region, &e);
     if (s < 0) {
         vgpu_error("%s: cannot register this process in the job region %s: %s; its GPU memory is "
@@ -55,9 +63,7 @@ static bool attach(void)
 
 static void load(void)
 {
-    char pfx[32];
-    snprintf(pfx, sizeof pfx, "vgpu[%d]", (int)getpid());
-    vgpu_log_set_prefix(pfx);
+    set_prefix();
     (void)vgpu_log_level();
 
     const char *path = getenv("VGPU_REGION");
