@@ -49,3 +49,13 @@ run vgpu run --mem 1G -- sh -c '
   vgpu ps >/dev/null 2>&1
   alloc_probe alloc 1000M meminfo' "$T_DIR"
 assert_contains "after 5 processes killed mid-allocation, the whole limit is usable again" "alloc rc=0 size=1048576000" "$out"
+
+# A forked child is a process of the job with its own slot: it shares the limit, and what it
+# held is given back when it exits.
+export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
+rm -f "$VGPU_FAKE_STATE"
+run vgpu run --mem 1G -- alloc_probe alloc 100M fork alloc 100M meminfo alloc 400M
+assert_contains "the child's allocation is charged to the job (context + 2 x 100 MiB)" "meminfo rc=0 free=327155712 total=1073741824 used=746586112" "$out"
+assert_contains "the child cannot pass the job's limit" "alloc rc=2 size=419430400" "$out"
+assert_match "the child's messages carry its own pid" "vgpu\[[0-9]+\]: warning: job" "$err"
+assert_contains "after the child exits its usage is given back" "parent rc=0 free=432013312 total=1073741824 used=641728512" "$out"

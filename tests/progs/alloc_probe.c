@@ -24,6 +24,8 @@
  *   totalmem                        cuDeviceTotalMem_v2 (bytes=)
  *   fill SIZE                       cuMemAlloc_v2 of SIZE until it fails (prints count=)
  *   churn MS                        cuMemAlloc_v2/cuMemFree_v2 of 1 MiB in a loop for MS ms (prints n=)
+ *   fork                            the rest of the steps run in a child; the parent waits for it
+ *                                   and then prints "parent" and the job's view (meminfo)
  *   sleep MS                        sleeps (a window for other processes / signals)
  *   hold                            prints "holding" and sleeps until killed
  * SIZE accepts K/M/G suffixes (binary). Exit status 0 unless the setup failed (2). */
@@ -31,6 +33,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "driver.h"
@@ -277,6 +280,16 @@ int main(int argc, char **argv)
                      (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < (long)size_arg(a1));
             printf("churn rc=%d n=%ld\n", rc, n);
             i++;
+        } else if (!strcmp(op, "fork")) {
+            pid_t child = fork();
+            if (child > 0) {
+                int st;
+                waitpid(child, &st, 0);
+                size_t fr = 0, to = 0;
+                rc = cuMemGetInfo_v2(&fr, &to);
+                printf("parent rc=%d free=%zu total=%zu used=%zu\n", rc, fr, to, to - fr);
+                return 0;
+            }
         } else if (!strcmp(op, "sleep")) {
             usleep((useconds_t)size_arg(a1) * 1000);
             i++;
