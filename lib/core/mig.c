@@ -383,6 +383,7 @@ int vgpu_mig_parse_spec(const char *spec, struct vgpu_mig_item *out, unsigned ma
             }
             cpy(out[*n].profile, sizeof out[*n].profile, p);
             out[*n].start = start;
+            out[*n].ci[0] = 0;
             (*n)++;
         }
     }
