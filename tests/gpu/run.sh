@@ -117,6 +117,9 @@ fi
 # ---- compute limiter (--core): its own table in tests/gpu/RESULTS-core.md (about 100 s) ----
 T bash "$src/tests/gpu/core.sh" "$B" > "$tmp/core" 2>&1; cat "$tmp/core" >&2; row "compute limiter (core.sh)" "$(grep -q 'core.sh: [0-9]* PASS, 0 FAIL' "$tmp/core" && echo PASS || echo FAIL)" "$(tail -n 1 "$tmp/core")"
 
+# ---- vgpu mig, read-only verbs only (status, profiles, list, export) vs nvidia-smi mig -lgip ----
+T bash "$src/tests/gpu/mig.sh" "$B" > "$tmp/mig" 2>&1; cat "$tmp/mig" >&2; row "vgpu mig read-only (mig.sh)" "$(grep -q '^not ok' "$tmp/mig" && echo FAIL || echo PASS)" "$(tail -n 1 "$tmp/mig")"
+
 # ---- kernel-launch cost with and without the library (no limit) ----
 cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
 libdir=$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}' | xargs -r dirname)
