@@ -93,7 +93,14 @@ for fault in deaf die exit; do
   alive "$p" && not_ok "start, daemon '$fault': no daemon left" "pid $p" || ok "start, daemon '$fault': no daemon left"
   [ -e "$VGPU_STATE_DIR/mps.json" ] && not_ok "start, daemon '$fault': no record" || ok "start, daemon '$fault': no record"
 done
-pgrep -f "nvidia-cuda-mps" -u "$(id -u)" -a | grep -F "$T_DIR" && not_ok "no stray daemons" || ok "no stray daemons"
+# No daemon or server of this pipe directory is left (plain /proc walk: pgrep hangs under ASan).
+stray=""
+for d in /proc/[0-9]*; do
+  case $(cat "$d/comm" 2>/dev/null) in
+    nvidia-cuda-mps*) tr '\0' '\n' <"$d/environ" 2>/dev/null | grep -qxF "CUDA_MPS_PIPE_DIRECTORY=$P" && stray="$stray ${d#/proc/}" ;;
+  esac
+done
+[ -z "$stray" ] && ok "no stray daemons" || not_ok "no stray daemons" "pids:$stray"
 
 VGPU_MPS_CONTROL=$T_DIR/none run vgpu mps start --pipe-dir "$P"
 assert_rc "control program missing: exit status 3" 3
