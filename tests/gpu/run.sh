@@ -120,6 +120,9 @@ T bash "$src/tests/gpu/core.sh" "$B" > "$tmp/core" 2>&1; cat "$tmp/core" >&2; ro
 # ---- vgpu mig, read-only verbs only (status, profiles, list, export) vs nvidia-smi mig -lgip ----
 T bash "$src/tests/gpu/mig.sh" "$B" > "$tmp/mig" 2>&1; cat "$tmp/mig" >&2; row "vgpu mig read-only (mig.sh)" "$(grep -q '^not ok' "$tmp/mig" && echo FAIL || echo PASS)" "$(tail -n 1 "$tmp/mig")"
 
+# ---- driver policies: timeslice/mode read-only vs nvidia-smi; MPS start, a --mps --core 25 PyTorch job, stop ----
+T bash "$src/tests/gpu/policy.sh" "$B" > "$tmp/policy" 2>&1; cat "$tmp/policy" >&2; row "timeslice, mode, MPS (policy.sh)" "$(grep -q '^not ok' "$tmp/policy" && echo FAIL || echo PASS)" "$(grep -o 'SMS [0-9]* TFLOPS [0-9.]*' "$tmp/policy" | paste -sd' ' | sed 's/^/baseline, then --mps --core 25: /'); $(tail -n 1 "$tmp/policy")"
+
 # ---- kernel-launch cost with and without the library (no limit) ----
 cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
 libdir=$(ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}' | xargs -r dirname)
