@@ -52,8 +52,10 @@ run vgpu-list --help
 assert_rc "vgpu-list link runs list" 0
 assert_contains "vgpu-list link shows list's usage" "usage: vgpu list" "$out"
 
-run vgpu-nosuch
+ln -s "$VGPU_BUILD/vgpu" "$T_DIR/vgpu-nosuch"
+run "$T_DIR/vgpu-nosuch"
 assert_rc "link to an unknown command exits 2" 2
+assert_contains "link to an unknown command names it" "'nosuch' is not a vgpu command" "$err"
 
 run vgpu completion --complete 1 vgpu l
 assert_contains "completion offers commands" "list" "$out"
@@ -72,6 +74,13 @@ if command -v bash >/dev/null && [ -f /usr/share/bash-completion/bash_completion
         complete -p vgpu; COMP_WORDS=(vgpu list --j); COMP_CWORD=2; _vgpu; printf "%s\n" "${COMPREPLY[@]}"' 2>&1)
   assert_contains "bash: complete -p shows the vgpu function" "complete -F _vgpu" "$res"
   assert_contains "bash: the function completes --j to --json" "--json" "$res"
+  # Through a vgpu-CMD link the script must ask vgpu itself, never run 'vgpu-run completion'.
+  res=$(bash -c '. "$VGPU_SRC/completions/vgpu.bash";
+        COMP_WORDS=(vgpu-run --me); COMP_CWORD=1; _vgpu; printf "%s\n" "${COMPREPLY[@]}"' 2>&1)
+  assert_eq "bash: a vgpu-run link completes --me to --mem" "--mem" "$res"
+  res=$(bash -c '. "$VGPU_SRC/completions/vgpu.bash";
+        COMP_WORDS=(vgpu-list --gpu ""); COMP_CWORD=2; _vgpu; printf "%s\n" "${COMPREPLY[@]}"' 2>&1)
+  assert_contains "bash: a vgpu-list link completes GPU UUIDs" "GPU-" "$res"
 else
   skip "bash completion in bash" "bash-completion is not installed"
 fi
