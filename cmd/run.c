@@ -23,9 +23,9 @@ static const char usage[] =
     "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
     "                 GPU time) and --mem also its pinned device memory limit\n"
     "  --name NAME    a name for vgpu ps/limit (letters, digits, '.', '_', '-'); must be unique\n"
-    "  --place POLICY with --mem SIZE and no --gpu, vgpu chooses one GPU (or MIG instance) whose\n"
-    "                 memory not yet promised to running jobs fits: binpack (default: the\n"
-    "                 fullest that fits) or spread (the emptiest)\n"
+    "  --place POLICY with --mem SIZE (not PCT% or IDX:SIZE) and no --gpu, vgpu chooses one GPU\n"
+    "                 (or MIG instance) whose memory not yet promised to running jobs fits:\n"
+    "                 binpack (default: the fullest that fits) or spread (the emptiest)\n"
     "  --wait         when none fits, wait in line (first come, first served) instead of failing\n"
     "  --overcommit   allow promises beyond a GPU's memory\n"
     "  --help         show this help\n"
@@ -368,7 +368,9 @@ static int cmd_run(int argc, char **argv)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core-policy and --priority apply to the GPU-time limit: give --core PCT too");
     /* Placement (vgpu-run(1)): --mem SIZE without --gpu lets vgpu choose the GPU. */
     struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place };
-    bool placing = mem && !gpu;
+    /* Only an absolute size places: a percentage or IDX:SIZE list describes the job's GPUs, which
+     * without --gpu are all of them (vgpu-run(1)). */
+    bool placing = mem && !gpu && !strpbrk(mem, "%:");
     if (place) {
         int pol = vgpu_place_policy_parse(place);
         if (pol < 0) {

@@ -258,6 +258,15 @@ static void fill_cands(const char *dir, const struct vgpu_gpu_list *list, struct
     }
 }
 
+/* "0", or "0/gi1/ci0" for a MIG device. */
+static void gpu_label(const struct vgpu_gpu *g, char *buf, size_t len)
+{
+    if (g->is_mig)
+        snprintf(buf, len, "%u/gi%u/ci%u", g->index, g->mig_gi, g->mig_ci);
+    else
+        snprintf(buf, len, "%u", g->index);
+}
+
 static void describe_left(const struct vgpu_gpu_list *list, const struct cands *cs, char *buf, size_t len)
 {
     size_t used = 0;
@@ -266,12 +275,27 @@ static void describe_left(const struct vgpu_gpu_list *list, const struct cands *
         const struct vgpu_gpu *g = &list->gpu[cs->pos[i]];
         char a[32], b[32], idx[32];
         uint64_t left = room(&cs->c[i]);
-        if (g->is_mig)
-            snprintf(idx, sizeof idx, "%u/gi%u/ci%u", g->index, g->mig_gi, g->mig_ci);
-        else
-            snprintf(idx, sizeof idx, "%u", g->index);
+        gpu_label(g, idx, sizeof idx);
         int k = snprintf(buf + used, len - used, "\n    GPU %s (%s): %s left of %s", idx, g->uuid,
                          vgpu_format_size(left, a, sizeof a), vgpu_format_size(cs->c[i].total, b, sizeof b));
+        if (k < 0)
+            break;
+        used += (size_t)k;
+        if (used >= len)
+            used = len - 1;
+    }
+}
+
+/* "GPU 0 (79.65 GiB)" or "every GPU: GPU 0 (40 GiB), GPU 1 (80 GiB)". */
+static void describe_totals(const struct vgpu_gpu_list *list, const struct cands *cs, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "%s", cs->n > 1 ? "every GPU: " : "");
+    for (unsigned i = 0; i < cs->n && used + 1 < len; i++) {
+        const struct vgpu_gpu *g = &list->gpu[cs->pos[i]];
+        char t[32], idx[32];
+        gpu_label(g, idx, sizeof idx);
+        int k = snprintf(buf + used, len - used, "%sGPU %s (%s)", i ? ", " : "", idx,
+                         vgpu_format_size(cs->c[i].total, t, sizeof t));
         if (k < 0)
             break;
         used += (size_t)k;
@@ -364,6 +388,18 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         if (!cs->n) {
             unlock_dir(fd);
             vgpu_err_set(e, VGPU_EXIT_NO_GPU, "placement: no GPU reports its memory, so none can be chosen; use --gpu");
+            break;
+        }
+        /* A request no GPU could ever hold fails now: waiting for it would never end. */
+        unsigned bigger = 0;
+        for (unsigned i = 0; i < cs->n; i++)
+            bigger += req->want > cs->c[i].total;
+        if (bigger == cs->n) {
+            char a[32], all[1500];
+            describe_totals(list, cs, all, sizeof all);
+            unlock_dir(fd);
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s is larger than %s; ask for at most the memory of one GPU",
+                         vgpu_format_size(req->want, a, sizeof a), all);
             break;
         }
         /* First come, first served: while others wait, a newcomer queues behind them. */

@@ -24,15 +24,16 @@ wait_file "$T_DIR/j2"
 assert_eq "spread: the emptiest GPU" "$h0" "$(cat "$T_DIR/j2")"
 run vgpu run --mem 20G --place spread -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "spread: next the other H100" "$h1" "$out"
-run vgpu run --mem 90G -- true
-assert_rc "nothing fits: vgpu run fails" 125
-assert_contains "... listing what each GPU has left" "GPU 2 ($a100): 10 GiB left of 40 GiB" "$err"
-assert_contains "... and the H100 with a job" "59.65 GiB left" "$err"
+run vgpu run --mem 90G --wait -- true
+assert_rc "larger than every GPU: fails at once, even with --wait" 125
+assert_contains "... naming each GPU's size" "larger than every GPU: GPU 0 (79.65 GiB), GPU 1 (79.65 GiB), GPU 2 (40 GiB)" "$err"
 vgpu run --mem 70G --place spread -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"; sleep 30' "$T_DIR/j3" &
 j3=$!
 wait_file "$T_DIR/j3"
 run vgpu run --mem 65G -- true
 assert_rc "65G fits nowhere now" 125
+assert_contains "... listing what each GPU has left" "GPU 2 ($a100): 10 GiB left of 40 GiB" "$err"
+assert_contains "... and the H100 with a job" "59.65 GiB left" "$err"
 run vgpu run --mem 65G --overcommit -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_rc "--overcommit: runs anyway" 0
 assert_eq "... on the GPU with the most room" "$h0" "$out"
