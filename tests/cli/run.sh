@@ -42,7 +42,7 @@ run vgpu run sh -c 'stat -c %a "$VGPU_REGION"'
 assert_eq "the region is 0600" "600" "$out"
 run env LD_PRELOAD=libm.so.6 vgpu run sh -c 'echo "$LD_PRELOAD"'
 assert_eq "LD_PRELOAD is prepended to, not replaced" "$VGPU_BUILD/libvgpu.so libm.so.6" "$out"
-run vgpu run sh -c 'echo "$LD_PRELOAD"'
+run env -u LD_PRELOAD vgpu run sh -c 'echo "$LD_PRELOAD"'
 assert_eq "LD_PRELOAD is libvgpu.so beside the binary" "$VGPU_BUILD/libvgpu.so" "$out"
 run env VGPU_LIBRARY=$T_DIR/missing.so vgpu run true
 assert_rc "VGPU_LIBRARY must exist" 125
@@ -91,13 +91,14 @@ assert_contains "no NVML says why --mem needs it" "total memory" "$err"
 # The copy of libvgpu.so inside vgpu, when no library is installed beside it.
 mkdir -p "$T_DIR/bin"
 cp "$VGPU_BUILD/vgpu" "$T_DIR/bin/vgpu"
-run "$T_DIR/bin/vgpu" run sh -c 'echo "$LD_PRELOAD"'
+# (env -u: under ASan the suite preloads the sanitizer runtimes into everything.)
+run env -u LD_PRELOAD "$T_DIR/bin/vgpu" run sh -c 'echo "$LD_PRELOAD"'
 assert_rc "the embedded library: the command runs" 0
 assert_match "the embedded library is unpacked into the state directory" "^$VGPU_STATE_DIR/lib/libvgpu-[0-9a-f]{16}\\.so$" "$out"
 lib=$out
 check "the unpacked library is identical to build/libvgpu.so" cmp "$lib" "$VGPU_BUILD/libvgpu.so"
 assert_eq "the unpacked library is 0500" "500" "$(stat -c %a "$lib")"
-run "$T_DIR/bin/vgpu" run sh -c 'echo "$LD_PRELOAD"'
+run env -u LD_PRELOAD "$T_DIR/bin/vgpu" run sh -c 'echo "$LD_PRELOAD"'
 assert_eq "a second run reuses the unpacked library" "$lib" "$out"
 assert_eq "only one copy is unpacked" "1" "$(ls "$VGPU_STATE_DIR/lib" | wc -l)"
 
