@@ -18,7 +18,7 @@ for c in $cmds; do
     && ok "bash completion names vgpu-$c" || not_ok "bash completion names vgpu-$c"
   head -n 1 "$VGPU_SRC/completions/_vgpu" | grep -q "\bvgpu-$c\b" \
     && ok "zsh completion names vgpu-$c" || not_ok "zsh completion names vgpu-$c"
-  grep -q "vgpu-$c(1)\|vgpu-$c (1)\|BR vgpu-$c (1)" "$VGPU_SRC/man/vgpu.1" \
+  sed 's/\\-/-/g' "$VGPU_SRC/man/vgpu.1" | grep -q "vgpu-$c \?(1)" \
     && ok "vgpu(1) refers to vgpu-$c(1)" || not_ok "vgpu(1) refers to vgpu-$c(1)"
   grep -q "vgpu $c" "$VGPU_SRC/README.md" && ok "README mentions vgpu $c" || not_ok "README mentions vgpu $c"
 done
