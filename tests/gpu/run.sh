@@ -117,6 +117,9 @@ fi
 # ---- compute limiter (--core): its own table in tests/gpu/RESULTS-core.md (about 100 s) ----
 T bash "$src/tests/gpu/core.sh" "$B" > "$tmp/core" 2>&1; cat "$tmp/core" >&2; row "compute limiter (core.sh)" "$(grep -q 'core.sh: [0-9]* PASS, 0 FAIL' "$tmp/core" && echo PASS || echo FAIL)" "$(tail -n 1 "$tmp/core")"
 
+# ---- vgpu list field by field against nvidia-smi --query-gpu ----
+T bash "$src/tests/gpu/list.sh" "$B" > "$tmp/list" 2>&1; cat "$tmp/list" >&2; row "vgpu list vs nvidia-smi (list.sh)" "$(grep -q '^not ok' "$tmp/list" && echo FAIL || echo PASS)" "$(tail -n 1 "$tmp/list")"
+
 # ---- vgpu mig, read-only verbs only (status, profiles, list, export) vs nvidia-smi mig -lgip ----
 T bash "$src/tests/gpu/mig.sh" "$B" > "$tmp/mig" 2>&1; cat "$tmp/mig" >&2; row "vgpu mig read-only (mig.sh)" "$(grep -q '^not ok' "$tmp/mig" && echo FAIL || echo PASS)" "$(tail -n 1 "$tmp/mig")"
 
@@ -139,9 +142,15 @@ else
   row "kernel launch cost" SKIP "no cuda.h at $cuda_inc or no libcuda.so.1 ($(head -c 200 "$tmp/cc" 2>/dev/null))"
 fi
 
+# ---- vgpu top with a limited PyTorch job; its --once snapshot goes under the table ----
+T env TOP_SNAPSHOT="$tmp/topsnap" bash "$src/tests/gpu/top.sh" "$B" > "$tmp/top" 2>&1; cat "$tmp/top" >&2
+row "vgpu top, limited PyTorch job (top.sh)" "$(grep -q '^not ok' "$tmp/top" && echo FAIL || echo PASS)" \
+  "$(grep -c '^ok' "$tmp/top") ok, $(grep -c '^not ok' "$tmp/top") not ok; snapshot below"
+
 table=$(printf '%s\n' "| check | result | detail |" "|---|---|---|" "${rows[@]}")
 printf '%s\n' "$table"
-{ echo "# libvgpu.so on a real GPU"; echo
+{ echo "# vgpu on a real GPU"; echo
   echo "Latest run of \`bash tests/gpu/run.sh\`: $(date -u +%Y-%m-%d), $gpu, driver $driver."; echo
   printf '%s\n' "$table"; } > "$src/tests/gpu/RESULTS.md"
+cat "$tmp/topsnap" >> "$src/tests/gpu/RESULTS.md" 2>/dev/null
 ! printf '%s\n' "${rows[@]}" | grep -q '| FAIL |'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vgpu top on a real GPU: runs a limited PyTorch job (--mem 4G --core 50), takes `vgpu top --once`
 # and `--once --json` while it runs, checks the job and its process are shown against their
-# limits, and appends the snapshot to tests/gpu/RESULTS.md.
+# limits, and appends the snapshot to tests/gpu/RESULTS.md (or to $TOP_SNAPSHOT).
 #   bash tests/gpu/top.sh [BUILD]
 set -u
 build=$(cd "${1:-build}" && pwd) || exit 2
@@ -41,5 +41,5 @@ jq -e '.gpus[0].temperature_celsius | type == "number"' <<<"$json" >/dev/null \
   echo '```'
   echo "$snap"
   echo '```'
-} >>"$src/tests/gpu/RESULTS.md"
+} >>"${TOP_SNAPSHOT:-$src/tests/gpu/RESULTS.md}"
 exit $fail

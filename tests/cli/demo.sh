@@ -1,0 +1,19 @@
+# make demo on the simulated GPU: the GPUs, two limited jobs in vgpu ps and vgpu top --once,
+# and each job held near its GPU-time cap.
+. "$(dirname "$0")/lib.sh"
+run env VGPU_DEMO_SIMULATED=1 bash "$VGPU_SRC/tests/demo.sh" "$VGPU_BUILD"
+assert_rc "the demo exits 0" 0
+assert_contains "it says it uses the simulated GPU" "runs on the simulated GPU" "$out"
+assert_contains "it lists the GPU" "NVIDIA H100 80GB HBM3" "$out"
+top=$(sed -n '/vgpu top --once/,/what each job got/p' <<<"$out")
+assert_match "vgpu top --once shows infer against 4G and 30%" "infer .* 0 .*/4G .*/30%" "$top"
+assert_match "vgpu top --once shows train against 8G and 60%" "train .* 0 .*/8G .*/60%" "$top"
+# Wide bands: a busy 2-core CI machine may slow the simulated GPU, never speed a job past its cap.
+for j in infer:30 train:60; do
+  share=$(sed -n "s/^  ${j%%:*}: share=\([0-9.]*\).*/\1/p" <<<"$out")
+  if [ -n "$share" ] && awk -v s="$share" -v c="${j#*:}" 'BEGIN { exit !(s * 100 <= c + 5 && s * 100 >= c / 3) }'; then
+    ok "${j%%:*} got a share near its ${j#*:}% cap ($share)"
+  else
+    not_ok "${j%%:*} got a share near its ${j#*:}% cap" "share=$share"
+  fi
+done
