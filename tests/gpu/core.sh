@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The compute limiter on a real NVIDIA GPU (issue 8 targets), about 90 s in all:
 #   - one saturating job at --core 10/30/50/70 for an elementwise loop, a 4096² matmul loop and
-#     a CUDA-graph loop, over its first 5 s: throughput relative to the uncapped run, and the
-#     NVML per-process SM utilisation (nvidia-smi pmon) averaged over the same window;
+#     a CUDA-graph loop, over its first 5 s and over the whole run (CORE_SECONDS, default 5;
+#     30 for the issue's second window): throughput relative to the uncapped run, and the
+#     NVML per-process SM utilisation (nvidia-smi pmon) averaged over the run;
 #   - two jobs 30/70 (elementwise): their throughput shares;
 #   - two jobs 50/50 soft, one idle: the busy one's throughput;
 #   - the added cost per launch under budget (median, capped 90% vs an uncapped job).
@@ -42,12 +43,15 @@ declare -A base
 for m in elementwise matmul graph; do
   base[$m]=$(get "$("$T/core_bench" $m 3)" ips)
 done
-printf '%-12s %5s %10s %10s %9s %8s  %s\n' workload cap "unc it/s" "cap it/s" "% of unc" "NVML sm%" verdict
+F=$(( W < 5 ? W : 5 ))
+printf '%-12s %5s %10s %10s %10s %10s %8s  %s\n' workload cap "unc it/s" "cap it/s" "% first ${F}s" "% ${W}s" "NVML sm%" verdict
 for m in elementwise matmul graph; do
   for n in 10 30 50 70; do
-    sm=$(pmon_run "$T/o" vgpu run --gpu 0 --core $n -- "$T/core_bench" $m "$W")
-    ips=$(get "$(cat "$T/o")" ips); p=$(pct "$ips" "${base[$m]}"); v=$(verdict "$p" $n 5); count "$v"
-    printf '%-12s %4d%% %10s %10s %8s%% %8s  %s\n' $m $n "${base[$m]}" "$ips" "$p" "$sm" "$v"
+    sm=$(pmon_run "$T/o" vgpu run --gpu 0 --core $n -- "$T/core_bench" $m "$W" "$F")
+    ips=$(get "$(cat "$T/o")" ips); p=$(pct "$ips" "${base[$m]}")
+    ipsf=$(get "$(cat "$T/o")" ips_first); pf=$(pct "$ipsf" "${base[$m]}")
+    v=$(verdict "$p" $n 5); [ "$(verdict "$pf" $n 5)" = PASS ] || v=FAIL; count "$v"
+    printf '%-12s %4d%% %10s %10s %9s%% %9s%% %8s  %s\n' $m $n "${base[$m]}" "$ips" "$pf" "$p" "$sm" "$v"
   done
 done
 vgpu run --gpu 0 --core 30 -- "$T/core_bench" elementwise "$W" >"$T/a" 2>&1 &
@@ -65,7 +69,7 @@ c=$(get "$(vgpu run --gpu 0 --core 90 -- "$T/core_bench" rate 2)" p50_ns)
 d=$(awk -v c="$c" -v u="$u" 'BEGIN { printf "%.0f", c - u }')
 vo=$(awk -v d="$d" 'BEGIN { print (d < 200 ? "PASS" : "FAIL") }'); count "$vo"
 printf 'launch cost under budget: uncapped job %s ns, capped %s ns, added %s ns (< 200)   %s\n' "$u" "$c" "$d" "$vo"
-echo "core.sh: $pass PASS, $fail FAIL (first ${W} s of each run; the 30 s window is not run here to keep the GPU session short)"
+echo "core.sh: $pass PASS, $fail FAIL (first ${F} s and whole ${W} s of each run)"
 }
 # The table goes to the terminal and, with the date, GPU and driver, to tests/gpu/RESULTS-core.md.
 main | tee "$T/table"

@@ -1,6 +1,7 @@
 // core_bench: the workloads of tests/gpu/core.sh (compiled there with nvcc; not part of `make`).
-//   core_bench MODE SECONDS      MODE: elementwise | matmul | graph | rate
-// Prints "ips=<iterations per second> iters=N secs=S" (rate: "p50_ns=... launches=N").
+//   core_bench MODE SECONDS [FIRST]      MODE: elementwise | matmul | graph | rate
+// Prints "ips=<iterations per second> iters=N secs=S ips_first=<over the first FIRST seconds>"
+// (rate: "p50_ns=... launches=N"). FIRST defaults to SECONDS.
 // elementwise: c = a + b over 64 Mi floats, synchronized every iteration (many blocks, short);
 // matmul: a tiled 4096x4096 fp32 product (a few thousand blocks, milliseconds each);
 // graph: 8 elementwise kernels captured once into a CUDA graph and replayed.
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
     }
     const char *mode = argv[1];
     double secs = atof(argv[2]);
+    double first = argc > 3 ? atof(argv[3]) : secs;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (!strcmp(mode, "rate")) {
@@ -87,9 +89,11 @@ int main(int argc, char **argv)
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&exec, g, 0));
     }
-    long iters = 0;
+    long iters = 0, iters_first = -1;
     double t0 = now();
     while (now() - t0 < secs) {
+        if (iters_first < 0 && now() - t0 >= first)
+            iters_first = iters;
         if (!strcmp(mode, "elementwise"))
             add<<<4096, 256, 0, s>>>(a, b, c, n);
         else if (!strcmp(mode, "matmul"))
@@ -104,6 +108,10 @@ int main(int argc, char **argv)
         iters++;
     }
     double el = now() - t0;
-    printf("ips=%.2f iters=%ld secs=%.2f\n", iters / el, iters, el);
+    if (iters_first < 0) {
+        iters_first = iters;
+        first = el;
+    }
+    printf("ips=%.2f iters=%ld secs=%.2f ips_first=%.2f\n", iters / el, iters, el, iters_first / first);
     return 0;
 }
