@@ -69,6 +69,9 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
 
 .PHONY: all test asan demo bench install uninstall deps clean check-deps completions
+# Keep every object: the test programs' and tools' objects are intermediates of pattern rules,
+# and make would otherwise delete them after each build and recompile them the next time.
+.SECONDARY:
 all: $(VGPU_BIN) $(HOOK_LIB) $(FAKE_LIBS) $(FAKE_BINS) $(UNIT_BINS) $(PROG_BINS) $(BUILD)/links
 
 # ---- objects ---------------------------------------------------------------------------------
