@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,10 +216,15 @@ uint64_t fs_wall_us(void)
 
 uint64_t fs_mono_to_wall_us(uint64_t mono_ns)
 {
-    uint64_t now = fs_now_ns(), wall = fs_wall_us();
-    if (mono_ns >= now)
-        return wall + (mono_ns - now) / 1000;
-    return wall - (now - mono_ns) / 1000;
+    /* One offset per process: reading both clocks on every call made the same instant come out
+     * a microsecond apart from one call to the next, so a sample already seen could look new. */
+    static _Atomic int64_t offset_us;
+    static atomic_bool have_offset;
+    if (!atomic_load(&have_offset)) {
+        atomic_store(&offset_us, (int64_t)fs_wall_us() - (int64_t)(fs_now_ns() / 1000));
+        atomic_store(&have_offset, true);
+    }
+    return (uint64_t)((int64_t)(mono_ns / 1000) + atomic_load(&offset_us));
 }
 
 bool fs_gpu_lost(unsigned gpu)
