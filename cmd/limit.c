@@ -15,8 +15,8 @@ static const char usage[] =
     "\n"
     "Only the job's owner and root may change it.\n"
     "\n"
-    "Exit status: 0 changed; 2 bad option, size or GPU; 6 another user's job; 8 no such job;\n"
-    "11 the job's state file is corrupt.\n";
+    "Exit status: 0 changed; 2 bad option, size or GPU; 6 another user's job; 8 no such job (or it\n"
+    "has ended); 11 the job's state file is corrupt.\n";
 
 #include <errno.h>
 #include <stdio.h>
@@ -122,6 +122,12 @@ static int cmd_limit(int argc, char **argv)
     struct vgpu_region r;
     if (vgpu_jobs_find(statedir, job, VGPU_REGION_ADMIN, &r, &e) < 0)
         return vgpu_err_report(&e);
+    if (atomic_load(&r.hdr->state) == VGPU_JOB_EXITED) {
+        /* Kept a while for vgpu ps and vgpu wait only: there is nothing left to limit. */
+        int rc = vgpu_fail(VGPU_EXIT_NOT_FOUND, "job %s has ended: it has no limits to change", r.hdr->id);
+        vgpu_region_close(&r);
+        return rc;
+    }
 
     unsigned ndev = vgpu_region_device_count(&r), first = 0, last = ndev - 1;
     if (gpu) {

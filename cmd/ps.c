@@ -6,6 +6,8 @@ static const char usage[] =
     "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
     "processes (NVML, includes each process's CUDA context), core limit, and age.\n"
     "Processes that died are reaped first, so their memory no longer counts.\n"
+    "A job whose command has ended is shown for 60 s more, with its status in the PIDS column\n"
+    "('exited 3', 'killed SIGTERM') and no memory in use, so that vgpu wait can still get it.\n"
     "\n"
     "  --json      one JSON document (schema 1); sizes in bytes, ages in seconds\n"
     "  -q, --quiet job ids only, one a line\n"
@@ -19,9 +21,11 @@ static const char usage[] =
 
 #include <errno.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cmd.h"
@@ -53,6 +57,8 @@ struct job_view {
     bool nvml_ok[VGPU_REGION_MAX_DEVICES];
     uint64_t nvml_used[VGPU_REGION_MAX_DEVICES];
     uint64_t age_s;
+    bool exited;                          /* the command ended: nothing of it counts any more */
+    char log[4200];                       /* the job's output log (vgpu run --detach), or "" */
 };
 
 /* The driver's view: memory of the job's processes (by host pid) on each job GPU. */
@@ -95,13 +101,54 @@ static void gather(struct vgpu_nvml *nv, const struct vgpu_region *r, struct job
 {
     memset(v, 0, sizeof *v);
     v->r = r;
-    v->npids = vgpu_region_pids(r, v->pids, v->host_pids, MAX_PIDS);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     uint64_t created = r->hdr->created_realtime_ns;
     v->age_s = now > created ? (now - created) / 1000000000ULL : 0;
+    size_t len = strlen(r->path);
+    struct stat st;
+    if (len > 7 && len - 7 + 5 <= sizeof v->log) {
+        memcpy(v->log, r->path, len - 7);
+        memcpy(v->log + len - 7, ".log", 5);
+        if (stat(v->log, &st) < 0)
+            v->log[0] = '\0';
+    }
+    v->exited = atomic_load(&r->hdr->state) == VGPU_JOB_EXITED;
+    if (v->exited) {
+        /* The job is over: processes it left behind no longer belong to it. */
+        v->npids = 0;
+        return;
+    }
+    v->npids = vgpu_region_pids(r, v->pids, v->host_pids, MAX_PIDS);
     nvml_usage(nv, v);
+}
+
+static const char *signal_name(int sig, char *buf, size_t len)
+{
+    static const struct { int sig; const char *name; } names[] = {
+        { SIGHUP, "SIGHUP" }, { SIGINT, "SIGINT" }, { SIGQUIT, "SIGQUIT" }, { SIGILL, "SIGILL" },
+        { SIGTRAP, "SIGTRAP" }, { SIGABRT, "SIGABRT" }, { SIGBUS, "SIGBUS" }, { SIGFPE, "SIGFPE" },
+        { SIGKILL, "SIGKILL" }, { SIGUSR1, "SIGUSR1" }, { SIGSEGV, "SIGSEGV" }, { SIGUSR2, "SIGUSR2" },
+        { SIGPIPE, "SIGPIPE" }, { SIGALRM, "SIGALRM" }, { SIGTERM, "SIGTERM" }, { SIGXCPU, "SIGXCPU" },
+        { SIGXFSZ, "SIGXFSZ" }, { SIGSYS, "SIGSYS" },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    snprintf(buf, len, "SIG%d", sig);
+    return buf;
+}
+
+/* "exited 3" or "killed SIGTERM". */
+static void exit_text(const struct vgpu_region_header *h, char *buf, size_t len)
+{
+    int sig = atomic_load(&h->exit_signal);
+    char s[16];
+    if (sig)
+        snprintf(buf, len, "killed %s", signal_name(sig, s, sizeof s));
+    else
+        snprintf(buf, len, "exited %d", atomic_load(&h->exit_code));
 }
 
 static const char *user_name(uid_t uid, char *buf, size_t len)
@@ -149,8 +196,8 @@ static uint64_t get_limit(const struct job_view *v, unsigned d, bool *ok)
 
 static uint64_t get_used(const struct job_view *v, unsigned d, bool *ok)
 {
-    *ok = true;
-    return vgpu_region_mem_used(v->r, d);
+    *ok = !v->exited;
+    return v->exited ? 0 : vgpu_region_mem_used(v->r, d);
 }
 
 static uint64_t get_nvml(const struct job_view *v, unsigned d, bool *ok)
@@ -177,6 +224,8 @@ static void print_row(const struct job_view *v)
         snprintf(pids + (n < sizeof pids - 4 ? n : sizeof pids - 4), 4, "...");
     if (!v->npids)
         snprintf(pids, sizeof pids, "-");
+    if (v->exited)
+        exit_text(h, pids, sizeof pids);
     n = 0;
     unsigned ndev = vgpu_region_device_count(v->r);
     for (unsigned d = 0; d < ndev && n < sizeof gpus; d++)
@@ -231,6 +280,12 @@ static struct json_object *json_job(const struct job_view *v)
     vgpu_json_u64(o, "created_unix_ns", h->created_realtime_ns);
     uint32_t st = atomic_load(&h->state);
     vgpu_json_str(o, "state", st == VGPU_JOB_RUNNING ? "running" : st == VGPU_JOB_EXITED ? "exited" : "starting");
+    int sig = v->exited ? atomic_load(&h->exit_signal) : 0;
+    char sigbuf[16];
+    bool normal = v->exited && !sig;
+    vgpu_json_u64_or_null(o, "exit_code", normal, normal ? (uint64_t)(atomic_load(&h->exit_code) & 0xff) : 0);
+    vgpu_json_str(o, "exit_signal", sig ? signal_name(sig, sigbuf, sizeof sigbuf) : NULL);
+    vgpu_json_str(o, "log", v->log[0] ? v->log : NULL);
     struct json_object *pids = json_object_new_array();
     for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++) {
         struct json_object *po = json_object_new_object();
@@ -252,7 +307,7 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64_or_null(g, "mem_total_bytes", dl->mem_total != 0, dl->mem_total);
         uint64_t lim = get_limit(v, d, &ok);
         vgpu_json_u64_or_null(g, "mem_limit_bytes", ok, lim);
-        uint64_t used = vgpu_region_mem_used(v->r, d);
+        uint64_t used = v->exited ? 0 : vgpu_region_mem_used(v->r, d);
         sum_used += used;
         vgpu_json_u64(g, "mem_used_bytes", used);
         vgpu_json_u64(g, "mem_peak_bytes", atomic_load(&v->r->use->dev[d].peak));

@@ -1,8 +1,8 @@
 /* vgpu run: start a command as a job with GPU limits. */
 static const char usage[] =
     "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
-    "                [--priority high|normal|low] [--name NAME] [--mps] [--] CMD [ARGS...]\n"
-    "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [--] CMD [ARGS...]\n"
+    "                [--priority high|normal|low] [--name NAME] [--mps] [-d] [--] CMD [ARGS...]\n"
+    "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
     "UUIDs, and NVML is filtered to match), and libvgpu.so (preloaded) holds its GPU memory under\n"
@@ -22,28 +22,38 @@ static const char usage[] =
     "  --mps          run CMD as a client of the MPS daemon ('vgpu mps start'): --core becomes\n"
     "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
     "                 GPU time) and --mem also its pinned device memory limit\n"
-    "  --name NAME    a name for vgpu ps/limit (letters, digits, '.', '_', '-'); must be unique\n"
+    "  --name NAME    a name for vgpu ps/limit/wait (letters, digits, '.', '_', '-'); no other\n"
+    "                 job that has not ended may have it\n"
     "  --place POLICY with --mem SIZE (not PCT% or IDX:SIZE) and no --gpu, vgpu chooses one GPU\n"
     "                 (or MIG instance) whose memory not yet promised to running jobs fits:\n"
     "                 binpack (default: the fullest that fits) or spread (the emptiest)\n"
     "  --wait         when none fits, wait in line (first come, first served) instead of failing\n"
     "  --overcommit   allow promises beyond a GPU's memory\n"
+    "  -d, --detach   start the job in the background: print its id (one line) and exit 0 once\n"
+    "                 it exists. CMD's stdin is /dev/null; its output (and vgpu run's own\n"
+    "                 messages from then on) goes to STATEDIR/jobs/ID.log (0600), removed with\n"
+    "                 the job's record. Wait for it and get its status with vgpu wait ID\n"
     "  --help         show this help\n"
     "\n"
     "A limit larger than the GPU is an error. Change a running job's limit with vgpu limit.\n"
+    "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s.\n"
     "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG.\n"
     "\n"
     "Exit status (as env(1)): 125 vgpu run itself failed; 126 CMD found but cannot be run;\n"
     "127 CMD not found; otherwise CMD's status. When CMD dies by a signal, vgpu run dies by\n"
-    "the same signal.\n";
+    "the same signal. With --detach: 0 once the job exists, 125 when it could not be made\n"
+    "(126/127 and CMD's status are then the job's, for vgpu wait).\n";
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +82,7 @@ static const struct option options[] = {
     { "wait", no_argument, NULL, 'W' },
     { "overcommit", no_argument, NULL, 'O' },
     { "mps", no_argument, NULL, 'M' },
+    { "detach", no_argument, NULL, 'd' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -305,16 +316,114 @@ static int run_child(struct vgpu_region *r, char **argv)
     return WEXITSTATUS(status);
 }
 
+/* ---- --detach ------------------------------------------------------------------------------ */
+
+/* The caller's side: waits until the supervisor (its child) has made the job and sent its id,
+ * or has failed (it said why on the shared stderr, and exits 125). */
+static int detach_wait(pid_t supervisor, int sock)
+{
+    char buf[VGPU_JOB_ID_LEN + 2];
+    size_t got = 0;
+    while (got < sizeof buf - 1) {
+        ssize_t k = read(sock, buf + got, sizeof buf - 1 - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(sock);
+    buf[got] = '\0';
+    char *nl = strchr(buf, '\n');
+    if (nl) {
+        *nl = '\0';
+        printf("%s\n", buf);
+        if (fflush(stdout) == EOF)
+            return vgpu_fail(VGPU_EXIT_RUN_FAILED, "cannot write the job id %s: %s (the job runs: see vgpu ps)", buf,
+                             strerror(errno));
+        return 0;
+    }
+    int status;
+    while (waitpid(supervisor, &status, 0) < 0)
+        if (errno != EINTR)
+            return vgpu_fail(VGPU_EXIT_RUN_FAILED, "lost the detached vgpu run (pid %d): waitpid: %s", (int)supervisor,
+                             strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+        return WEXITSTATUS(status);
+    return vgpu_fail(VGPU_EXIT_RUN_FAILED, "the detached vgpu run (pid %d) ended before the job was started (%s %d)",
+                     (int)supervisor, WIFSIGNALED(status) ? "signal" : "status",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
+/* The supervisor's side, once the job exists: stdin from /dev/null, stdout and stderr (its
+ * own messages and the command's) to <region path minus .region>.log, 0600; then the id goes
+ * to the caller, who exits. Nothing of the caller's terminal or pipes is kept open. */
+static int detach_io(const struct vgpu_region *r, int sock, struct vgpu_err *e)
+{
+    char log[PATH_MAX];
+    size_t len = strlen(r->path);
+    if (len < 8 || len - 7 + 5 > sizeof log) {
+        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "the job region path %s is too long for its log", r->path);
+        return -1;
+    }
+    memcpy(log, r->path, len - 7);
+    memcpy(log + len - 7, ".log", 5);
+    /* O_APPEND: vgpu run and the command's processes write to it side by side. */
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const char *why = NULL;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (fchmod(fd, 0600) < 0)    /* the umask may have taken bits; an old file may have others */
+        why = strerror(errno);
+    if (why) {
+        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot create the job's log %s: %s", log, why);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null < 0) {
+        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot open /dev/null: %s", strerror(errno));
+        close(fd);
+        unlink(log);
+        return -1;
+    }
+    fflush(NULL);
+    /* dup2 clears FD_CLOEXEC: the command inherits these three. */
+    if (dup2(null, STDIN_FILENO) < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) {
+        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot redirect to the job's log %s: %s", log, strerror(errno));
+        close(null);
+        close(fd);
+        unlink(log);
+        return -1;
+    }
+    close(null);
+    close(fd);
+    char msg[VGPU_JOB_ID_LEN + 2];
+    int n = snprintf(msg, sizeof msg, "%s\n", r->hdr->id);
+    /* MSG_NOSIGNAL: a caller killed meanwhile is an error here, not a SIGPIPE. */
+    if (send(sock, msg, (size_t)n, MSG_NOSIGNAL) != n) {
+        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "the caller of vgpu run --detach is gone (%s): the job is not started",
+                     strerror(errno));
+        unlink(log);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the command -------------------------------------------------------------------------------- */
 
 static int cmd_run(int argc, char **argv)
 {
     const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *place = NULL;
     const char *core_policy = NULL, *priority = NULL;
-    bool wait_place = false, overcommit = false, mps = false;
+    bool wait_place = false, overcommit = false, mps = false, detach = false;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
-    while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+")) != -1) {
+    while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
         switch (c) {
         case 'g': gpu = optarg; break;
         case 'm': mem = optarg; break;
@@ -326,6 +435,7 @@ static int cmd_run(int argc, char **argv)
         case 'W': wait_place = true; break;
         case 'O': overcommit = true; break;
         case 'M': mps = true; break;
+        case 'd': detach = true; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -336,6 +446,9 @@ static int cmd_run(int argc, char **argv)
     }
     char **cmdv = argv + optind;
     struct vgpu_err e;
+    if (name && *name && !vgpu_job_name_valid(name))
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not "
+                         "starting with '.' or '-'", name, VGPU_JOB_NAME_LEN - 1);
     unsigned core_pct = 0;
     if (core && vgpu_parse_percent(core, &core_pct, "--core", &e) < 0)
         return run_fail(&e);
@@ -403,6 +516,7 @@ static int cmd_run(int argc, char **argv)
     char *cmdline = join_args(cmdv);
     struct vgpu_region r = { .fd = -1 };
     bool created = false;
+    int sock = -1;                      /* --detach: the supervisor's end, to send the job id */
     const struct vgpu_gpu *gpus[VGPU_REGION_MAX_DEVICES];
     if (!list || !spec || !cmdline) {
         vgpu_fail(rc, "out of memory");
@@ -491,22 +605,68 @@ static int cmd_run(int argc, char **argv)
         rc = run_fail(&e);
         goto out;
     }
-    if (name && *name) {
-        struct vgpu_region other;
-        if (vgpu_jobs_find(statedir, name, VGPU_REGION_JOB, &other, &e) == 0) {
-            bool same = strcmp(other.hdr->name, name) == 0;
-            char id[VGPU_JOB_ID_LEN];
-            snprintf(id, sizeof id, "%s", other.hdr->id);
-            vgpu_region_close(&other);
-            if (same) {
-                vgpu_fail(rc, "--name: a job named '%s' is running (id %s); choose another name", name, id);
-                goto out;
-            }
+    /* Listing the jobs also removes those that ended long enough ago (vgpu_jobs_list), so
+     * ended jobs do not pile up where nothing else lists them. */
+    struct vgpu_job_ref *refs;
+    size_t njobs;
+    if (vgpu_jobs_list(statedir, &refs, &njobs, NULL, &e) < 0) {
+        if (name && *name) {
+            rc = run_fail(&e);
+            goto out;
         }
+        vgpu_debug("%s", e.msg);
+        refs = NULL;
+        njobs = 0;
     }
+    /* The name of a job that has ended (and is kept a while for vgpu wait) may be reused. */
+    const struct vgpu_job_ref *same = NULL;
+    for (size_t i = 0; name && *name && i < njobs && !same; i++)
+        if (refs[i].readable && refs[i].state != VGPU_JOB_EXITED && strcmp(refs[i].name, name) == 0)
+            same = &refs[i];
+    if (same)
+        vgpu_fail(rc, "--name: a job named '%s' is running (id %s); choose another name", name, same->id);
+    free(refs);
+    if (same)
+        goto out;
     if (vgpu_run_find_library(statedir, library, sizeof library, &e) < 0) {
         rc = run_fail(&e);
         goto out;
+    }
+    vgpu_nvml_close(nv);
+    nv = NULL;
+    if (detach) {
+        /* Everything is checked: from here the supervisor (the child, which waits for the
+         * command) makes the job, and tells the caller its id or fails saying why. */
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+            vgpu_fail(rc, "--detach: socketpair: %s", strerror(errno));
+            goto out;
+        }
+        pid_t caller = getpid();
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            vgpu_fail(rc, "--detach: fork: %s", strerror(errno));
+            close(sv[0]);
+            close(sv[1]);
+            goto out;
+        }
+        if (pid > 0) {
+            close(sv[1]);
+            /* Our promise, if the supervisor did not take it over, is released at out. */
+            rc = detach_wait(pid, sv[0]);
+            goto out;
+        }
+        close(sv[0]);
+        sock = sv[1];
+        setsid();   /* no terminal, not in the caller's process group: its ^C is not ours */
+        /* A promise lasts as long as the process that holds it (placement.h): the caller is
+         * about to exit, so the supervisor takes it over, under the placement lock. */
+        if (place_dir[0] && vgpu_place_adopt(place_dir, caller, &e) < 0) {
+            place_dir[0] = 0;
+            rc = run_fail(&e);
+            goto out;
+        }
     }
     if (vgpu_region_create(&r, statedir, spec, &e) < 0) {
         rc = run_fail(&e);
@@ -516,18 +676,30 @@ static int cmd_run(int argc, char **argv)
     char region_path[PATH_MAX];
     if (!realpath(r.path, region_path))
         snprintf(region_path, sizeof region_path, "%s", r.path);
-    vgpu_nvml_close(nv);
-    nv = NULL;
     if (prepare_environment(region_path, library, spec) != 0)
         goto out;
+    if (detach) {
+        int d = detach_io(&r, sock, &e);
+        close(sock);
+        sock = -1;
+        if (d < 0) {
+            rc = run_fail(&e);
+            goto out;
+        }
+    }
     vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.hdr->id, region_path, getenv("LD_PRELOAD"));
     rc = run_child(&r, cmdv);
 out:
+    if (sock >= 0)
+        close(sock);
     if (place_dir[0])
         vgpu_place_release(place_dir);
     if (created) {
-        /* Nothing reads an exited job yet (vgpu wait will): remove it now. */
-        vgpu_region_remove(&r, &e);
+        /* An ended job stays, EXITED with its status, for vgpu ps and vgpu wait; the next
+         * listing after VGPU_EXITED_KEEP_DEFAULT_S removes it (lib/core/jobs.c). A job whose
+         * command never started is removed now. */
+        if (atomic_load(&r.hdr->state) != VGPU_JOB_EXITED)
+            vgpu_region_remove(&r, &e);
         vgpu_region_close(&r);
     }
     free(cmdline);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
@@ -20,12 +21,54 @@ static int by_creation(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
-/* Reaps a readable region and tells whether it is stale: its `vgpu run` is gone and no
- * process of the job is alive, so nobody will ever use or remove it. */
-static bool reap_is_stale(struct vgpu_region *r)
+/* How long an ended job is kept, in ns: VGPU_EXITED_KEEP_S (a testing knob) or the default. */
+static uint64_t exited_keep_ns(void)
+{
+    double s = VGPU_EXITED_KEEP_DEFAULT_S;
+    const char *v = getenv("VGPU_EXITED_KEEP_S");
+    if (v && *v) {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (!errno && !*end && x >= 0 && x <= 1e6)
+            s = x;
+    }
+    return (uint64_t)(s * 1e9);
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Reaps a readable region and tells whether it is stale. A running job is stale when its
+ * `vgpu run` is gone and no process of the job is alive, so nobody will ever use or remove
+ * it. An ended one (EXITED) is kept `keep` ns after it ended, for vgpu wait and ps, whether
+ * its `vgpu run` is still there or not (it exits right after recording the status). */
+static bool reap_is_stale(struct vgpu_region *r, uint64_t now, uint64_t keep)
 {
     vgpu_region_reap(r);
+    if (atomic_load(&r->hdr->state) == VGPU_JOB_EXITED) {
+        uint64_t ended = atomic_load(&r->hdr->exited_realtime_ns);
+        /* A clock stepped back by more than `keep` must not keep it forever either. */
+        return ended == 0 || (now >= ended ? now - ended >= keep : ended - now > keep);
+    }
     return !vgpu_region_creator_alive(r) && vgpu_region_pids(r, NULL, NULL, 0) == 0;
+}
+
+/* Removes a stale job: its region, and its output log (vgpu run --detach) beside it. */
+static void remove_job(const char *region_path)
+{
+    char log[4200];
+    size_t len = strlen(region_path);
+    unlink(region_path);
+    if (len > 7 && len - 7 + 5 < sizeof log) {
+        memcpy(log, region_path, len - 7);
+        memcpy(log + len - 7, ".log", 5);
+        unlink(log);
+    }
 }
 
 int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
@@ -47,6 +90,7 @@ int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *coun
     }
     size_t cap = 0, n = 0;
     struct vgpu_job_ref *refs = NULL;
+    uint64_t now = realtime_ns(), keep = exited_keep_ns();
     struct dirent *de;
     while ((de = readdir(d))) {
         size_t len = strlen(de->d_name);
@@ -87,12 +131,13 @@ int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *coun
                 (*corrupt)++;
             continue;
         }
-        if (reap_is_stale(&r)) {
-            unlink(ref->path);
+        if (reap_is_stale(&r, now, keep)) {
+            remove_job(ref->path);
             vgpu_region_close(&r);
             continue;
         }
         ref->readable = true;
+        ref->state = atomic_load(&r.hdr->state);
         snprintf(ref->name, sizeof ref->name, "%s", r.hdr->name);
         ref->created_ns = r.hdr->created_realtime_ns;
         vgpu_region_close(&r);
@@ -121,7 +166,13 @@ int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode 
     for (size_t i = 0; i < n && !hit; i++)
         if (strcmp(refs[i].id, key) == 0)
             hit = &refs[i];
+    /* A name may be reused once its job has ended: the job that has not ended wins, else the
+     * newest (refs are sorted oldest first). */
     for (size_t i = 0; i < n && !hit; i++)
+        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0 &&
+            refs[i].state != VGPU_JOB_EXITED)
+            hit = &refs[i];
+    for (size_t i = n; i-- > 0 && !hit;)
         if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
             hit = &refs[i];
     if (!hit && *key) {

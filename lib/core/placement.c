@@ -197,10 +197,14 @@ uint64_t vgpu_place_promised(const char *statedir, const char *uuid)
     return s;
 }
 
+static void proc_name(pid_t pid, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d.%llu", (int)pid, start_time(pid));
+}
+
 static void own_name(char *buf, size_t len)
 {
-    pid_t me = getpid();
-    snprintf(buf, len, "%d.%llu", (int)me, start_time(me));
+    proc_name(getpid(), buf, len);
 }
 
 /* Appends "UUID BYTES" lines to this process's promise file (under the lock). */
@@ -230,6 +234,25 @@ void vgpu_place_release(const char *statedir)
     own_name(name, sizeof name);
     snprintf(path, sizeof path, "%s/promises/%s", statedir, name);
     unlink(path);
+}
+
+int vgpu_place_adopt(const char *statedir, pid_t from, struct vgpu_err *e)
+{
+    char theirs[64], mine[64], src[4200], dst[4200];
+    int fd = lock_dir(statedir, e);
+    if (fd < 0)
+        return -1;
+    proc_name(from, theirs, sizeof theirs);
+    own_name(mine, sizeof mine);
+    snprintf(src, sizeof src, "%s/promises/%s", statedir, theirs);
+    snprintf(dst, sizeof dst, "%s/promises/%s", statedir, mine);
+    /* Under the lock, so no placement sees the promise twice or not at all. */
+    int rc = rename(src, dst);
+    if (rc < 0)
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot take over the promise %s (was its vgpu run killed?): %s",
+                     src, strerror(errno));
+    unlock_dir(fd);
+    return rc;
 }
 
 /* ---- candidates ------------------------------------------------------------------------------ */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,10 @@
 #include "vgpu/exitcode.h"
 
 _Static_assert(sizeof(struct vgpu_region_header) <= VGPU_REGION_LIMITS_SIZE, "the header must fit in page 0");
+/* The layout of version 1: exited_realtime_ns took one of the reserved words. */
+_Static_assert(sizeof(struct vgpu_region_header) == 3424 && offsetof(struct vgpu_region_header, dev) == 736 &&
+               offsetof(struct vgpu_region_header, exited_realtime_ns) == 672,
+               "the region header layout of version 1 must not change");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4, "atomics must be plain words");
 
 /* ---- processes --------------------------------------------------------------------------- */
@@ -271,7 +276,7 @@ int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e)
 
 /* ---- creation ------------------------------------------------------------------------------ */
 
-static bool valid_name(const char *s)
+bool vgpu_job_name_valid(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n >= VGPU_JOB_NAME_LEN || s[0] == '.' || s[0] == '-')
@@ -347,7 +352,7 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
                      spec->device_count);
         return -1;
     }
-    if (spec->name && *spec->name && !valid_name(spec->name)) {
+    if (spec->name && *spec->name && !vgpu_job_name_valid(spec->name)) {
         vgpu_err_set(e, VGPU_EXIT_USAGE,
                      "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not starting with '.' or '-'",
                      spec->name, VGPU_JOB_NAME_LEN - 1);
@@ -707,8 +712,15 @@ int vgpu_region_set_state(struct vgpu_region *r, enum vgpu_job_state st, int exi
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "the job region is open read-only");
         return -1;
     }
+    uint64_t when = 0;
+    if (st == VGPU_JOB_EXITED) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        when = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    }
     atomic_store(&r->hdr_rw->exit_code, exit_code);
     atomic_store(&r->hdr_rw->exit_signal, exit_signal);
+    atomic_store(&r->hdr_rw->exited_realtime_ns, when);
     atomic_store(&r->hdr_rw->state, (uint32_t)st);
     return 0;
 }

@@ -75,8 +75,15 @@ echo > "$fifo"
 wait "$runner"
 rc=$?
 assert_eq "the job ends with its command's status" "0" "$rc"
-run vgpu ps -q
-assert_eq "an ended job is gone" "" "$out"
+run vgpu ps --json
+assert_eq "an ended job is listed as exited, with its status, for a while" "$id exited 0" \
+  "$(printf '%s' "$out" | jq -r '.jobs[] | "\(.id) \(.state) \(.exit_code)"')"
+run vgpu ps
+assert_contains "the table shows how it ended" "exited 0" "$out"
+run vgpu limit "$id" --mem 1G
+assert_rc "limit of an ended job: 8" 8
+run env VGPU_EXITED_KEEP_S=0 vgpu ps -q
+assert_eq "an ended job is gone once its time is up" "" "$out"
 
 # A job whose vgpu run was SIGKILLed is removed by the next reader.
 vgpu run sh -c "echo \$\$ > $T_DIR/cmdpid; exec sleep 30" &

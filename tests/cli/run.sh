@@ -37,7 +37,12 @@ run vgpu run --gpu 0 sh -c 'test -f "$VGPU_REGION" && echo "$VGPU_REGION"'
 assert_rc "VGPU_REGION names an existing file" 0
 region=$out
 assert_match "the region lives in the state directory" "^$VGPU_STATE_DIR/jobs/[0-9a-f]{12}\\.region$" "$region"
-check "the region is removed when the command ends" test ! -e "$region"
+id=$(basename "$region" .region)
+run vgpu ps --json
+assert_eq "an ended job is kept, exited, with its status" "exited 0" \
+  "$(printf '%s' "$out" | jq -r --arg id "$id" '.jobs[] | select(.id == $id) | "\(.state) \(.exit_code)"')"
+run env VGPU_EXITED_KEEP_S=0 vgpu ps -q
+check "the region is removed by a listing once its time is up" test ! -e "$region"
 run vgpu run sh -c 'stat -c %a "$VGPU_REGION"'
 assert_eq "the region is 0600" "600" "$out"
 run env LD_PRELOAD=libm.so.6 vgpu run sh -c 'echo "$LD_PRELOAD"'
@@ -50,11 +55,11 @@ assert_contains "VGPU_LIBRARY missing is named" "missing.so" "$err"
 
 # --mem.
 run vgpu run --mem 4G sh -c 'vgpu ps --json'
-assert_eq "--mem 4G is the limit of the job's GPU" "4294967296" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].mem_limit_bytes')"
+assert_eq "--mem 4G is the limit of the job's GPU" "4294967296" "$(printf '%s' "$out" | jq '(.jobs[] | select(.state == "running")).gpus[0].mem_limit_bytes')"
 run vgpu run --mem 50% sh -c 'vgpu ps --json'
-assert_eq "--mem 50% is half the GPU" "$((total / 2))" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].mem_limit_bytes')"
+assert_eq "--mem 50% is half the GPU" "$((total / 2))" "$(printf '%s' "$out" | jq '(.jobs[] | select(.state == "running")).gpus[0].mem_limit_bytes')"
 run vgpu run --mem 0:1G sh -c 'vgpu ps --json'
-assert_eq "--mem IDX:SIZE" "1073741824" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].mem_limit_bytes')"
+assert_eq "--mem IDX:SIZE" "1073741824" "$(printf '%s' "$out" | jq '(.jobs[] | select(.state == "running")).gpus[0].mem_limit_bytes')"
 run vgpu run --mem 4X true
 assert_rc "a bad size: 125" 125
 assert_contains "a bad size is quoted" "'4X'" "$err"
@@ -76,7 +81,7 @@ run vgpu run --gpu 9 true
 assert_rc "an unknown GPU: 125" 125
 assert_contains "an unknown GPU lists the GPUs" "$uuid" "$err"
 run vgpu run --core 30 sh -c 'vgpu ps --json'
-assert_eq "--core is stored" "30" "$(printf '%s' "$out" | jq '.jobs[0].gpus[0].core_limit_percent')"
+assert_eq "--core is stored" "30" "$(printf '%s' "$out" | jq '(.jobs[] | select(.state == "running")).gpus[0].core_limit_percent')"
 run vgpu run --core 0 true
 assert_rc "--core 0: 125" 125
 run vgpu run --name 'bad name' true

@@ -401,6 +401,66 @@ static void test_find_and_stale(void **state)
     vgpu_region_close(&a);
 }
 
+/* An ended job stays listed (for vgpu wait) until its keep time is up, even with its creator
+ * gone; then the listing removes it and its log. A name of an ended job may be reused. */
+static void test_exited_kept(void **state)
+{
+    (void)state;
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.cmdline = "x";
+    spec.device_count = 1;
+    spec.dev[0].uuid = "GPU-1";
+    spec.name = "again";
+    struct vgpu_region a, b, f;
+    struct vgpu_err e;
+    assert_int_equal(vgpu_region_create(&a, statedir, &spec, &e), 0);
+    assert_int_equal(vgpu_region_set_state(&a, VGPU_JOB_EXITED, 3, 0, &e), 0);
+    assert_int_equal(atomic_load(&a.hdr->state), VGPU_JOB_EXITED);
+    assert_true(atomic_load(&a.hdr->exited_realtime_ns) >= a.hdr->created_realtime_ns);
+    pid_t kid = fork();
+    if (kid == 0)
+        _exit(0);
+    waitpid(kid, NULL, 0);
+    a.hdr_rw->creator_pid = kid;    /* its vgpu run has exited, as it does right after */
+    char log[4200];
+    snprintf(log, sizeof log, "%.*s.log", (int)(strlen(a.path) - 7), a.path);
+    int fd = open(log, O_CREAT | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_job_ref *refs;
+    size_t n;
+    assert_int_equal(vgpu_jobs_list(statedir, &refs, &n, NULL, &e), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(refs[0].state, VGPU_JOB_EXITED);
+    free(refs);
+    /* The name now means the newer job while it has not ended, and the newest after. */
+    assert_int_equal(vgpu_region_create(&b, statedir, &spec, &e), 0);
+    assert_int_equal(vgpu_jobs_find(statedir, "again", VGPU_REGION_JOB, &f, &e), 0);
+    assert_string_equal(f.hdr->id, b.hdr->id);
+    vgpu_region_close(&f);
+    /* Ended 61 s ago: gone, with its log. */
+    atomic_store(&a.hdr_rw->exited_realtime_ns, atomic_load(&a.hdr->exited_realtime_ns) - 61000000000ULL);
+    assert_int_equal(vgpu_jobs_list(statedir, &refs, &n, NULL, &e), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(refs[0].id, b.hdr->id);
+    free(refs);
+    assert_int_equal(access(a.path, F_OK), -1);
+    assert_int_equal(access(log, F_OK), -1);
+    /* VGPU_EXITED_KEEP_S shortens the keep time (0: at once). */
+    assert_int_equal(vgpu_region_set_state(&b, VGPU_JOB_EXITED, 0, 15, &e), 0);
+    assert_int_equal(vgpu_jobs_list(statedir, &refs, &n, NULL, &e), 0);
+    assert_int_equal(n, 1);
+    free(refs);
+    setenv("VGPU_EXITED_KEEP_S", "0", 1);
+    assert_int_equal(vgpu_jobs_list(statedir, &refs, &n, NULL, &e), 0);
+    unsetenv("VGPU_EXITED_KEEP_S");
+    assert_int_equal(n, 0);
+    free(refs);
+    vgpu_region_close(&a);
+    vgpu_region_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -411,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_modes_and_umask),
         cmocka_unit_test(test_find_and_stale),
+        cmocka_unit_test(test_exited_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "vgpu/log.h"
 
 struct vgpu_gpu_list;
@@ -53,6 +54,11 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
  * Refused (VGPU_EXIT_NO_CAPACITY) when one would exceed its GPU, unless overcommit. */
 int vgpu_place_reserve(const char *statedir, const struct vgpu_gpu_list *list, const unsigned *pos,
                        const uint64_t *bytes, unsigned n, bool overcommit, struct vgpu_err *e);
+
+/* Takes over the promises of process `from` (alive: the parent of a `vgpu run --detach`
+ * supervisor), so that they last as long as the calling process instead. 0, or -1 with e set
+ * (VGPU_EXIT_STATE; e.g. `from` has none, or died and lost them). */
+int vgpu_place_adopt(const char *statedir, pid_t from, struct vgpu_err *e);
 
 /* Drops this process's promises (the job ended). */
 void vgpu_place_release(const char *statedir);

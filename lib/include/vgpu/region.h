@@ -1,7 +1,9 @@
 /* The job region: the shared state of one job (DESIGN.md decision 4).
  *
  * A job is one file <statedir>/jobs/<id>.region, created 0600 by `vgpu run` and mapped
- * MAP_SHARED by every process of the job (libvgpu.so), by `vgpu ps/top/limit/wait`.
+ * MAP_SHARED by every process of the job (libvgpu.so), by `vgpu ps/top/limit/wait`. When the
+ * command ends, `vgpu run` records the state EXITED with the status and the time, and leaves
+ * the file; vgpu_jobs_list removes it VGPU_EXITED_KEEP_DEFAULT_S later.
  *
  *   page 0  (VGPU_REGION_LIMITS_SIZE bytes): header + limits. Written only by `vgpu run`
  *           (creation, exit status) and `vgpu limit`. libvgpu.so maps it read-only, so a bug
@@ -79,7 +81,8 @@ struct vgpu_region_header {
     _Atomic int32_t exit_code;          /* when EXITED: 0..255, or -1 when killed by a signal */
     _Atomic int32_t exit_signal;        /* when EXITED by a signal: its number, else 0 */
     uint32_t reserved0;
-    uint64_t reserved[8];
+    _Atomic uint64_t exited_realtime_ns; /* CLOCK_REALTIME when the command ended (EXITED), else 0 */
+    uint64_t reserved[7];
     struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
 };
 
@@ -160,6 +163,10 @@ struct vgpu_job_spec {
 int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct vgpu_job_spec *spec,
                        struct vgpu_err *e);
 
+/* True for a name vgpu_region_create accepts: 1..63 of [A-Za-z0-9._-], not starting with '.'
+ * or '-'. */
+bool vgpu_job_name_valid(const char *name);
+
 /* Opens and validates an existing region (magic, version, sizes, counts, file size, not
  * group/world-writable). Corrupt, truncated or wrong-version → VGPU_EXIT_STATE with the reason;
  * EACCES/EPERM → VGPU_EXIT_PERMISSION; missing → VGPU_EXIT_NOT_FOUND. 0, or -1 with e set. */
@@ -210,6 +217,8 @@ bool vgpu_region_creator_alive(const struct vgpu_region *r);
 int vgpu_region_set_mem_limit(struct vgpu_region *r, unsigned dev, uint64_t bytes, struct vgpu_err *e);
 int vgpu_region_set_core_limit(struct vgpu_region *r, unsigned dev, unsigned pct, enum vgpu_core_policy pol,
                                struct vgpu_err *e);
+/* EXITED also records the time (exited_realtime_ns), before the state, so a reader that sees
+ * EXITED sees the status and the time. */
 int vgpu_region_set_state(struct vgpu_region *r, enum vgpu_job_state st, int exit_code, int exit_signal,
                           struct vgpu_err *e);
 
@@ -230,15 +239,22 @@ struct vgpu_job_ref {
     uid_t owner;                        /* the file's owner */
     uint64_t created_ns;                /* CLOCK_REALTIME (the file's mtime when unreadable) */
     bool readable;                      /* false: another user's job (0600): only id/owner known */
+    unsigned state;                     /* enum vgpu_job_state (readable jobs only) */
 };
 
+/* How long an EXITED job stays listed (so that vgpu wait started late still gets its status):
+ * 60 seconds, or VGPU_EXITED_KEEP_S (a testing knob: seconds, fractions allowed). */
+#define VGPU_EXITED_KEEP_DEFAULT_S 60
+
 /* Every job in <statedir>/jobs, sorted by creation time. Readable regions are reaped, and
- * stale ones (creator dead and no live slot) are removed. Corrupt files are skipped (left in
+ * stale ones (creator dead and no live slot, or EXITED longer than VGPU_EXITED_KEEP_S ago) are
+ * removed, with the job's output log (<id>.log, vgpu run --detach) if any. Corrupt files are skipped (left in
  * place, counted in *corrupt when not NULL). *out is malloc'd (free it). 0, or -1 with e set. */
 int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
                    struct vgpu_err *e);
 
-/* Finds one job by exact id, unique id prefix or exact name, and opens it in `mode`.
+/* Finds one job by exact id, unique id prefix or exact name, and opens it in `mode`. A name
+ * shared by an ended job and a later one means the job that has not ended, else the newest.
  * VGPU_EXIT_NOT_FOUND (listing the jobs), VGPU_EXIT_USAGE (ambiguous prefix), or
  * VGPU_EXIT_PERMISSION (another user's job). 0, or -1 with e set. */
 int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
