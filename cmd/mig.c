@@ -9,7 +9,7 @@ static const char usage[] =
     "       vgpu mig create SPEC [--gpu SEL] [--ci PROFILE | --no-ci] [--json]\n"
     "       vgpu mig destroy ID...|all [--gpu SEL] [--json]\n"
     "       vgpu mig apply FILE [--dry-run] [--json]\n"
-    "       vgpu mig export [--gpu SEL]\n"
+    "       vgpu mig export   [--gpu SEL] [--json]\n"
     "\n"
     "Partition GPUs into MIG instances (A100, A30, H100, H200 and newer).\n"
     "\n"
@@ -29,7 +29,8 @@ static const char usage[] =
     "             processes use them (they are named)\n"
     "  apply      make the GPUs match a layout file (JSON, see vgpu-mig(1)); nothing is touched\n"
     "             when they already do, otherwise the plan is printed and carried out\n"
-    "  export     the current layout in the format apply reads (export | apply is a no-op)\n"
+    "  export     the current layout in the format apply reads, always JSON (--json is accepted\n"
+    "             and changes nothing); export | apply is a no-op\n"
     "\n"
     "  --gpu SEL       these GPUs: index, UUID or its start, PCI bus id, a MIG UUID (its GPU),\n"
     "                  comma list, or 'all' (default: all; create and destroy need one GPU)\n"
@@ -38,7 +39,7 @@ static const char usage[] =
     "  --ci PROFILE    create: compute-instance profile (1c.3g.40gb, 1c, or its ID)\n"
     "  --no-ci         create: GPU instances only\n"
     "  --dry-run       apply: print the plan, change nothing\n"
-    "  --json          one JSON document\n"
+    "  --json          one JSON document, also on failure: then \"ok\": false and \"error\"\n"
     "  --help          show this help\n"
     "\n"
     "Exit status: 0 done or nothing to do; 1 failed; 2 bad usage, unknown GPU or profile;\n"
@@ -54,6 +55,7 @@ static const char usage[] =
 #include <unistd.h>
 
 #include "cmd.h"
+#include "common.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/json.h"
@@ -110,14 +112,83 @@ struct ctx {
     const struct opts *o;
 };
 
+/* With --json, a failing verb still prints one document, with "ok": false and "error": the
+ * message of the failure that decides the exit status (the first one; a pending mode change
+ * gives way to a real failure, as in the exit status), which also went to stderr. Every
+ * failure in this file goes through fail(), report(), usage_err() or note_pending(), which
+ * remember it here. */
+static struct {
+    int code;
+    char error[1024];
+    bool emitted;                 /* a document is out */
+} failure;
+
+static void remember(int code, const char *msg)
+{
+    if (failure.error[0] && !(failure.code == VGPU_EXIT_PENDING && code != VGPU_EXIT_PENDING))
+        return;
+    failure.code = code;
+    snprintf(failure.error, sizeof failure.error, "%s", msg);
+}
+
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    remember(code, msg);
+    return vgpu_fail(code, "%s", msg);
+}
+
+static int report(const struct vgpu_err *e)
+{
+    remember(e->code, e->msg);
+    return vgpu_err_report(e);
+}
+
+static int usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_err(const char *fmt, ...)
+{
+    char msg[800];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fail(VGPU_EXIT_USAGE, "%s (see 'vgpu %s --help')", msg, vgpu_cmd_mig.name);
+}
+
+/* A mode change left pending: a warning, and exit status 10. */
+static void note_pending(const char *msg)
+{
+    remember(VGPU_EXIT_PENDING, msg);
+    vgpu_warn("%s", msg);
+}
+
 static int out_err(void)
 {
     return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %m");
 }
 
-static int emit(struct json_object *doc)
+/* Emits doc with "ok" and "error" (null on success) after "schema", as every vgpu mig
+ * document has them. Returns rc, or the output error when rc is 0. */
+static int finish(struct json_object *doc, int rc)
 {
-    return vgpu_json_emit(doc, true) < 0 ? out_err() : 0;
+    struct json_object *out = vgpu_json_doc();
+    char fallback[64];
+    snprintf(fallback, sizeof fallback, "failed (exit status %d)", rc);
+    vgpu_json_bool(out, "ok", rc == 0);
+    vgpu_json_str(out, "error", rc ? (failure.error[0] ? failure.error : fallback) : NULL);
+    json_object_object_foreach(doc, key, val) {
+        if (strcmp(key, "schema"))
+            json_object_object_add(out, key, json_object_get(val));
+    }
+    json_object_put(doc);
+    failure.emitted = true;
+    int r = vgpu_json_emit(out, true) < 0 ? out_err() : 0;
+    return rc ? rc : r;
 }
 
 /* The physical GPU position of list entry pos (a MIG device maps to its parent). */
@@ -199,16 +270,25 @@ static void gpu_head_json(struct json_object *o, const struct vgpu_mig_gpu *g)
     vgpu_json_bool(o, "mig_supported", g->supported);
 }
 
+/* The mode keys that status and list share. */
+static void mode_json(struct json_object *o, const struct vgpu_mig_gpu *g)
+{
+    vgpu_json_str(o, "mig_mode_current", g->supported ? onoff(g->current) : NULL);
+    vgpu_json_str(o, "mig_mode_pending", g->supported ? onoff(g->pending) : NULL);
+    vgpu_json_bool(o, "reset_required", g->supported && g->current != g->pending);
+}
+
 static int do_status(struct ctx *c)
 {
     struct json_object *doc = c->o->json ? vgpu_json_doc() : NULL, *arr = json_object_new_array();
+    int rc = 0;
     if (!c->o->json)
         printf("%-4s %-26s %-9s %-9s %-6s %s\n", "GPU", "NAME", "MIG", "PENDING", "RESET", "INSTANCES");
     for (unsigned k = 0; k < c->n; k++) {
         struct vgpu_err e;
         const struct vgpu_gpu *gp = &c->list->gpu[c->pos[k]];
         if (vgpu_mig_read(c->nv, gp, c->mg, &e) < 0) {
-            vgpu_err_report(&e);
+            rc = report(&e);
             continue;
         }
         const struct vgpu_mig_gpu *g = c->mg;
@@ -219,9 +299,7 @@ static int do_status(struct ctx *c)
         if (c->o->json) {
             struct json_object *o = json_object_new_object();
             gpu_head_json(o, g);
-            vgpu_json_str(o, "mig_mode_current", g->supported ? onoff(g->current) : NULL);
-            vgpu_json_str(o, "mig_mode_pending", g->supported ? onoff(g->pending) : NULL);
-            vgpu_json_bool(o, "reset_required", reset);
+            mode_json(o, g);
             struct json_object *gis = json_object_new_array();
             for (unsigned i = 0; i < g->ngi; i++)
                 json_object_array_add(gis, gi_json(&g->gi[i]));
@@ -247,10 +325,10 @@ static int do_status(struct ctx *c)
     }
     if (doc) {
         json_object_object_add(doc, "gpus", arr);
-        return emit(doc);
+        return finish(doc, rc);
     }
     json_object_put(arr);
-    return fflush(stdout) == EOF ? out_err() : 0;
+    return fflush(stdout) == EOF ? out_err() : rc;
 }
 
 /* ---- profiles ------------------------------------------------------------------------------ */
@@ -276,8 +354,8 @@ static int do_ci_profiles(struct ctx *c, struct json_object *arr)
         if (g->gi[i].id == id)
             gi = &g->gi[i];
     if (!gi)
-        return vgpu_fail(VGPU_EXIT_NOT_FOUND, "no GPU instance %s on GPU %u (see 'vgpu mig list --gpu %u')", c->o->gi,
-                         g->index, g->index);
+        return fail(VGPU_EXIT_NOT_FOUND, "no GPU instance %s on GPU %u (see 'vgpu mig list --gpu %u')", c->o->gi,
+                    g->index, g->index);
     struct vgpu_mig_ci_profile cps[16];
     unsigned n = vgpu_mig_ci_profiles(c->nv, gi, cps, 16);
     if (arr) {
@@ -330,13 +408,13 @@ static int do_profiles(struct ctx *c)
     for (unsigned k = 0; k < c->n; k++) {
         struct vgpu_err e;
         if (vgpu_mig_read(c->nv, &c->list->gpu[c->pos[k]], c->mg, &e) < 0) {
-            rc = vgpu_err_report(&e);
+            rc = report(&e);
             continue;
         }
         const struct vgpu_mig_gpu *g = c->mg;
         if (!g->supported) {
             if (c->o->gpu && strcmp(c->o->gpu, "all"))
-                rc = vgpu_fail(VGPU_EXIT_FAIL, "GPU %u (%s): MIG not supported", g->index, g->name);
+                rc = fail(VGPU_EXIT_FAIL, "GPU %u (%s): MIG not supported", g->index, g->name);
             continue;
         }
         shown++;
@@ -401,8 +479,7 @@ static int do_profiles(struct ctx *c)
         printf("No MIG-capable GPU found.\n");
     if (doc) {
         json_object_object_add(doc, c->o->gi ? "gpu_instances" : "gpus", arr);
-        int r = emit(doc);
-        return rc ? rc : r;
+        return finish(doc, rc);
     }
     json_object_put(arr);
     if (fflush(stdout) == EOF)
@@ -423,7 +500,7 @@ static int do_list(struct ctx *c)
     for (unsigned k = 0; k < c->n; k++) {
         struct vgpu_err e;
         if (vgpu_mig_read(c->nv, &c->list->gpu[c->pos[k]], c->mg, &e) < 0) {
-            rc = vgpu_err_report(&e);
+            rc = report(&e);
             continue;
         }
         const struct vgpu_mig_gpu *g = c->mg;
@@ -432,7 +509,7 @@ static int do_list(struct ctx *c)
         if (doc) {
             struct json_object *o = json_object_new_object();
             gpu_head_json(o, g);
-            vgpu_json_str(o, "mig_mode_current", onoff(g->current));
+            mode_json(o, g);
             struct json_object *gis = json_object_new_array();
             for (unsigned i = 0; i < g->ngi; i++)
                 json_object_array_add(gis, gi_json(&g->gi[i]));
@@ -455,8 +532,7 @@ static int do_list(struct ctx *c)
     }
     if (doc) {
         json_object_object_add(doc, "gpus", arr);
-        int r = emit(doc);
-        return rc ? rc : r;
+        return finish(doc, rc);
     }
     json_object_put(arr);
     if (!rows)
@@ -550,7 +626,7 @@ static int do_mode(struct ctx *c, unsigned mode)
         struct vgpu_err e;
         const struct vgpu_gpu *gp = &c->list->gpu[c->pos[k]];
         if (vgpu_mig_read(c->nv, gp, c->mg, &e) < 0) {
-            rc = vgpu_err_report(&e);
+            rc = report(&e);
             continue;
         }
         if (!c->mg->supported && (!c->o->gpu || !strcmp(c->o->gpu, "all")) && c->n > 1)
@@ -571,21 +647,18 @@ static int do_mode(struct ctx *c, unsigned mode)
             vgpu_json_str(o, "message", msg);
             json_object_array_add(arr, o);
         }
-        if (r == 0 || r == VGPU_EXIT_PENDING) {
-            if (r && !doc)
-                vgpu_warn("%s", msg);
-            else if (!doc)
-                printf("%s\n", msg);
-        } else {
-            vgpu_fail(r, "%s", msg);
-        }
+        if (r == VGPU_EXIT_PENDING)
+            note_pending(msg);
+        else if (r)
+            fail(r, "%s", msg);
+        else if (!doc)
+            printf("%s\n", msg);
         if (r && (!rc || rc == VGPU_EXIT_PENDING))
             rc = r;
     }
     if (doc) {
         json_object_object_add(doc, "gpus", arr);
-        int r = emit(doc);
-        return rc ? rc : r;
+        return finish(doc, rc);
     }
     json_object_put(arr);
     if (fflush(stdout) == EOF)
@@ -599,7 +672,7 @@ static int one_gpu(struct ctx *c, const char *verb)
 {
     if (c->n == 1)
         return 0;
-    return vgpu_usage_error(&vgpu_cmd_mig, "%s works on one GPU at a time: choose it with --gpu", verb);
+    return usage_err("%s works on one GPU at a time: choose it with --gpu", verb);
 }
 
 static const char *uuid_of(const struct vgpu_mig_gpu *g, unsigned gi_id, unsigned ci_id)
@@ -620,22 +693,23 @@ static int do_create(struct ctx *c, const char *spec)
     unsigned n;
     struct vgpu_err e;
     if (vgpu_mig_parse_spec(spec, items, VGPU_MIG_MAX_ITEMS, &n, &e) < 0)
-        return vgpu_err_report(&e);
+        return report(&e);
     for (unsigned i = 0; i < n; i++)
         items[i].ci[0] = 0;
     const struct vgpu_gpu *gp = &c->list->gpu[c->pos[0]];
     if (vgpu_mig_read(c->nv, gp, c->mg, &e) < 0)
-        return vgpu_err_report(&e);
+        return report(&e);
     if (!c->mg->supported)
-        return vgpu_fail(VGPU_EXIT_FAIL, "GPU %u (%s): MIG not supported", c->mg->index, c->mg->name);
+        return fail(VGPU_EXIT_FAIL, "GPU %u (%s): MIG not supported", c->mg->index, c->mg->name);
     struct vgpu_mig_ci_req req = { c->o->no_ci, c->o->ci };
     struct vgpu_mig_created made[VGPU_MIG_MAX_ITEMS];
     int got = vgpu_mig_create(c->nv, c->mg, items, n, &req, made, &e);
     if (got < 0)
-        return vgpu_err_report(&e);
-    /* Read again for the MIG UUIDs of the new compute instances. */
+        return report(&e);
+    /* Read again for the MIG UUIDs of the new compute instances (they were created even when
+     * this fails: report them, without UUIDs). */
     if (vgpu_mig_read(c->nv, gp, c->mg, &e) < 0)
-        return vgpu_err_report(&e);
+        rc = report(&e);
     struct json_object *doc = c->o->json ? vgpu_json_doc() : NULL, *arr = json_object_new_array();
     for (int i = 0; i < got; i++) {
         const struct vgpu_mig_created *m = &made[i];
@@ -668,10 +742,10 @@ static int do_create(struct ctx *c, const char *spec)
     }
     if (doc) {
         json_object_object_add(doc, "created", arr);
-        return emit(doc);
+        return finish(doc, rc);
     }
     json_object_put(arr);
-    return fflush(stdout) == EOF ? out_err() : 0;
+    return fflush(stdout) == EOF ? out_err() : rc;
 }
 
 static int do_destroy(struct ctx *c, char **ids, int nids)
@@ -680,13 +754,13 @@ static int do_destroy(struct ctx *c, char **ids, int nids)
     if (rc)
         return rc;
     if (nids == 0)
-        return vgpu_usage_error(&vgpu_cmd_mig, "destroy needs GPU instance IDs or 'all'");
+        return usage_err("destroy needs GPU instance IDs or 'all'");
     struct vgpu_err e;
     if (vgpu_mig_read(c->nv, &c->list->gpu[c->pos[0]], c->mg, &e) < 0)
-        return vgpu_err_report(&e);
+        return report(&e);
     struct vgpu_mig_gpu *g = c->mg;
     if (!g->supported)
-        return vgpu_fail(VGPU_EXIT_FAIL, "GPU %u (%s): MIG not supported", g->index, g->name);
+        return fail(VGPU_EXIT_FAIL, "GPU %u (%s): MIG not supported", g->index, g->name);
     bool pick[VGPU_MIG_MAX_GI] = { false };
     for (int a = 0; a < nids; a++) {
         if (!strcmp(ids[a], "all")) {
@@ -698,14 +772,14 @@ static int do_destroy(struct ctx *c, char **ids, int nids)
         errno = 0;
         unsigned long id = strtoul(ids[a], &end, 10);
         if (!*ids[a] || *end || errno)
-            return vgpu_usage_error(&vgpu_cmd_mig, "'%s' is not a GPU instance ID (see 'vgpu mig list')", ids[a]);
+            return usage_err("'%s' is not a GPU instance ID (see 'vgpu mig list')", ids[a]);
         bool found = false;
         for (unsigned i = 0; i < g->ngi; i++)
             if (g->gi[i].id == id)
                 pick[i] = found = true;
         if (!found)
-            return vgpu_fail(VGPU_EXIT_NOT_FOUND, "no GPU instance %s on GPU %u (see 'vgpu mig list --gpu %u')",
-                             ids[a], g->index, g->index);
+            return fail(VGPU_EXIT_NOT_FOUND, "no GPU instance %s on GPU %u (see 'vgpu mig list --gpu %u')",
+                        ids[a], g->index, g->index);
     }
     /* Refuse before touching anything when one of them is in use. */
     for (unsigned i = 0; i < g->ngi; i++) {
@@ -716,9 +790,9 @@ static int do_destroy(struct ctx *c, char **ids, int nids)
         if (np) {
             char pl[256];
             pids_text(pids, np, pl, sizeof pl);
-            return vgpu_fail(VGPU_EXIT_BUSY, "GPU instance %u (%s) on GPU %u is in use by PID%s %s; stop %s first; "
-                             "nothing was destroyed", g->gi[i].id, g->gi[i].profile, g->index, np > 1 ? "s" : "", pl,
-                             np > 1 ? "them" : "it");
+            return fail(VGPU_EXIT_BUSY, "GPU instance %u (%s) on GPU %u is in use by PID%s %s; stop %s first; "
+                        "nothing was destroyed", g->gi[i].id, g->gi[i].profile, g->index, np > 1 ? "s" : "", pl,
+                        np > 1 ? "them" : "it");
         }
     }
     struct json_object *doc = c->o->json ? vgpu_json_doc() : NULL, *arr = json_object_new_array();
@@ -727,7 +801,7 @@ static int do_destroy(struct ctx *c, char **ids, int nids)
         if (!pick[i])
             continue;
         if (vgpu_mig_destroy_gi(c->nv, g, &g->gi[i], &e) < 0) {
-            rc = vgpu_err_report(&e);
+            rc = report(&e);
             break;
         }
         count++;
@@ -748,8 +822,7 @@ static int do_destroy(struct ctx *c, char **ids, int nids)
         printf("No GPU instances on GPU %u.\n", g->index);
     if (doc) {
         json_object_object_add(doc, "destroyed", arr);
-        int r = emit(doc);
-        return rc ? rc : r;
+        return finish(doc, rc);
     }
     json_object_put(arr);
     if (fflush(stdout) == EOF)
@@ -781,7 +854,7 @@ static int do_export(struct ctx *c)
     for (unsigned k = 0; k < c->n; k++) {
         struct vgpu_err e;
         if (vgpu_mig_read(c->nv, &c->list->gpu[c->pos[k]], c->mg, &e) < 0) {
-            rc = vgpu_err_report(&e);
+            rc = report(&e);
             continue;
         }
         const struct vgpu_mig_gpu *g = c->mg;
@@ -805,8 +878,7 @@ static int do_export(struct ctx *c)
         json_object_array_add(arr, o);
     }
     json_object_object_add(doc, "gpus", arr);
-    int r = emit(doc);
-    return rc ? rc : r;
+    return finish(doc, rc);
 }
 
 static char *read_file(const char *path, struct vgpu_err *e)
@@ -874,10 +946,59 @@ static void item_text(const struct vgpu_mig_item *it, char *buf, size_t len)
     char st[16] = "";
     if (it->start >= 0)
         snprintf(st, sizeof st, ":%d", it->start);
-    snprintf(buf, len, "%s%s%s%s", it->profile, st, it->ci[0] ? " with compute instance " : "", it->ci);
+    snprintf(buf, len, "%.63s%s%s%.63s", it->profile, st, it->ci[0] ? " with compute instance " : "", it->ci);
 }
 
-/* Brings GPU c->mg to layout entry want. Returns an exit code; fills steps and *changed. */
+/* The profiles of items, for vgpu_mig_plan: false when one is unknown or the driver gave no
+ * placements for it (then the driver places them). */
+static bool plannable(const struct vgpu_mig_gpu *g, const struct vgpu_mig_item *items, unsigned n,
+                      const struct vgpu_mig_profile **prof)
+{
+    for (unsigned j = 0; j < n; j++) {
+        prof[j] = vgpu_mig_find_profile(g, items[j].profile);
+        if (!prof[j] || !prof[j]->nplace)
+            return false;
+    }
+    return true;
+}
+
+/* VGPU_EXIT_BUSY when one of the GPU instances to destroy (all, or those not in keep) is in
+ * use: checked before the first change, so that a busy instance stops apply with nothing done. */
+static int check_idle(struct ctx *c, const bool *keep, char *msg, size_t len)
+{
+    const struct vgpu_mig_gpu *g = c->mg;
+    for (unsigned i = 0; i < g->ngi; i++) {
+        pid_t pids[32];
+        if (keep && keep[i])
+            continue;
+        unsigned np = vgpu_mig_gi_pids(c->nv, g, g->gi[i].id, pids, 32);
+        if (np) {
+            char pl[256];
+            pids_text(pids, np, pl, sizeof pl);
+            snprintf(msg, len, "GPU instance %u (%s) on GPU %u is in use by PID%s %s; stop %s first; nothing was "
+                     "changed", g->gi[i].id, g->gi[i].profile, g->index, np > 1 ? "s" : "", pl,
+                     np > 1 ? "them" : "it");
+            return VGPU_EXIT_BUSY;
+        }
+    }
+    return 0;
+}
+
+static void step_destroy(struct json_object *steps, const struct vgpu_mig_gi *gi)
+{
+    step(steps, "destroy GPU instance %u (%s at %u)", gi->id, gi->profile, gi->place.start);
+}
+
+static void step_create(struct json_object *steps, const struct vgpu_mig_item *it)
+{
+    char t[256];
+    item_text(it, t, sizeof t);
+    step(steps, "create %s", t);
+}
+
+/* Brings GPU c->mg to layout entry want (which do_apply checked against the GPU's profiles).
+ * Each step goes into `steps` once, in the order it is carried out (with --dry-run: would be).
+ * Returns an exit code; fills *changed and msg. */
 static int apply_gpu(struct ctx *c, const struct vgpu_mig_layout_gpu *want, struct json_object *steps, bool *changed,
                      char *msg, size_t len)
 {
@@ -890,10 +1011,8 @@ static int apply_gpu(struct ctx *c, const struct vgpu_mig_layout_gpu *want, stru
         return VGPU_EXIT_FAIL;
     }
     unsigned mode = want->mig ? 1 : 0;
+    bool enabled_now = false;
     if (g->current != mode || g->pending != mode) {
-        if (g->current == mode && !dry) {
-            /* Only the pending mode differs: undo the pending change. */
-        }
         if (g->current != mode && g->pending == mode) {
             snprintf(msg, len, "MIG mode change to %s is already pending on GPU %u: reset the GPU "
                      "(nvidia-smi -r -i %u) or reboot, then apply again", onoff(mode), g->index, g->index);
@@ -901,21 +1020,17 @@ static int apply_gpu(struct ctx *c, const struct vgpu_mig_layout_gpu *want, stru
             return VGPU_EXIT_PENDING;
         }
         *changed = true;
-        if (!mode && g->ngi) {
+        bool pend;
+        if (!mode) {
+            /* Disabling: every GPU instance goes first. */
             for (unsigned i = 0; i < g->ngi; i++)
-                step(steps, "destroy GPU instance %u (%s at %u)", g->gi[i].id, g->gi[i].profile,
-                     g->gi[i].place.start);
-        }
-        step(steps, "%s MIG mode", mode ? "enable" : "disable");
-        if (mode)
-            for (unsigned j = 0; j < want->n; j++) {
-                char t[160];
-                item_text(&want->items[j], t, sizeof t);
-                step(steps, "create %s", t);
-            }
-        if (dry)
-            return 0;
-        if (!mode)
+                step_destroy(steps, &g->gi[i]);
+            step(steps, "disable MIG mode");
+            if (dry)
+                return 0;
+            int r = check_idle(c, NULL, msg, len);
+            if (r)
+                return r;
             for (unsigned i = 0; i < g->ngi; i++) {
                 struct vgpu_err e;
                 if (vgpu_mig_destroy_gi(c->nv, g, &g->gi[i], &e) < 0) {
@@ -923,72 +1038,83 @@ static int apply_gpu(struct ctx *c, const struct vgpu_mig_layout_gpu *want, stru
                     return e.code;
                 }
             }
-        g->ngi = 0;
-        bool pending;
-        int r = set_mode(c, mode, msg, len, &pending);
-        if (r)
-            return r;
-        if (!mode)
-            return 0;
-        struct vgpu_err e;
-        struct vgpu_gpu copy = c->list->gpu[c->pos[0]];
-        for (unsigned k = 0; k < c->list->count; k++)
-            if (c->list->gpu[k].handle == g->dev)
-                copy = c->list->gpu[k];
-        if (vgpu_mig_read(c->nv, &copy, g, &e) < 0) {
-            snprintf(msg, len, "%s", e.msg);
-            return e.code;
+            g->ngi = 0;
+            return set_mode(c, 0, msg, len, &pend);
+        }
+        step(steps, "enable MIG mode");
+        if (dry) {
+            /* Plan against the GPU as it will be: MIG on, and no instances when it was off. */
+            if (!g->current)
+                g->ngi = 0;
+            g->current = g->pending = 1;
+        } else {
+            int r = set_mode(c, 1, msg, len, &pend);
+            if (r)
+                return r;
+            enabled_now = true;
+            struct vgpu_err e;
+            struct vgpu_gpu copy = c->list->gpu[c->pos[0]];
+            for (unsigned k = 0; k < c->list->count; k++)
+                if (c->list->gpu[k].handle == g->dev)
+                    copy = c->list->gpu[k];
+            if (vgpu_mig_read(c->nv, &copy, g, &e) < 0) {
+                snprintf(msg, len, "%s", e.msg);
+                return e.code;
+            }
         }
     }
     if (!mode)
         return 0;
+    /* do_apply checked this already, except on a driver that lists the profiles only once MIG
+     * is enabled (a dry run cannot know them then). */
+    struct vgpu_err e;
+    if ((g->nprof || !dry) && vgpu_mig_layout_check(g, want, &e) < 0) {
+        snprintf(msg, len, "%.500s%s", e.msg, enabled_now ? "; MIG mode was enabled, nothing else was changed" : "");
+        return e.code;
+    }
     bool keep[VGPU_MIG_MAX_GI], have[VGPU_MIG_MAX_ITEMS];
-    for (unsigned j = 0; j < want->n; j++)
-        if (!vgpu_mig_find_profile(g, want->items[j].profile)) {
-            char names[400];
-            vgpu_mig_profile_names(g, names, sizeof names);
-            snprintf(msg, len, "unknown profile '%.60s' for %.60s; valid: %s", want->items[j].profile, g->name, names);
-            return VGPU_EXIT_USAGE;
-        }
     if (vgpu_mig_match(g, want->items, want->n, keep, have))
         return 0;
     *changed = true;
     struct vgpu_mig_item todo[VGPU_MIG_MAX_ITEMS];
     unsigned ntodo = 0;
-    for (unsigned i = 0; i < g->ngi; i++)
-        if (!keep[i])
-            step(steps, "destroy GPU instance %u (%s at %u)", g->gi[i].id, g->gi[i].profile, g->gi[i].place.start);
     for (unsigned j = 0; j < want->n; j++)
-        if (!have[j]) {
-            char t[160];
-            item_text(&want->items[j], t, sizeof t);
-            step(steps, "create %s", t);
+        if (!have[j])
             todo[ntodo++] = want->items[j];
-        }
-    if (dry)
-        return 0;
-    /* Check every instance to destroy first, so that a busy one stops us before any change. */
-    for (unsigned i = 0; i < g->ngi; i++) {
-        pid_t pids[32];
-        if (keep[i])
-            continue;
-        unsigned np = vgpu_mig_gi_pids(c->nv, g, g->gi[i].id, pids, 32);
-        if (np) {
-            char pl[256];
-            pids_text(pids, np, pl, sizeof pl);
-            snprintf(msg, len, "GPU instance %u (%s) on GPU %u is in use by PID%s %s; stop %s first; nothing was "
-                     "changed", g->gi[i].id, g->gi[i].profile, g->index, np > 1 ? "s" : "", pl,
-                     np > 1 ? "them" : "it");
-            return VGPU_EXIT_BUSY;
+    /* The new instances must fit beside the kept ones; when the kept ones are in their way,
+     * start from an empty GPU instead (the layout fits there: do_apply checked), rather than
+     * destroy some and then fail to create. */
+    const struct vgpu_mig_profile *prof[VGPU_MIG_MAX_ITEMS];
+    if (ntodo && plannable(g, todo, ntodo, prof)) {
+        uint32_t kept_slices = 0;
+        for (unsigned i = 0; i < g->ngi; i++)
+            if (keep[i] && g->gi[i].place.size < 32)
+                kept_slices |= ((1u << g->gi[i].place.size) - 1u) << g->gi[i].place.start;
+        struct vgpu_mig_item trial[VGPU_MIG_MAX_ITEMS];
+        memcpy(trial, todo, ntodo * sizeof *todo);
+        if (vgpu_mig_plan(kept_slices, trial, prof, ntodo) < 0) {
+            for (unsigned i = 0; i < g->ngi; i++)
+                keep[i] = false;
+            ntodo = want->n;
+            memcpy(todo, want->items, ntodo * sizeof *todo);
         }
     }
+    for (unsigned i = 0; i < g->ngi; i++)
+        if (!keep[i])
+            step_destroy(steps, &g->gi[i]);
+    for (unsigned j = 0; j < ntodo; j++)
+        step_create(steps, &todo[j]);
+    if (dry)
+        return 0;
+    int r = check_idle(c, keep, msg, len);
+    if (r)
+        return r;
     unsigned kept = 0;
     for (unsigned i = 0; i < g->ngi; i++) {
         if (keep[i]) {
             g->gi[kept++] = g->gi[i];
             continue;
         }
-        struct vgpu_err e;
         if (vgpu_mig_destroy_gi(c->nv, g, &g->gi[i], &e) < 0) {
             snprintf(msg, len, "%s", e.msg);
             return e.code;
@@ -998,10 +1124,61 @@ static int apply_gpu(struct ctx *c, const struct vgpu_mig_layout_gpu *want, stru
     if (ntodo) {
         struct vgpu_mig_created made[VGPU_MIG_MAX_ITEMS];
         struct vgpu_mig_ci_req req = { false, NULL };
-        struct vgpu_err e;
         if (vgpu_mig_create(c->nv, g, todo, ntodo, &req, made, &e) < 0) {
             snprintf(msg, len, "%s", e.msg);
             return e.code;
+        }
+    }
+    return 0;
+}
+
+/* A layout error found before anything was changed: where, what, and exit status e->code. */
+static int layout_error(const char *path, unsigned entry, const struct vgpu_mig_gpu *g, const struct vgpu_err *e)
+{
+    char gpu[160] = "";
+    if (g)
+        snprintf(gpu, sizeof gpu, ", GPU %u (%.100s)", g->index, g->name);
+    return fail(e->code, "%s: gpus[%u]%s: %.500s; nothing was changed", path, entry, gpu, e->msg);
+}
+
+/* Checks the whole layout before apply changes anything: every selector names GPUs, no GPU is
+ * named by two entries, a GPU named explicitly supports MIG, and every entry fits the profile
+ * table of each of its GPUs. Fills which/nwhich with the GPUs of each entry. Returns an exit code. */
+static int check_layout(struct ctx *c, const char *path, const struct vgpu_mig_layout *lay,
+                        unsigned which[][VGPU_MAX_GPUS], unsigned *nwhich)
+{
+    int owner[VGPU_MAX_GPUS];
+    for (unsigned p = 0; p < VGPU_MAX_GPUS; p++)
+        owner[p] = -1;
+    struct vgpu_err e;
+    for (unsigned l = 0; l < lay->n; l++) {
+        if (select_physical(c, lay->gpu[l].sel, &e) < 0)
+            return layout_error(path, l, NULL, &e);
+        nwhich[l] = c->n;
+        memcpy(which[l], c->pos, sizeof c->pos);
+        bool all_sel = !strcmp(lay->gpu[l].sel, "all");
+        for (unsigned k = 0; k < nwhich[l]; k++) {
+            unsigned p = which[l][k];
+            if (vgpu_mig_read(c->nv, &c->list->gpu[p], c->mg, &e) < 0)
+                return layout_error(path, l, NULL, &e);
+            const struct vgpu_mig_gpu *g = c->mg;
+            if (!g->supported) {
+                if (all_sel)
+                    continue;  /* "all" skips GPUs without MIG */
+                vgpu_err_set(&e, VGPU_EXIT_USAGE, "MIG is not supported on this GPU");
+                return layout_error(path, l, g, &e);
+            }
+            if (owner[p] >= 0) {
+                vgpu_err_set(&e, VGPU_EXIT_USAGE, "already named by gpus[%d]; name each GPU once", owner[p]);
+                return layout_error(path, l, g, &e);
+            }
+            owner[p] = (int)l;
+            /* A driver that lists MIG profiles only once MIG is enabled gives none now; apply
+             * checks such a GPU after enabling MIG. */
+            if (!g->nprof && !g->current)
+                continue;
+            if (vgpu_mig_layout_check(g, &lay->gpu[l], &e) < 0)
+                return layout_error(path, l, g, &e);
         }
     }
     return 0;
@@ -1013,44 +1190,39 @@ static int do_apply(struct ctx *c, const char *path)
     memset(&e, 0, sizeof e);
     char *text = read_file(path, &e);
     if (!text)
-        return vgpu_err_report(&e);
+        return report(&e);
     struct vgpu_mig_layout *lay = calloc(1, sizeof *lay);
     if (!lay) {
         free(text);
-        return vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
+        return fail(VGPU_EXIT_FAIL, "out of memory");
     }
-    int rc = 0;
     if (vgpu_mig_layout_parse(text, lay, &e) < 0) {
         free(text);
         free(lay);
-        struct vgpu_err e2;
-        vgpu_err_set(&e2, e.code, "%s: %.400s", path, e.msg);
-        return vgpu_err_report(&e2);
+        return fail(e.code, "%s: %.400s", path, e.msg);
     }
     free(text);
-    /* Resolve every selector first: a typo must not leave half the machine changed. */
-    unsigned which[VGPU_MIG_LAYOUT_MAX][VGPU_MAX_GPUS], nwhich[VGPU_MIG_LAYOUT_MAX];
-    for (unsigned l = 0; l < lay->n; l++) {
-        if (select_physical(c, lay->gpu[l].sel, &e) < 0) {
-            free(lay);
-            return vgpu_err_report(&e);
-        }
-        nwhich[l] = c->n;
-        memcpy(which[l], c->pos, sizeof c->pos);
+    unsigned which[VGPU_MIG_LAYOUT_MAX][VGPU_MAX_GPUS];
+    unsigned nwhich[VGPU_MIG_LAYOUT_MAX];
+    int rc = check_layout(c, path, lay, which, nwhich);
+    if (rc) {
+        free(lay);
+        return rc;
     }
     struct json_object *doc = c->o->json ? vgpu_json_doc() : NULL, *arr = json_object_new_array();
     bool any_change = false;
     for (unsigned l = 0; l < lay->n; l++) {
-        bool all_sel = !strcmp(lay->gpu[l].sel, "all");
         for (unsigned k = 0; k < nwhich[l]; k++) {
             c->n = 1;
             c->pos[0] = which[l][k];
             if (vgpu_mig_read(c->nv, &c->list->gpu[c->pos[0]], c->mg, &e) < 0) {
-                rc = vgpu_err_report(&e);
+                int r = report(&e);
+                if (!rc || rc == VGPU_EXIT_PENDING)
+                    rc = r;
                 continue;
             }
-            if (!c->mg->supported && all_sel)
-                continue;
+            if (!c->mg->supported)
+                continue;  /* "all" (check_layout refused others) */
             struct json_object *steps = json_object_new_array();
             bool changed;
             char msg[700];
@@ -1078,9 +1250,9 @@ static int do_apply(struct ctx *c, const char *path)
             }
             if (r) {
                 if (r == VGPU_EXIT_PENDING)
-                    vgpu_warn("%s", msg);
+                    note_pending(msg);
                 else
-                    vgpu_fail(r, "%s", msg);
+                    fail(r, "%s", msg);
                 if (!rc || rc == VGPU_EXIT_PENDING)
                     rc = r;
             }
@@ -1090,8 +1262,7 @@ static int do_apply(struct ctx *c, const char *path)
     if (doc) {
         vgpu_json_bool(doc, "changed", any_change);
         json_object_object_add(doc, "gpus", arr);
-        int r = emit(doc);
-        return rc ? rc : r;
+        return finish(doc, rc);
     }
     json_object_put(arr);
     if (!rc && any_change && !c->o->dry_run)
@@ -1103,74 +1274,88 @@ static int do_apply(struct ctx *c, const char *path)
 
 /* ---- dispatch ------------------------------------------------------------------------------------ */
 
-static int cmd_mig(int argc, char **argv)
+/* The document of a verb that failed before it could print its own: its keys, empty. */
+static struct json_object *failed_doc(const char *verb, const struct opts *o)
 {
-    struct opts o = { 0 };
-    int c;
-    while ((c = vgpu_getopt(&vgpu_cmd_mig, argc, argv, "")) != -1) {
-        switch (c) {
-        case 'g': o.gpu = optarg; break;
-        case 'j': o.json = true; break;
-        case 'p': o.placements = true; break;
-        case 'i': o.gi = optarg; break;
-        case 'c': o.ci = optarg; break;
-        case 'n': o.no_ci = true; break;
-        case 'd': o.dry_run = true; break;
-        case VGPU_OPT_HELP: return 0;
-        default: return VGPU_EXIT_USAGE;
-        }
+    struct json_object *doc = vgpu_json_doc();
+    if (!verb)
+        return doc;
+    if (!strcmp(verb, "create"))
+        json_object_object_add(doc, "created", json_object_new_array());
+    else if (!strcmp(verb, "destroy"))
+        json_object_object_add(doc, "destroyed", json_object_new_array());
+    else if (!strcmp(verb, "profiles") && o->gi)
+        json_object_object_add(doc, "gpu_instances", json_object_new_array());
+    else {
+        if (!strcmp(verb, "apply"))
+            vgpu_json_bool(doc, "changed", false);
+        json_object_object_add(doc, "gpus", json_object_new_array());
     }
-    static const char *const names[] = { "status", "profiles", "list", "enable", "disable", "create",
-                                         "destroy", "apply", "export", NULL };
+    return doc;
+}
+
+static const char *const verb_names[] = { "status", "profiles", "list", "enable", "disable", "create",
+                                          "destroy", "apply", "export", NULL };
+
+/* Everything after the options; *verbp: the verb once known. */
+static int run_verb(const struct opts *op, int argc, char **argv, const char **verbp)
+{
+    struct opts o = *op;
+    const char *const *names = verb_names;
     if (optind >= argc)
-        return vgpu_usage_error(&vgpu_cmd_mig, "missing verb: status, profiles, list, enable, disable, create, "
-                                "destroy, apply or export");
+        return usage_err("missing verb: status, profiles, list, enable, disable, create, destroy, apply or "
+                         "export");
     const char *verb = argv[optind++];
     int nargs = argc - optind;
     char **args = argv + optind;
     bool known = false;
     for (int i = 0; names[i]; i++)
         known |= !strcmp(names[i], verb);
-    if (!known)
-        return vgpu_unknown_word(&vgpu_cmd_mig, "verb", verb, names);
+    if (!known) {
+        const char *best = vgpu_closest(verb, names, sizeof verb_names / sizeof *verb_names - 1);
+        if (best)
+            return usage_err("unknown verb '%s'; did you mean '%s'?", verb, best);
+        return usage_err("unknown verb '%s'", verb);
+    }
+    *verbp = verb;
     bool takes_one = !strcmp(verb, "create") || !strcmp(verb, "apply");
     if (!strcmp(verb, "destroy")) {
         if (!nargs)
-            return vgpu_usage_error(&vgpu_cmd_mig, "destroy needs GPU instance IDs or 'all'");
+            return usage_err("destroy needs GPU instance IDs or 'all'");
     } else if (takes_one) {
         if (nargs < 1)
-            return vgpu_usage_error(&vgpu_cmd_mig, "%s needs %s", verb, !strcmp(verb, "create") ? "a SPEC such as "
-                                    "3g.40gb,2x1g.10gb" : "a layout FILE (see 'vgpu mig export')");
+            return usage_err("%s needs %s", verb, !strcmp(verb, "create") ? "a SPEC such as 3g.40gb,2x1g.10gb"
+                             : "a layout FILE (see 'vgpu mig export')");
         if (nargs > 1)
-            return vgpu_usage_error(&vgpu_cmd_mig, "unexpected argument '%s'", args[1]);
+            return usage_err("unexpected argument '%s'", args[1]);
     } else if (nargs) {
-        return vgpu_usage_error(&vgpu_cmd_mig, "unexpected argument '%s'", args[0]);
+        return usage_err("unexpected argument '%s'", args[0]);
     }
     if ((o.ci || o.no_ci) && strcmp(verb, "create"))
-        return vgpu_usage_error(&vgpu_cmd_mig, "--ci and --no-ci go with create");
+        return usage_err("--ci and --no-ci go with create");
     if (o.ci && o.no_ci)
-        return vgpu_usage_error(&vgpu_cmd_mig, "--ci and --no-ci exclude each other");
+        return usage_err("--ci and --no-ci exclude each other");
     if ((o.placements || o.gi) && strcmp(verb, "profiles"))
-        return vgpu_usage_error(&vgpu_cmd_mig, "--placements and --gi go with profiles");
+        return usage_err("--placements and --gi go with profiles");
     if (o.dry_run && strcmp(verb, "apply"))
-        return vgpu_usage_error(&vgpu_cmd_mig, "--dry-run goes with apply");
+        return usage_err("--dry-run goes with apply");
     if (o.gpu && !strcmp(verb, "apply"))
-        return vgpu_usage_error(&vgpu_cmd_mig, "apply takes the GPUs from the layout, not from --gpu");
+        return usage_err("apply takes the GPUs from the layout, not from --gpu");
 
     struct vgpu_err e;
     struct vgpu_nvml *nv = vgpu_nvml_open(&e);
     if (!nv)
-        return vgpu_err_report(&e);
+        return report(&e);
     struct ctx cx = { .nv = nv, .o = &o };
     cx.list = calloc(1, sizeof *cx.list);
     cx.mg = calloc(1, sizeof *cx.mg);
     int rc;
     if (!cx.list || !cx.mg)
-        rc = vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
+        rc = fail(VGPU_EXIT_FAIL, "out of memory");
     else if (vgpu_gpus_enumerate(nv, cx.list, &e) < 0)
-        rc = vgpu_err_report(&e);
+        rc = report(&e);
     else if (select_physical(&cx, o.gpu, &e) < 0)
-        rc = vgpu_err_report(&e);
+        rc = report(&e);
     else if (!strcmp(verb, "status"))
         rc = do_status(&cx);
     else if (!strcmp(verb, "profiles"))
@@ -1192,6 +1377,30 @@ static int cmd_mig(int argc, char **argv)
     free(cx.list);
     free(cx.mg);
     vgpu_nvml_close(nv);
+    return rc;
+}
+
+static int cmd_mig(int argc, char **argv)
+{
+    struct opts o = { 0 };
+    int c;
+    while ((c = vgpu_getopt(&vgpu_cmd_mig, argc, argv, "")) != -1) {
+        switch (c) {
+        case 'g': o.gpu = optarg; break;
+        case 'j': o.json = true; break;
+        case 'p': o.placements = true; break;
+        case 'i': o.gi = optarg; break;
+        case 'c': o.ci = optarg; break;
+        case 'n': o.no_ci = true; break;
+        case 'd': o.dry_run = true; break;
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;  /* the command line cannot be read: stderr only */
+        }
+    }
+    const char *verb = NULL;
+    int rc = run_verb(&o, argc, argv, &verb);
+    if (o.json && rc && !failure.emitted)
+        rc = finish(failed_doc(verb, &o), rc);
     return rc;
 }
 

@@ -71,7 +71,7 @@ int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct 
         return -1;
     }
     int rc = -1;
-    struct json_object *gpus = NULL;
+    struct json_object *gpus = NULL, *ok = NULL, *error = NULL;
     if (!json_object_is_type(doc, json_type_object)) {
         bad(e, "the layout must be a JSON object with \"gpus\"");
         goto out;
@@ -84,10 +84,23 @@ int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct 
             }
         } else if (!strcmp(key, "gpus")) {
             gpus = val;
+        } else if (!strcmp(key, "ok") && json_object_is_type(val, json_type_boolean)) {
+            ok = val;     /* written by export, as every vgpu mig document has it */
+        } else if (!strcmp(key, "error") && (!val || json_object_is_type(val, json_type_string))) {
+            error = val;
+        } else if (!strcmp(key, "ok") || !strcmp(key, "error")) {
+            bad(e, "bad value for \"%s\" in the layout", key);
+            goto out;
         } else {
             bad(e, "unknown key \"%s\" in the layout (known: schema, gpus)", key);
             goto out;
         }
+    }
+    if (ok && !json_object_get_boolean(ok)) {
+        /* A failed export may list only some GPUs: never apply it. */
+        bad(e, "this is the output of a failed 'vgpu mig export' (\"ok\": false): %.300s",
+            error ? json_object_get_string(error) : "no error given");
+        goto out;
     }
     if (!gpus || !json_object_is_type(gpus, json_type_array)) {
         bad(e, "the layout needs \"gpus\": a list of {\"gpu\", \"mig\", \"instances\"}");
@@ -161,4 +174,89 @@ int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct 
 out:
     json_object_put(doc);
     return rc;
+}
+
+/* "Nc" or "Nc.REST": N (0 when ci is not of that form) and REST ("" without it). */
+static unsigned ci_slices(const char *ci, const char **rest)
+{
+    size_t d = strspn(ci, "0123456789");
+    *rest = "";
+    if (!d || d > 2 || (ci[d] != 'c' && ci[d] != 'C') || (ci[d + 1] && ci[d + 1] != '.'))
+        return 0;
+    if (ci[d + 1] == '.')
+        *rest = ci + d + 2;
+    unsigned n = 0;
+    for (size_t i = 0; i < d; i++)
+        n = n * 10 + (unsigned)(ci[i] - '0');
+    return n ? n : ~0u;  /* "0c" fits nothing */
+}
+
+static void starts_text(const struct vgpu_mig_profile *p, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (unsigned q = 0; q < p->nplace && used + 1 < len; q++) {
+        int k = snprintf(buf + used, len - used, "%s%u", q ? "," : "", p->place[q].start);
+        if (k < 0)
+            break;
+        used += (size_t)k;
+    }
+}
+
+int vgpu_mig_layout_check(const struct vgpu_mig_gpu *g, const struct vgpu_mig_layout_gpu *want, struct vgpu_err *e)
+{
+    if (!want->mig || !want->n)
+        return 0;
+    const struct vgpu_mig_profile *prof[VGPU_MIG_MAX_ITEMS];
+    unsigned asked[VGPU_MIG_MAX_PROFILES] = { 0 };
+    bool placements_known = true;
+    for (unsigned j = 0; j < want->n && j < VGPU_MIG_MAX_ITEMS; j++) {
+        const struct vgpu_mig_item *it = &want->items[j];
+        const struct vgpu_mig_profile *p = prof[j] = vgpu_mig_find_profile(g, it->profile);
+        if (!p) {
+            char names[400];
+            vgpu_mig_profile_names(g, names, sizeof names);
+            return bad(e, "unknown profile '%.60s'; valid: %s", it->profile,
+                       names[0] ? names : "none (the driver lists no MIG profiles)");
+        }
+        asked[p - g->prof]++;
+        placements_known &= p->nplace > 0;
+        if (it->start >= 0 && p->nplace) {
+            bool valid = false;
+            for (unsigned q = 0; q < p->nplace; q++)
+                valid |= (int)p->place[q].start == it->start;
+            if (!valid) {
+                char starts[128];
+                starts_text(p, starts, sizeof starts);
+                return bad(e, "%s cannot start at slice %d; possible starts: %s", p->name, it->start, starts);
+            }
+        }
+        const char *rest;
+        unsigned cs = ci_slices(it->ci, &rest);
+        if (cs && (cs > p->slices || (*rest && strcasecmp(rest, p->name))))
+            return bad(e, "compute-instance profile '%.60s' does not fit a %s GPU instance (%u compute slice%s)",
+                       it->ci, p->name, p->slices, p->slices == 1 ? "" : "s");
+    }
+    for (unsigned i = 0; i < g->nprof; i++)
+        if (g->prof[i].instances && asked[i] > g->prof[i].instances)
+            return bad(e, "%u instances of %s asked; the GPU holds at most %u", asked[i], g->prof[i].name,
+                       g->prof[i].instances);
+    if (!placements_known)
+        return 0;  /* an old driver without placements: the driver will place them */
+    struct vgpu_mig_item copy[VGPU_MIG_MAX_ITEMS];
+    memcpy(copy, want->items, want->n * sizeof *copy);
+    if (vgpu_mig_plan(0, copy, prof, want->n) == 0)
+        return 0;
+    unsigned need = 0, total = 0;
+    for (unsigned j = 0; j < want->n; j++)
+        need += prof[j]->place[0].size;
+    for (unsigned i = 0; i < g->nprof; i++)
+        for (unsigned q = 0; q < g->prof[i].nplace; q++)
+            if (g->prof[i].place[q].start + g->prof[i].place[q].size > total)
+                total = g->prof[i].place[q].start + g->prof[i].place[q].size;
+    if (need > total)
+        return bad(e, "the instances do not fit on the GPU together: they need %u memory slices, it has %u", need,
+                   total);
+    return bad(e, "the instances do not fit on the GPU together: no arrangement of their placements exists "
+               "(check the fixed placements)");
 }

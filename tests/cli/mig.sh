@@ -1,6 +1,8 @@
 # vgpu mig on the simulated H100 and A100: every verb, pending mode, permissions, all-or-nothing
-# create, in-use refusal, apply idempotence and the export/apply round trip.
+# create, in-use refusal, apply idempotence and the export/apply round trip, apply's plan and
+# its check of the whole layout before any change, and --json documents on failure.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/jsondoc.lib"
 export VGPU_FAKE_ROOT=1
 
 for sc in h100 a100; do
@@ -114,11 +116,23 @@ assert_contains "... says what must happen" "reset the GPU" "$err"
 run vgpu mig status --json
 assert_eq "status: current disabled, pending enabled, reset needed" "disabled enabled true" \
   "$(jq -r '.gpus[0] | "\(.mig_mode_current) \(.mig_mode_pending) \(.reset_required)"' <<<"$out")"
+run vgpu mig list --json
+assert_eq "list --json shows the pending change too" "disabled enabled true" \
+  "$(jq -r '.gpus[0] | "\(.mig_mode_current) \(.mig_mode_pending) \(.reset_required)"' <<<"$out")"
+check_doc "vgpu mig list --json" "$out"
+run vgpu mig enable --json
+assert_rc "enable --json while pending: 10" 10
+assert_eq "... ok false, the pending message as error" "false true" \
+  "$(jq -r '"\(.ok) \(.error | test("pending on GPU 0"))"' <<<"$out")"
+assert_contains "... and on stderr" "is pending on GPU 0" "$err"
 kill $hold; wait $hold 2>/dev/null
 fakegpu-ctl reset 0 >/dev/null 2>&1
 run vgpu mig status --json
 assert_eq "after a reset the mode is current" "enabled false" \
   "$(jq -r '.gpus[0] | "\(.mig_mode_current) \(.reset_required)"' <<<"$out")"
+run vgpu mig list --json
+assert_eq "... list --json agrees" "enabled enabled false" \
+  "$(jq -r '.gpus[0] | "\(.mig_mode_current) \(.mig_mode_pending) \(.reset_required)"' <<<"$out")"
 VGPU_FAKE_MIG_RESET_REQUIRED=1 run vgpu mig disable
 assert_rc "pass-through VM: pending" 10
 assert_contains "... says to reboot" "reboot" "$err"
@@ -191,3 +205,148 @@ run vgpu mig list --no-ci
 assert_rc "--no-ci outside create: usage" 2
 run vgpu mig status --gpu 7
 assert_rc "unknown GPU: usage" 2
+
+# ---- apply: each step once, in the order carried out, also when the mode changes ----
+use_scenario h100
+echo '{ "gpus": [ { "gpu": "0", "mig": true, "instances": [ "3g.40gb", "1g.10gb" ] } ] }' >"$T_DIR/two.json"
+want='["enable MIG mode","create 3g.40gb","create 1g.10gb"]'
+run vgpu mig apply "$T_DIR/two.json" --dry-run --json
+assert_eq "apply --dry-run --json with MIG off: each step once" "$want" "$(jq -c '.gpus[0].plan' <<<"$out")"
+run vgpu mig apply "$T_DIR/two.json" --dry-run
+assert_eq "... the text plan too" "$want" "$(sed -n 's/^  //p' <<<"$out" | jq -Rnc '[inputs]')"
+run vgpu mig apply "$T_DIR/two.json"
+assert_rc "apply enabling MIG" 0
+assert_eq "... prints each step once, in order" "$want" "$(sed -n 's/^  //p' <<<"$out" | jq -Rnc '[inputs]')"
+run vgpu mig list --json
+assert_eq "... and created two instances" "1g.10gb 3g.40gb" "$(jq -r '[.gpus[0].gpu_instances[].profile] | sort | join(" ")' <<<"$out")"
+run vgpu mig destroy all
+run vgpu mig disable
+run vgpu mig apply "$T_DIR/two.json" --json
+assert_rc "apply --json enabling MIG" 0
+assert_eq "... its plan lists each step once" "$want" "$(jq -c '.gpus[0].plan' <<<"$out")"
+assert_eq "... ok true, error null" "true null" "$(jq -r '"\(.ok) \(.error)"' <<<"$out")"
+check_doc "vgpu mig apply --json" "$out"
+# The kept 1g.10gb at 0 is in the way of 4g.40gb: start from an empty GPU rather than fail
+# half way (the 2g.20gb destroyed, the 4g.40gb not created).
+run vgpu mig destroy all
+run vgpu mig create 1g.10gb:0,2g.20gb:2
+echo '{ "gpus": [ { "gpu": "0", "mig": true, "instances": [ "4g.40gb", "1g.10gb" ] } ] }' >"$T_DIR/blocked.json"
+run vgpu mig apply "$T_DIR/blocked.json"
+assert_rc "apply where a kept instance is in the way" 0
+run vgpu mig list --json
+assert_eq "... gives the layout" "1g.10gb 4g.40gb" "$(jq -r '[.gpus[0].gpu_instances[].profile] | sort | join(" ")' <<<"$out")"
+
+# ---- apply checks the whole layout before it changes anything ----
+run vgpu mig destroy all
+run vgpu mig disable
+mig_modes() { vgpu mig status --json | jq -r '[.gpus[] | "\(.mig_mode_current)/\(.mig_mode_pending)"] | join(" ")'; }
+echo '{ "gpus": [ { "gpu": "0", "mig": true, "instances": [ "3g.40gb", "9g.90gb" ] } ] }' >"$T_DIR/unknown.json"
+run vgpu mig apply "$T_DIR/unknown.json"
+assert_rc "unknown profile on a GPU with MIG off: usage" 2
+assert_contains "... names it, the entry and the GPU, and the valid ones" \
+  "gpus[0], GPU 0 (NVIDIA H100 80GB HBM3): unknown profile '9g.90gb'; valid: 1g.10gb (ID 19)" "$err"
+assert_contains "... says nothing was changed" "nothing was changed" "$err"
+assert_eq "... and MIG is still off" "disabled/disabled" "$(mig_modes)"
+run vgpu mig apply "$T_DIR/unknown.json" --json
+assert_rc "... --json: usage" 2
+assert_eq "... --json: ok false, changed false, no GPU touched" "false false 0" \
+  "$(jq -r '"\(.ok) \(.changed) \(.gpus | length)"' <<<"$out")"
+assert_eq "... --json: error is the message on stderr" "${err#vgpu mig: error: }" "$(jq -r '.error' <<<"$out")"
+check_doc "vgpu mig apply --json" "$out"
+for bad in '"1g.10gb:7"' '"3x3g.40gb"' '"2x3g.40gb","1g.10gb"' '"4g.40gb","3g.40gb:0"' \
+           '{ "profile": "1g.10gb", "ci": "2c" }'; do
+  echo "{ \"gpus\": [ { \"gpu\": \"0\", \"mig\": true, \"instances\": [ $bad ] } ] }" >"$T_DIR/bad2.json"
+  run vgpu mig apply "$T_DIR/bad2.json"
+  assert_rc "layout [$bad] refused before any change: usage" 2
+done
+assert_eq "... and MIG is still off" "disabled/disabled" "$(mig_modes)"
+echo '{ "gpus": [ { "gpu": "all", "mig": true }, { "gpu": "0", "mig": false } ] }' >"$T_DIR/twice.json"
+run vgpu mig apply "$T_DIR/twice.json"
+assert_rc "a GPU named by two entries: usage" 2
+assert_contains "... says so" "gpus[1], GPU 0 (NVIDIA H100 80GB HBM3): already named by gpus[0]" "$err"
+
+use_scenario mixed   # two H100, one A100: a bad entry for the A100 stops the H100 entry too
+echo '{ "gpus": [ { "gpu": "0", "mig": true, "instances": [ "3g.40gb" ] },
+                  { "gpu": "2", "mig": true, "instances": [ "3g.40gb" ] } ] }' >"$T_DIR/mixed.json"
+run vgpu mig apply "$T_DIR/mixed.json"
+assert_rc "a profile the A100 lacks: usage" 2
+assert_contains "... names the entry and the GPU" "gpus[1], GPU 2 (NVIDIA A100-SXM4-40GB): unknown profile '3g.40gb'" "$err"
+assert_eq "... and no GPU was changed" "disabled/disabled disabled/disabled disabled/disabled" "$(mig_modes)"
+
+printf '%s\n' '{ "gpus": [ { "model": "h100-80gb" }, { "model": "h100-80gb", "mig_capable": false } ] }' >"$T_DIR/nomig.scenario.json"
+export VGPU_FAKE_SCENARIO=$T_DIR/nomig.scenario.json; rm -f "$VGPU_FAKE_STATE"
+echo '{ "gpus": [ { "gpu": "0", "mig": true }, { "gpu": "1", "mig": true } ] }' >"$T_DIR/nomig.json"
+run vgpu mig apply "$T_DIR/nomig.json"
+assert_rc "a GPU without MIG named explicitly: usage" 2
+assert_contains "... says so" "gpus[1], GPU 1" "$err"
+run vgpu mig status --json
+assert_eq "... and GPU 0 was not changed" "disabled" "$(jq -r '.gpus[0].mig_mode_current' <<<"$out")"
+echo '{ "gpus": [ { "gpu": "all", "mig": true } ] }' >"$T_DIR/allmig.json"
+run vgpu mig apply "$T_DIR/allmig.json"
+assert_rc "\"all\" skips the GPU without MIG" 0
+run vgpu mig status --json
+assert_eq "... and enables the other" "enabled" "$(jq -r '.gpus[0].mig_mode_current' <<<"$out")"
+
+# ---- --json: one document on failure too, with ok false and the message as error ----
+use_scenario h100
+json_fails() { # desc expected-rc heading: the last run failed with a document saying why
+  assert_rc "$1: exit status" "$2"
+  assert_eq "$1: ok false" false "$(jq -r '.ok' <<<"$out" 2>&1)"
+  assert_eq "$1: error is the message on stderr" "${err#vgpu mig: error: }" "$(jq -r '.error' <<<"$out" 2>&1)"
+  check_doc "$3" "$out"
+}
+run vgpu mig create 1g.10gb --json
+json_fails "create --json with MIG off" 1 "vgpu mig create --json"
+assert_eq "... nothing created" 0 "$(jq '.created | length' <<<"$out")"
+VGPU_FAKE_ROOT=0 run vgpu mig enable --json
+assert_rc "enable --json as non-root: permission" 6
+assert_eq "... ok false, the GPU's entry too" "false false" "$(jq -r '"\(.ok) \(.gpus[0].ok)"' <<<"$out")"
+assert_contains "... error says root is needed" "requires root" "$(jq -r '.error' <<<"$out")"
+check_doc "vgpu mig enable --json" "$out"
+run vgpu mig enable --json
+assert_eq "enable --json: ok true, error null" "true null" "$(jq -r '"\(.ok) \(.error)"' <<<"$out")"
+run vgpu mig create 9g.90gb --json
+json_fails "create --json, unknown profile" 2 "vgpu mig create --json"
+VGPU_FAKE_FAIL=mig_create_fail_after=1 run vgpu mig create 2x1g.10gb --json
+json_fails "create --json, the second fails" 9 "vgpu mig create --json"
+assert_contains "... error says what the rollback undid" "instance this call had created was destroyed again" "$(jq -r '.error' <<<"$out")"
+run vgpu mig create 3g.40gb --json
+assert_eq "create --json: ok true, error null" "true null" "$(jq -r '"\(.ok) \(.error)"' <<<"$out")"
+gi=$(jq -r '.created[0].gpu_instance_id' <<<"$out")
+run vgpu mig destroy 99 --json
+json_fails "destroy --json, unknown ID" 8 "vgpu mig destroy --json"
+assert_eq "... nothing destroyed" 0 "$(jq '.destroyed | length' <<<"$out")"
+run vgpu mig destroy --json
+json_fails "destroy --json without IDs: usage" 2 "vgpu mig destroy --json"
+run vgpu mig profiles --gi 99 --json
+json_fails "profiles --gi 99 --json" 8 "vgpu mig profiles --gi ID --json"
+run vgpu mig profiles --gi "$gi" --json
+assert_eq "profiles --gi --json: ok true" "true 1" "$(jq -r '"\(.ok) \(.gpu_instances | length)"' <<<"$out")"
+run vgpu mig status --gpu 7 --json
+json_fails "status --json, unknown GPU" 2 "vgpu mig status --json"
+run vgpu mig status --json
+assert_eq "status --json: ok true, error null" "true null" "$(jq -r '"\(.ok) \(.error)"' <<<"$out")"
+VGPU_FAKE_FAIL=nvml_init=driver_not_loaded run vgpu mig list --json
+assert_eq "list --json without a driver: ok false" "false" "$(jq -r '.ok' <<<"$out")"
+assert_contains "... error from NVML" "$(jq -r '.error' <<<"$out")" "$err"
+check_doc "vgpu mig list --json" "$out"
+run vgpu mig crate --json
+assert_rc "unknown verb with --json: usage" 2
+assert_contains "... a document saying so" "did you mean 'create'" "$(jq -r '.error' <<<"$out")"
+run vgpu mig destroy all --json
+assert_eq "destroy all --json: ok true" "true 1" "$(jq -r '"\(.ok) \(.destroyed | length)"' <<<"$out")"
+
+# ---- export: --json is accepted and shown; apply ignores ok and refuses a failed export ----
+run vgpu mig --help
+assert_match "export's usage line shows --json" '^ +vgpu mig export +\[--gpu SEL\] \[--json\]$' "$out"
+run vgpu mig export --json
+assert_rc "export --json" 0
+printf '%s\n' "$out" >"$T_DIR/exp.json"
+run vgpu mig apply "$T_DIR/exp.json"
+assert_contains "apply of an export (with ok and error) is a no-op" "already matches" "$out"
+run vgpu mig export --gpu 7 --json
+json_fails "export --json, unknown GPU" 2 "vgpu mig export --json"
+printf '%s\n' "$out" >"$T_DIR/failed-export.json"
+run vgpu mig apply "$T_DIR/failed-export.json"
+assert_rc "apply refuses a failed export" 2
+assert_contains "... says why" "output of a failed 'vgpu mig export'" "$err"

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -40,18 +41,21 @@ static void h100(struct vgpu_mig_gpu *g)
     memset(g, 0, sizeof *g);
     g->supported = true;
     g->current = 1;
-    struct { const char *name; unsigned id, slices, size, n; unsigned starts[8]; } t[] = {
-        { "1g.10gb", 19, 1, 1, 7, { 0, 1, 2, 3, 4, 5, 6 } },
-        { "2g.20gb", 14, 2, 2, 3, { 0, 2, 4 } },
-        { "3g.40gb", 9, 3, 4, 2, { 0, 4 } },
-        { "4g.40gb", 5, 4, 4, 1, { 0 } },
-        { "7g.80gb", 0, 7, 8, 1, { 0 } },
+    strcpy(g->name, "NVIDIA H100 80GB HBM3");
+    struct { const char *name; unsigned id, slices, size, inst, n; unsigned starts[8]; } t[] = {
+        { "1g.10gb", 19, 1, 1, 7, 7, { 0, 1, 2, 3, 4, 5, 6 } },
+        { "2g.20gb", 14, 2, 2, 3, 3, { 0, 2, 4 } },
+        { "3g.40gb", 9, 3, 4, 2, 2, { 0, 4 } },
+        { "4g.40gb", 5, 4, 4, 1, 1, { 0 } },
+        { "7g.80gb", 0, 7, 8, 1, 1, { 0 } },
+        { "1g.10gb+me", 20, 1, 1, 1, 7, { 0, 1, 2, 3, 4, 5, 6 } },
     };
-    for (unsigned i = 0; i < 5; i++) {
+    for (unsigned i = 0; i < sizeof t / sizeof *t; i++) {
         struct vgpu_mig_profile *p = &g->prof[g->nprof++];
         strcpy(p->name, t[i].name);
         p->id = t[i].id;
         p->slices = t[i].slices;
+        p->instances = t[i].inst;
         p->nplace = t[i].n;
         for (unsigned q = 0; q < t[i].n; q++) {
             p->place[q].start = t[i].starts[q];
@@ -126,6 +130,59 @@ static void test_layout(void **state)
             fail_msg("layout '%s' accepted", bad[i]);
 }
 
+/* apply checks a layout against the GPU's profile table before it changes anything. */
+static int check(const struct vgpu_mig_gpu *g, const char *instances, struct vgpu_err *e)
+{
+    static struct vgpu_mig_layout lay;
+    char text[512];
+    snprintf(text, sizeof text, "{\"gpus\":[{\"gpu\":\"0\",\"mig\":true,\"instances\":[%s]}]}", instances);
+    assert_int_equal(vgpu_mig_layout_parse(text, &lay, e), 0);
+    memset(e, 0, sizeof *e);
+    return vgpu_mig_layout_check(g, &lay.gpu[0], e);
+}
+
+static void test_layout_check(void **state)
+{
+    (void)state;
+    static struct vgpu_mig_gpu g;
+    h100(&g);
+    g.current = 0;  /* MIG off: the profile table is there all the same */
+    struct vgpu_err e;
+    const char *good[] = { "", "\"3g.40gb:4\",\"2x1g.10gb\"", "\"7g.80gb\"", "\"4g.40gb\",\"3g.40gb\"",
+                           "\"7x1g.10gb\"", "\"MIG 2g.20gb\",\"14\",\"14\"",
+                           "{\"profile\":\"3g.40gb\",\"ci\":\"1c.3g.40gb\"}",
+                           "{\"profile\":\"3g.40gb\",\"ci\":\"2c\"}", "{\"profile\":\"1g.10gb\",\"ci\":\"none\"}",
+                           "{\"profile\":\"1g.10gb\",\"ci\":\"1g.10gb\"}" };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (check(&g, good[i], &e) != 0)
+            fail_msg("[%s] refused: %s", good[i], e.msg);
+    struct { const char *instances, *says; } bad[] = {
+        { "\"9g.90gb\"", "unknown profile '9g.90gb'; valid: 1g.10gb (ID 19), " },
+        { "\"3g.40gb\",\"99\"", "unknown profile '99'" },
+        { "\"1g.10gb:7\"", "1g.10gb cannot start at slice 7; possible starts: 0,1,2,3,4,5,6" },
+        { "{\"profile\":\"3g.40gb\",\"placement\":2}", "possible starts: 0,4" },
+        { "\"2x1g.10gb+me\"", "2 instances of 1g.10gb+me asked; the GPU holds at most 1" },
+        { "\"3x3g.40gb\"", "at most 2" },
+        { "\"2x3g.40gb\",\"1g.10gb\"", "they need 9 memory slices, it has 8" },
+        { "\"4g.40gb\",\"3g.40gb:0\"", "no arrangement of their placements exists" },
+        { "\"7g.80gb\",\"1g.10gb\"", "they need 9 memory slices" },
+        { "{\"profile\":\"1g.10gb\",\"ci\":\"2c\"}", "'2c' does not fit a 1g.10gb GPU instance (1 compute slice)" },
+        { "{\"profile\":\"3g.40gb\",\"ci\":\"1c.2g.20gb\"}", "does not fit a 3g.40gb GPU instance" },
+        { "{\"profile\":\"3g.40gb\",\"ci\":\"0c\"}", "does not fit" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (check(&g, bad[i].instances, &e) == 0)
+            fail_msg("[%s] accepted", bad[i].instances);
+        assert_int_equal(e.code, VGPU_EXIT_USAGE);
+        if (!strstr(e.msg, bad[i].says))
+            fail_msg("[%s]: '%s' does not say '%s'", bad[i].instances, e.msg, bad[i].says);
+    }
+    /* "mig": false asks for nothing to check. */
+    static struct vgpu_mig_layout lay;
+    assert_int_equal(vgpu_mig_layout_parse("{\"gpus\":[{\"gpu\":\"0\",\"mig\":false}]}", &lay, &e), 0);
+    assert_int_equal(vgpu_mig_layout_check(&g, &lay.gpu[0], &e), 0);
+}
+
 static void test_match(void **state)
 {
     (void)state;
@@ -184,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_spec),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_layout_check),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_choose),
     };

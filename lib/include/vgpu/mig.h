@@ -167,6 +167,13 @@ struct vgpu_mig_layout {
 };
 /* Parses a layout; unknown keys are errors. 0, or -1 with e set (VGPU_EXIT_USAGE). Pure. */
 int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct vgpu_err *e);
+/* Checks layout entry want against the profile table of GPU g, so that apply can refuse a bad
+ * layout before it changes anything: every profile is one of g's, every placement one of its
+ * profile's, no profile is asked for more often than the GPU holds, the instances fit on the GPU
+ * together, and a compute-instance profile written "Nc" or "Nc.PROFILE" fits its GPU instance.
+ * The profile table is the one `vgpu mig profiles` shows, which NVML gives with MIG off too
+ * (reference/nvml.md §8). 0, or -1 with e set (VGPU_EXIT_USAGE). Pure. */
+int vgpu_mig_layout_check(const struct vgpu_mig_gpu *g, const struct vgpu_mig_layout_gpu *want, struct vgpu_err *e);
 
 /* Maps an NVML MIG error to an exit code and a message tail with what to do. */
 int vgpu_mig_errcode(int nvml_rc);
