@@ -4,7 +4,7 @@ static const char usage[] =
     "\n"
     "List the jobs started with vgpu run: id, name, owner, live processes, GPUs, memory limit,\n"
     "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
-    "processes (NVML, includes each process's CUDA context), core limit, and age.\n"
+    "processes (NVML), core limit, and age.\n"
     "Processes that died are reaped first, so their memory no longer counts.\n"
     "A job whose command has ended is shown for 60 s more, with its status in the PIDS column\n"
     "('exited 3', 'killed SIGTERM') and no memory in use, so that vgpu wait can still get it.\n"
@@ -277,7 +277,8 @@ static struct json_object *json_job(const struct job_view *v)
     vgpu_json_str(o, "command", h->cmdline);
     vgpu_json_i64(o, "creator_pid", h->creator_pid);
     vgpu_json_u64(o, "age_seconds", v->age_s);
-    vgpu_json_u64(o, "created_unix_ns", h->created_realtime_ns);
+    /* Milliseconds: nanoseconds since 1970 pass 2^53, which jq and JavaScript cannot hold. */
+    vgpu_json_u64(o, "created_unix_ms", h->created_realtime_ns / 1000000);
     uint32_t st = atomic_load(&h->state);
     vgpu_json_str(o, "state", st == VGPU_JOB_RUNNING ? "running" : st == VGPU_JOB_EXITED ? "exited" : "starting");
     int sig = v->exited ? atomic_load(&h->exit_signal) : 0;

@@ -153,7 +153,7 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
     }
     if (!all_limited)
         jb->mem_limit = 0;
-    jb->throttled_ms = thr_ns / 1000000;
+    jb->throttled_ns = thr_ns;
     snprintf(np->id, sizeof np->id, "%s", h->id);
     np->gpu_ns = gpu_ns;
     np->at_ns = now;

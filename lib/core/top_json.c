@@ -3,6 +3,7 @@
 #include "vgpu/top.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "vgpu/json.h"
 
@@ -59,20 +60,21 @@ static struct json_object *job_json(const struct top_job *j)
 {
     struct json_object *o = json_object_new_object();
     vgpu_json_str(o, "id", j->id);
-    vgpu_json_str(o, "name", j->name);
+    /* The model shows the id where a job has no name; the document says null, as vgpu ps does. */
+    vgpu_json_str(o, "name", strcmp(j->name, j->id) ? j->name : NULL);
     vgpu_json_str(o, "owner", j->owner[0] ? j->owner : NULL);
-    vgpu_json_u64(o, "uid", (uint64_t)j->uid);
+    vgpu_json_u64(o, "owner_uid", (uint64_t)j->uid);
     vgpu_json_str(o, "gpus", j->gpus[0] ? j->gpus : NULL);
     vgpu_json_u64(o, "mem_used_bytes", j->mem_used);
     vgpu_json_u64_or_null(o, "mem_limit_bytes", j->mem_limit != 0, j->mem_limit);
-    vgpu_json_u64_or_null(o, "mem_nvml_bytes", j->mem_nvml_valid, j->mem_nvml);
+    vgpu_json_u64_or_null(o, "nvml_used_bytes", j->mem_nvml_valid, j->mem_nvml);
     vgpu_json_u64_or_null(o, "core_limit_percent", j->core_limit_pct != 0, j->core_limit_pct);
-    vgpu_json_bool(o, "core_limit_soft", j->soft);
+    vgpu_json_str(o, "core_policy", !j->core_limit_pct ? NULL : j->soft ? "soft" : "hard");
     if (j->share_valid)
         vgpu_json_dbl(o, "gpu_time_percent", j->share_pct);
     else
         vgpu_json_null(o, "gpu_time_percent");
-    vgpu_json_u64(o, "throttled_ms", j->throttled_ms);
+    vgpu_json_u64(o, "throttled_ns", j->throttled_ns);
     vgpu_json_i64(o, "priority", j->priority);
     vgpu_json_u64(o, "processes", j->nproc);
     return o;

@@ -244,7 +244,7 @@ int top_job_cmp(const struct top_job *a, const struct top_job *b, enum top_job_k
             c = a->share_valid ? cmp_dbl(a->share_pct, b->share_pct) : 0;
         break;
     case TOP_JK_CORE: c = cmp_u64(a->core_limit_pct ? a->core_limit_pct : 101, b->core_limit_pct ? b->core_limit_pct : 101); break;
-    case TOP_JK_THROTTLE: c = cmp_u64(a->throttled_ms, b->throttled_ms); break;
+    case TOP_JK_THROTTLE: c = cmp_u64(a->throttled_ns, b->throttled_ns); break;
     case TOP_JK_PRIO: c = (a->priority > b->priority) - (a->priority < b->priority); break;
     case TOP_JK_NPROC: c = cmp_u64(a->nproc, b->nproc); break;
     case TOP_JK_COUNT: break;

@@ -170,7 +170,7 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
     snprintf(share, sizeof share, "%s/%s", sv, cv);
     double lim = j->core_limit_pct ? j->core_limit_pct : 100;
     top_fmt_bar(sharebar, sizeof sharebar, (unsigned)bw, j->share_valid ? j->share_pct / lim : 0);
-    vgpu_format_duration(j->throttled_ms / 1000, thr, sizeof thr);
+    vgpu_format_duration(j->throttled_ns / 1000000000, thr, sizeof thr);
     snprintf(buf, len, "%-12.12s %-8.8s %-5.5s %-11s [%s] %-8s [%s] %6s %4d %5u", j->name, j->owner, j->gpus, mem,
              membar, share, sharebar, thr, j->priority, j->nproc);
     return clip(buf, len, width);

@@ -1,41 +1,7 @@
-# vgpu mode/timeslice/mps --json against man/vgpu-json.7, key by key (the checker of json_doc.sh).
+# vgpu mode/timeslice/mps --json against man/vgpu-json.7, key by key (the checker is
+# tests/cli/jsondoc.lib, as in json_doc.sh).
 . "$(dirname "$0")/lib.sh"
-doc=$VGPU_SRC/man/vgpu-json.7
-
-# documented_keys "vgpu list --json" -> "path<TAB>optional?" lines
-documented_keys() {
-  awk -v want=".SS $1" '
-    $0 == want { on = 1; next }
-    /^\.S[SH] / { on = 0 }
-    on && prev == ".TP" && $1 == ".B" { key = $2; getline desc; opt = (desc ~ /optional/) ? "optional" : "required"; print key "\t" opt }
-    { prev = $0 }' "$doc"
-}
-
-# output_keys JSON... -> every key path, array indexes written as []
-output_keys() {
-  jq -r 'paths | map(if type == "number" then "[]" else . end) | join(".") | gsub("\\.\\[\\]"; "[]")' | sort -u
-}
-
-check_doc() { # heading json-text
-  local heading=$1 json=$2 keys docs k
-  if ! jq -e . >/dev/null 2>&1 <<<"$json"; then not_ok "$heading: output is JSON" "${json:0:500}"; return; fi
-  docs=$(documented_keys "$heading")
-  if [ -z "$docs" ]; then not_ok "$heading is documented in vgpu-json(7)"; return; fi
-  keys=$(output_keys <<<"$json" | grep -v '^$')
-  local undocumented="" missing=""
-  for k in $keys; do
-    case $k in *"[]") continue ;; esac  # an array's elements: documented with the array
-    awk -F'\t' -v k="$k" '$1 == k { f = 1 } END { exit !f }' <<<"$docs" || undocumented="$undocumented $k"
-  done
-  while IFS=$'\t' read -r k opt; do
-    [ "$opt" = required ] || continue
-    grep -qxF -- "$k" <<<"$keys" || missing="$missing $k"
-  done <<<"$docs"
-  [ -z "$undocumented" ] && ok "$heading: every key is documented" || not_ok "$heading: every key is documented" "undocumented:$undocumented"
-  [ -z "$missing" ] && ok "$heading: every documented key is present" || not_ok "$heading: every documented key is present" "missing:$missing"
-  assert_eq "$heading: schema is 1" 1 "$(jq -r '.schema' <<<"$json" | head -n 1)"
-}
-
+. "$(dirname "$0")/jsondoc.lib"
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 P=$T_DIR/pipe
 run vgpu mode get --json;                        check_doc "vgpu mode get --json" "$out"

@@ -1,6 +1,7 @@
 # vgpu top in batch mode: --once text, --once --json field by field, the JSON Lines stream,
 # the no-driver banner (jobs still shown), options and exit statuses.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/jsondoc.lib"
 
 run vgpu top --help
 assert_rc "--help exits 0" 0
@@ -81,6 +82,19 @@ if vgpu run --name top-a --mem 4G --core 30 -- sleep 30 >/dev/null 2>&1 &
   assert_eq "JSON: job a's limit" $((4 << 30)) "$(jq '.jobs[] | select(.name == "top-a") | .mem_limit_bytes' <<<"$out")"
   assert_eq "JSON: job b's core limit is null" null "$(jq '.jobs[] | select(.name == "top-b") | .core_limit_percent' <<<"$out")"
   assert_eq "JSON: job a's core limit" 30 "$(jq '.jobs[] | select(.name == "top-a") | .core_limit_percent' <<<"$out")"
+  assert_eq "JSON: job a's core policy" hard "$(jq -r '.jobs[] | select(.name == "top-a") | .core_policy' <<<"$out")"
+  assert_eq "JSON: job b's core policy is null" null "$(jq '.jobs[] | select(.name == "top-b") | .core_policy' <<<"$out")"
+  assert_eq "JSON: owner_uid is the caller's" "$(id -u)" "$(jq '.jobs[] | select(.name == "top-a") | .owner_uid' <<<"$out")"
+  check_doc "vgpu top --json" "$out"
+  # A job with no name: null in JSON (the screen shows its id).
+  vgpu run --mem 1G -- core_loop -t 5 >/dev/null 2>&1 &
+  for _ in $(seq 50); do [ "$(vgpu ps -q | wc -l)" -ge 3 ] && break; sleep 0.1; done
+  sleep 1.5
+  run vgpu top --once --json
+  assert_eq "JSON: a job without a name has name null" 1 "$(jq '[.jobs[] | select(.name == null)] | length' <<<"$out")"
+  assert_eq "JSON: a job with processes has nvml_used_bytes" number \
+    "$(jq -r '[.jobs[] | select(.name == null)][0].nvml_used_bytes | type' <<<"$out")"
+  check_doc "vgpu top --json" "$out"
 else
   skip "two limited jobs" "vgpu run does not work on the simulated GPU yet"
 fi

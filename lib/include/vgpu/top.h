@@ -70,7 +70,7 @@ struct top_job {
     unsigned core_limit_pct;    /* 0 = none */
     bool share_valid;
     double share_pct;           /* measured GPU-time share (limiter), or Σ SM % */
-    uint64_t throttled_ms;
+    uint64_t throttled_ns;
     int priority;
     unsigned nproc;
     bool soft;                  /* core limit is soft */
