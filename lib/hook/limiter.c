@@ -13,7 +13,17 @@
  * job occupied, whatever its kernels look like; an overrun (a kernel longer than the lease)
  * is charged too and paid back by the next turns. A helper thread (started with the first
  * lease, all signals blocked) ends leases at their deadline even when the application stops
- * launching; a launching thread that sees an expired lease ends it itself. */
+ * launching; a launching thread that sees an expired lease ends it itself.
+ *
+ * Pacing: an application that never synchronizes (a PyTorch training loop) can queue seconds
+ * of GPU work inside one lease of a few milliseconds; the drain then runs all of it, and the
+ * overrun, although charged and paid back, shows as a burst at 100% followed by a long stall.
+ * So every F-th launch under a lease records a fence (an event) on its stream, and at most two
+ * fences may be outstanding: the launch waits for the older one first. F adapts so that the
+ * two fences hold about a millisecond or two of GPU work: halved when the wait was long (long
+ * kernels: down to a fence every launch, whose cost is nothing next to the kernel), doubled
+ * when the older fence was already done (short kernels: up to every 256th launch, so the cost
+ * per launch stays a few ns). The fast path pays one thread-local increment and compare. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -42,11 +52,22 @@ struct dstate {
     CUstream streams[MAX_STREAMS];
     unsigned nstreams;
     bool whole_ctx;              /* per-thread stream or too many streams: drain the context */
+    /* pacing (see the top of this file) */
+    _Atomic unsigned fence_every;  /* F: launches between fences */
+    CUcontext fence_ctx;         /* the context the fence events belong to */
+    CUevent fence[2];            /* fence[0] is the older when nfence == 2 */
+    unsigned nfence;             /* fences recorded and not known to be done */
 };
 
 static struct dstate devs[MAX_DEV];
 static __thread uint64_t t_lease[MAX_DEV];
 static __thread CUstream t_stream[MAX_DEV];
+static __thread unsigned t_since_fence[MAX_DEV];
+
+#define FENCE_EVERY_MIN   1
+#define FENCE_EVERY_MAX   256
+#define FENCE_EVERY_START 8
+#define FENCE_LONG_WAIT_NS 1000000ULL   /* waited longer than 1 ms: too much work in flight */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -61,6 +82,10 @@ static struct {
     vgpu_cuCtxSynchronize_fn ctx_sync;
     vgpu_cuStreamSynchronize_fn stream_sync;
     vgpu_cuStreamIsCapturing_fn capturing;
+    vgpu_cuEventCreate_fn ev_create;
+    vgpu_cuEventRecord_fn ev_record;
+    vgpu_cuEventQuery_fn ev_query;
+    vgpu_cuEventSynchronize_fn ev_sync;
 } drv;
 
 static void reset_child(void);
@@ -72,6 +97,10 @@ static void init(void)
     drv.ctx_sync = (vgpu_cuCtxSynchronize_fn)vgpu_real_cuda_sym("cuCtxSynchronize");
     drv.stream_sync = (vgpu_cuStreamSynchronize_fn)vgpu_real_cuda_sym("cuStreamSynchronize");
     drv.capturing = (vgpu_cuStreamIsCapturing_fn)vgpu_real_cuda_sym("cuStreamIsCapturing");
+    drv.ev_create = (vgpu_cuEventCreate_fn)vgpu_real_cuda_sym("cuEventCreate");
+    drv.ev_record = (vgpu_cuEventRecord_fn)vgpu_real_cuda_sym("cuEventRecord");
+    drv.ev_query = (vgpu_cuEventQuery_fn)vgpu_real_cuda_sym("cuEventQuery");
+    drv.ev_sync = (vgpu_cuEventSynchronize_fn)vgpu_real_cuda_sym("cuEventSynchronize");
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -81,6 +110,7 @@ static void init(void)
         pthread_mutex_init(&devs[i].mu, NULL);
         devs[i].s.fd = -1;
         devs[i].proc = -1;
+        atomic_store(&devs[i].fence_every, FENCE_EVERY_START);
     }
     pthread_atfork(NULL, NULL, reset_child);
 }
@@ -98,10 +128,13 @@ static void reset_child(void)
         d->ready = d->ready == 1 ? 0 : d->ready;
         d->nstreams = 0;
         d->whole_ctx = false;
+        d->nfence = 0;           /* the parent's events are not the child's */
+        d->fence_ctx = NULL;
         if (d->s.f)
             vgpu_sched_close(&d->s);
     }
     memset(t_lease, 0, sizeof t_lease);
+    memset(t_since_fence, 0, sizeof t_since_fence);
 }
 
 static uint64_t job_key(const struct vgpu_region *r)
@@ -211,8 +244,55 @@ static void drain_and_release(struct dstate *d, int dev)
         atomic_fetch_add(&r->use->dev[dev].gpu_time_ns, used);
     d->nstreams = 0;
     d->whole_ctx = false;
+    d->nfence = 0;               /* drained: every fence recorded so far is done */
     atomic_store(&d->end, 0);
     atomic_store(&d->lease, 0);
+}
+
+/* ---- pacing: bound the work in flight under a lease ------------------------------------------------- */
+
+/* Called with d->mu held, by a launch under our lease, every F-th launch. */
+static void pace(struct dstate *d, CUstream stream, bool ptsz)
+{
+    if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx)
+        return;
+    CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    /* An event recorded on a capturing stream would become a node of the application's graph. */
+    if (drv.capturing && (drv.capturing(rec, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE))
+        return;
+    CUcontext ctx = NULL;
+    if (drv.get_ctx(&ctx) != CUDA_SUCCESS || !ctx)
+        return;
+    if (ctx != d->fence_ctx) {
+        /* Events belong to a context: make new ones (the old ones stay with their context). */
+        d->nfence = 0;
+        d->fence_ctx = NULL;
+        if (drv.ev_create(&d->fence[0], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+            return;
+        if (drv.ev_create(&d->fence[1], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+            return;
+        d->fence_ctx = ctx;
+    }
+    unsigned every = atomic_load_explicit(&d->fence_every, memory_order_relaxed);
+    if (d->nfence == 2) {
+        if (drv.ev_query(d->fence[0]) == CUDA_SUCCESS) {
+            /* The GPU keeps up: fence less often. */
+            every = every * 2 > FENCE_EVERY_MAX ? FENCE_EVERY_MAX : every * 2;
+        } else {
+            uint64_t t0 = vgpu_now_ns();
+            drv.ev_sync(d->fence[0]);
+            if (vgpu_now_ns() - t0 > FENCE_LONG_WAIT_NS)
+                every = every / 2 < FENCE_EVERY_MIN ? FENCE_EVERY_MIN : every / 2;
+        }
+        atomic_store_explicit(&d->fence_every, every, memory_order_relaxed);
+        CUevent done = d->fence[0];
+        d->fence[0] = d->fence[1];
+        d->fence[1] = done;
+        d->nfence = 1;
+    }
+    if (drv.ev_record(d->fence[d->nfence], rec) == CUDA_SUCCESS)
+        d->nfence++;
 }
 
 /* ---- the helper thread: ends leases at their deadline ------------------------------------------------ */
@@ -295,6 +375,10 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             track(d, stream, ptsz);
             t_lease[dev] = lease;
             t_stream[dev] = stream;
+            if (++t_since_fence[dev] >= atomic_load_explicit(&d->fence_every, memory_order_relaxed)) {
+                t_since_fence[dev] = 0;
+                pace(d, stream, ptsz);
+            }
             break;
         }
         if (lease)
@@ -339,7 +423,8 @@ void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
     struct dstate *d = &devs[dev];
     uint64_t lease = atomic_load_explicit(&d->lease, memory_order_acquire);
     if (__builtin_expect(lease != 0 && lease == t_lease[dev] && stream == t_stream[dev], 1) &&
-        vgpu_now_ns() < atomic_load_explicit(&d->end, memory_order_relaxed))
+        vgpu_now_ns() < atomic_load_explicit(&d->end, memory_order_relaxed) &&
+        __builtin_expect(++t_since_fence[dev] < atomic_load_explicit(&d->fence_every, memory_order_relaxed), 1))
         return;
     slow_path(dev, d, stream, ptsz);
 }

@@ -95,4 +95,18 @@ rm -rf "$VGPU_STATE_DIR/sched"
 run vgpu run -- core_loop -t 0.3 -k $K
 if [ ! -e "$VGPU_STATE_DIR/sched" ]; then ok "an uncapped job never touches the scheduler"; else not_ok "uncapped job created $VGPU_STATE_DIR/sched"; fi
 
+# A job that never waits for its kernels (an unsynchronized training loop: 200 launches of 5 ms
+# between synchronizations, a second of work queued at once) is held at its cap in every
+# 200 ms sample, not in bursts at 100% followed by long stalls.
+vgpu run --core 30 -- core_loop -k 5000 -s 200 -t 5 >/dev/null 2>&1 &
+sleep 1.2
+samples=$(vgpu top --json -n 12 -d 0.25 | jq -r '[.processes[] | select(.command != null and (.command | test("core_loop")))][0].sm_percent // empty')
+wait
+n=$(printf '%s\n' $samples | grep -c .)
+mean=$(printf '%s\n' $samples | awk '{ s += $1 } END { printf "%d", NR ? s / NR : -1 }')
+max=$(printf '%s\n' $samples | sort -n | tail -n 1)
+if [ "$n" -ge 6 ]; then ok "unsynchronized job: NVML sampled it ($n samples)"; else not_ok "unsynchronized job: NVML sampled it" "samples: $samples"; fi
+in_band "unsynchronized job at --core 30: mean of the 200 ms samples" "${mean:-0}" 15 45 "samples: $samples"
+in_band "unsynchronized job at --core 30: no 200 ms sample near 100%" "${max:-100}" 0 70 "samples: $samples"
+
 echo "1..$T_N"
