@@ -4,6 +4,8 @@
 #     a CUDA-graph loop, over its first 5 s and over the whole run (CORE_SECONDS, default 5;
 #     30 for the issue's second window): throughput relative to the uncapped run, and the
 #     NVML per-process SM utilisation (nvidia-smi pmon) averaged over the run;
+#   - the matmul loop synchronized only every 64 launches (as training loops run), at 30 and 70:
+#     throughput, and no 1-second NVML sample more than 15 points above the cap;
 #   - two jobs 30/70 (elementwise): their throughput shares;
 #   - two jobs 50/50 soft, one idle: the busy one's throughput;
 #   - the added cost per launch under budget (median, capped 90% vs an uncapped job).
@@ -37,12 +39,18 @@ pmon_run() { # outfile cmd...
   kill $pm 2>/dev/null; wait $pm 2>/dev/null
   # lines: gpu pid type sm mem enc dec ... command; take rows of core_bench
   awk '$0 ~ /core_bench/ && $4 ~ /^[0-9]+$/ { s += $4; n++ } END { if (n) printf "%.0f", s / n; else printf "-" }' "$T/pmon"
+  # the highest 1-second sample after the first two (for the unsynchronized workload)
+  awk '$0 ~ /core_bench/ && $4 ~ /^[0-9]+$/ { if (++n > 2 && $4 > m) m = $4 } END { printf "%d", m }' "$T/pmon" > "$T/pmon.max"
 }
 
+# Warm up first: the GPU's clocks ramp up over the first seconds of load, and a baseline taken
+# cold is low (every capped run then looks a few points too fast).
+"$T/core_bench" matmul 4 >/dev/null
 declare -A base
 for m in elementwise matmul graph; do
   base[$m]=$(get "$("$T/core_bench" $m 3)" ips)
 done
+base[async]=${base[matmul]}
 F=$(( W < 5 ? W : 5 ))
 printf '%-12s %5s %10s %10s %10s %10s %8s  %s\n' workload cap "unc it/s" "cap it/s" "% first ${F}s" "% ${W}s" "NVML sm%" verdict
 for m in elementwise matmul graph; do
@@ -54,6 +62,14 @@ for m in elementwise matmul graph; do
     printf '%-12s %4d%% %10s %10s %9s%% %9s%% %8s  %s\n' $m $n "${base[$m]}" "$ips" "$pf" "$p" "$sm" "$v"
   done
 done
+# Unsynchronized matmul loop: the whole run within ±5 points, and no 1-second NVML sample far
+# above the cap (queued work must not run in bursts at 100%).
+for n in 30 70; do
+  sm=$(pmon_run "$T/o" vgpu run --gpu 0 --core $n -- "$T/core_bench" async "$W" "$F")
+  ips=$(get "$(cat "$T/o")" ips); p=$(pct "$ips" "${base[async]}"); mx=$(cat "$T/pmon.max")
+  v=$(verdict "$p" $n 5); [ "${mx:-100}" -le $((n + 15)) ] || v=FAIL; count "$v"
+  printf '%-12s %4d%% %10s %10s %10s %9s%% %8s  %s (highest 1 s sample %s%%)\n' async $n "${base[async]}" "$ips" "-" "$p" "$sm" "$v" "$mx"
+done
 vgpu run --gpu 0 --core 30 -- "$T/core_bench" elementwise "$W" >"$T/a" 2>&1 &
 vgpu run --gpu 0 --core 70 -- "$T/core_bench" elementwise "$W" >"$T/b" 2>&1; wait
 pa=$(pct "$(get "$(cat "$T/a")" ips)" "${base[elementwise]}") pb=$(pct "$(get "$(cat "$T/b")" ips)" "${base[elementwise]}")
@@ -64,11 +80,18 @@ ps_=$(pct "$(get "$(vgpu run --gpu 0 --core 50 --core-policy soft -- "$T/core_be
 wait
 vs=$(awk -v p="$ps_" 'BEGIN { print (p >= 90 ? "PASS" : "FAIL") }'); count "$vs"
 printf 'soft 50/50, peer idle      busy job %s%% (>= 90)   %s\n' "$ps_" "$vs"
-u=$(get "$(vgpu run --gpu 0 -- "$T/core_bench" rate 2)" p50_ns)
-c=$(get "$(vgpu run --gpu 0 --core 90 -- "$T/core_bench" rate 2)" p50_ns)
+# Launch cost: five alternating pairs of 1 s runs, the median of each side (single runs differ
+# by a few hundred ns from one to the next, whatever the library does).
+us="" cs=""
+for _ in 1 2 3 4 5; do
+  us="$us $(get "$(vgpu run --gpu 0 -- "$T/core_bench" rate 1)" p50_ns)"
+  cs="$cs $(get "$(vgpu run --gpu 0 --core 90 -- "$T/core_bench" rate 1)" p50_ns)"
+done
+median() { printf '%s\n' $1 | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+u=$(median "$us") c=$(median "$cs")
 d=$(awk -v c="$c" -v u="$u" 'BEGIN { printf "%.0f", c - u }')
 vo=$(awk -v d="$d" 'BEGIN { print (d < 200 ? "PASS" : "FAIL") }'); count "$vo"
-printf 'launch cost under budget: uncapped job %s ns, capped %s ns, added %s ns (< 200)   %s\n' "$u" "$c" "$d" "$vo"
+printf 'launch cost under budget (median of 5): uncapped job %s ns, capped %s ns, added %s ns (< 200)   %s\n' "$u" "$c" "$d" "$vo"
 echo "core.sh: $pass PASS, $fail FAIL (first ${F} s and whole ${W} s of each run)"
 }
 # The table goes to the terminal and, with the date, GPU and driver, to tests/gpu/RESULTS-core.md.

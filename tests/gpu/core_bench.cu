@@ -1,10 +1,13 @@
 // core_bench: the workloads of tests/gpu/core.sh (compiled there with nvcc; not part of `make`).
-//   core_bench MODE SECONDS [FIRST]      MODE: elementwise | matmul | graph | rate
+//   core_bench MODE SECONDS [FIRST]      MODE: elementwise | matmul | graph | async | rate
 // Prints "ips=<iterations per second> iters=N secs=S ips_first=<over the first FIRST seconds>"
 // (rate: "p50_ns=... launches=N"). FIRST defaults to SECONDS.
 // elementwise: c = a + b over 64 Mi floats, synchronized every iteration (many blocks, short);
 // matmul: a tiled 4096x4096 fp32 product (a few thousand blocks, milliseconds each);
-// graph: 8 elementwise kernels captured once into a CUDA graph and replayed.
+// graph: 8 elementwise kernels captured once into a CUDA graph and replayed;
+// async: the matmul, synchronized only every 64 launches (about a second of work queued at once,
+// as an unsynchronized training loop queues it); iterations count when a synchronization
+// has seen them complete.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,7 +52,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: core_bench elementwise|matmul|graph|rate SECONDS\n");
+        fprintf(stderr, "usage: core_bench elementwise|matmul|graph|async|rate SECONDS [FIRST]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -91,9 +94,19 @@ int main(int argc, char **argv)
     }
     long iters = 0, iters_first = -1;
     double t0 = now();
+    bool async = !strcmp(mode, "async");
+    long queued = 0;
     while (now() - t0 < secs) {
         if (iters_first < 0 && now() - t0 >= first)
             iters_first = iters;
+        if (async) {
+            matmul<<<dim3(N / TILE, N / TILE), dim3(TILE, TILE), 0, s>>>(a, b, c, N);
+            if (++queued % 64 == 0) {
+                CK(cudaStreamSynchronize(s));
+                iters = queued;
+            }
+            continue;
+        }
         if (!strcmp(mode, "elementwise"))
             add<<<4096, 256, 0, s>>>(a, b, c, n);
         else if (!strcmp(mode, "matmul"))
@@ -106,6 +119,10 @@ int main(int argc, char **argv)
         }
         CK(cudaStreamSynchronize(s));
         iters++;
+    }
+    if (async) {
+        CK(cudaStreamSynchronize(s));
+        iters = queued;
     }
     double el = now() - t0;
     if (iters_first < 0) {

@@ -12,7 +12,7 @@ ok() { echo "ok - $1"; }
 bad() { echo "not ok - $1"; fail=1; }
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "ok - # SKIP no PyTorch with CUDA"; exit 0; }
 
-"$vgpu" run --name top-gpu-check --mem 4G --core 50 -- python3 -c '
+"$vgpu" run --name topcheck --mem 4G --core 50 -- python3 -c '
 import torch, time
 x = torch.randn(8192, 8192, device="cuda")
 t = time.time()
@@ -25,11 +25,14 @@ snap=$("$vgpu" top --once 2>&1); rc=$?
 json=$("$vgpu" top --once --json 2>/dev/null)
 wait $job
 [ $rc = 0 ] && ok "vgpu top --once exits 0" || bad "vgpu top --once exits 0 (rc=$rc)"
-grep -q "top-gpu-check" <<<"$snap" && ok "the job is shown" || bad "the job is shown"
-[ "$(jq '.jobs[] | select(.name == "top-gpu-check") | .mem_limit_bytes' <<<"$json")" = $((4 << 30)) ] \
+grep -q "topcheck" <<<"$snap" && ok "the job is shown" || bad "the job is shown"
+[ "$(jq '.jobs[] | select(.name == "topcheck") | .mem_limit_bytes' <<<"$json")" = $((4 << 30)) ] \
   && ok "JSON: memory limit 4 GiB" || bad "JSON: memory limit 4 GiB"
-[ "$(jq '.jobs[] | select(.name == "top-gpu-check") | .core_limit_percent' <<<"$json")" = 50 ] \
+[ "$(jq '.jobs[] | select(.name == "topcheck") | .core_limit_percent' <<<"$json")" = 50 ] \
   && ok "JSON: core limit 50%" || bad "JSON: core limit 50%"
+share=$(jq '.jobs[] | select(.name == "topcheck") | .gpu_time_percent // 999 | floor' <<<"$json")
+[ "$share" -le 65 ] && ok "the unsynchronized PyTorch loop is held near its 50% cap (${share}%)" \
+  || bad "the unsynchronized PyTorch loop is held near its 50% cap (${share}%)"
 jq -e '[.processes[] | select(.job != null)] | length > 0' <<<"$json" >/dev/null \
   && ok "the job's process is joined to it" || bad "the job's process is joined to it"
 jq -e '.gpus[0].temperature_celsius | type == "number"' <<<"$json" >/dev/null \
