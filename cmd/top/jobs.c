@@ -6,6 +6,7 @@
 
 #include <pwd.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -171,6 +172,69 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
     }
 }
 
+/* Regions stay open from one sample to the next: opening, mapping and unmapping every job's
+ * region each second (and faulting its pages in again) was most of vgpu top's CPU with 50
+ * jobs. The listing, which also removes stale and expired jobs, is redone when the jobs folder
+ * changes (or changed less than a second ago: its time stamp is coarse) and every 5 s. */
+struct open_job {
+    char path[sizeof ((struct vgpu_job_ref *)0)->path];
+    struct vgpu_region r;
+    bool open, listed;
+};
+static struct open_job open_jobs[TOP_MAX_JOBS];
+static struct vgpu_job_ref *list_refs;
+static size_t list_n;
+static struct timespec list_mtime;
+static uint64_t list_at;
+
+static bool relist_due(const char *statedir, uint64_t now)
+{
+    char jobs[4200];
+    snprintf(jobs, sizeof jobs, "%s/jobs", statedir);
+    struct stat st;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    if (stat(jobs, &st) < 0)
+        return true;
+    bool changed = st.st_mtim.tv_sec != list_mtime.tv_sec || st.st_mtim.tv_nsec != list_mtime.tv_nsec;
+    list_mtime = st.st_mtim;
+    return changed || wall.tv_sec - st.st_mtim.tv_sec <= 1 || !list_at || now - list_at >= 5000000000ULL;
+}
+
+/* The open region of a listed, readable job (opened on first use), or NULL. */
+static struct vgpu_region *job_region(const struct vgpu_job_ref *ref)
+{
+    struct open_job *free_slot = NULL;
+    for (unsigned i = 0; i < TOP_MAX_JOBS; i++) {
+        if (open_jobs[i].open && strcmp(open_jobs[i].path, ref->path) == 0)
+            return &open_jobs[i].r;
+        if (!open_jobs[i].open && !free_slot)
+            free_slot = &open_jobs[i];
+    }
+    struct vgpu_err e;
+    if (!free_slot || vgpu_region_open(&free_slot->r, ref->path, VGPU_REGION_JOB, &e) < 0)
+        return NULL;
+    snprintf(free_slot->path, sizeof free_slot->path, "%s", ref->path);
+    free_slot->open = true;
+    return &free_slot->r;
+}
+
+/* After a new listing: closes the regions of jobs that are gone. */
+static void close_unlisted(void)
+{
+    for (unsigned i = 0; i < TOP_MAX_JOBS; i++)
+        open_jobs[i].listed = false;
+    for (size_t k = 0; k < list_n; k++)
+        for (unsigned i = 0; i < TOP_MAX_JOBS; i++)
+            if (open_jobs[i].open && strcmp(open_jobs[i].path, list_refs[k].path) == 0)
+                open_jobs[i].listed = true;
+    for (unsigned i = 0; i < TOP_MAX_JOBS; i++)
+        if (open_jobs[i].open && !open_jobs[i].listed) {
+            vgpu_region_close(&open_jobs[i].r);
+            open_jobs[i].open = false;
+        }
+}
+
 void top_jobs_read(struct top_model *m)
 {
     char dir[4096];
@@ -180,41 +244,46 @@ void top_jobs_read(struct top_model *m)
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
         return;
     }
-    struct vgpu_job_ref *refs = NULL;
-    size_t n = 0;
-    if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
-        snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
-        return;
+    uint64_t now = mono_ns();
+    if (relist_due(dir, now)) {
+        struct vgpu_job_ref *refs = NULL;
+        size_t n = 0;
+        if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
+            snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+            return;
+        }
+        free(list_refs);
+        list_refs = refs;
+        list_n = n;
+        list_at = now;
+        close_unlisted();
     }
     static struct prev next[TOP_MAX_JOBS];
     unsigned nnext = 0;
-    uint64_t now = mono_ns();
-    for (size_t i = 0; i < n && m->njob < TOP_MAX_JOBS; i++) {
+    for (size_t i = 0; i < list_n && m->njob < TOP_MAX_JOBS; i++) {
+        const struct vgpu_job_ref *ref = &list_refs[i];
         struct top_job *jb = &m->jobs[m->njob];
         memset(jb, 0, sizeof *jb);
-        struct vgpu_region r;
-        if (!refs[i].readable || vgpu_region_open(&r, refs[i].path, VGPU_REGION_JOB, &e) < 0) {
+        struct vgpu_region *r = ref->readable ? job_region(ref) : NULL;
+        if (!r) {
             /* another user's job: only what the file name and owner say */
-            snprintf(jb->id, sizeof jb->id, "%s", refs[i].id);
-            snprintf(jb->name, sizeof jb->name, "%s", refs[i].name[0] ? refs[i].name : refs[i].id);
+            snprintf(jb->id, sizeof jb->id, "%s", ref->id);
+            snprintf(jb->name, sizeof jb->name, "%s", ref->name[0] ? ref->name : ref->id);
             top_sanitize(jb->name);
-            jb->uid = refs[i].owner;
+            jb->uid = ref->owner;
             owner_name(jb->uid, jb->owner, sizeof jb->owner);
             m->njob++;
             continue;
         }
-        if (atomic_load(&r.hdr->state) == VGPU_JOB_EXITED) {
-            vgpu_region_close(&r);
+        if (atomic_load(&r->hdr->state) == VGPU_JOB_EXITED)
             continue;
-        }
-        fill_job(m, jb, &r, &next[nnext++], now);
-        job_procs(m, (int)m->njob, &r);
+        vgpu_region_reap_maybe(r);   /* a dead process's slot: at most one walk a second */
+        fill_job(m, jb, r, &next[nnext++], now);
+        job_procs(m, (int)m->njob, r);
         m->njob++;
-        vgpu_region_close(&r);
     }
     memcpy(prev_tab, next, nnext * sizeof next[0]);
     nprev = nnext;
-    free(refs);
 }
 
 static int open_admin(const struct top_job *j, struct vgpu_region *r, struct vgpu_err *e)
