@@ -177,6 +177,8 @@ void fs_unlock(void);
  * differs). Every reader of process lists calls it, as the real driver frees a dead process's
  * memory. */
 void fs_reap(void);
+/* The same for one GPU only (what a per-device NVML query needs). */
+void fs_reap_gpu(unsigned gpu);
 
 /* ---- processes and memory (under the lock unless said otherwise) ---- */
 unsigned long long fs_proc_start_time(pid_t pid);     /* 0 when the process does not exist */

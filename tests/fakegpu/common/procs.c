@@ -1,6 +1,8 @@
 /* procs.c: processes on the simulated GPUs: their memory, their contexts, their kernels on the
  * device timelines, and the reaping of dead ones. */
 #include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,20 +10,26 @@
 
 #include "fs_internal.h"
 
-unsigned long long fs_proc_start_time(pid_t pid)
+/* Reads /proc/PID/stat once: its start time (field 22, 0 when unreadable) and whether it is a
+ * zombie (state Z or X). Plain read(2): this runs for every known process at every reap. */
+static unsigned long long stat_of(pid_t pid, bool *zombie)
 {
     char path[64], buf[1024];
+    *zombie = false;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
     buf[n] = 0;
-    /* Field 22 (starttime); the command name (field 2) may contain spaces: start after its ')'. */
+    /* The command name (field 2) may contain spaces: start after its ')'. */
     char *p = strrchr(buf, ')');
-    if (!p)
+    if (!p || p[1] != ' ')
         return 0;
+    *zombie = p[2] == 'Z' || p[2] == 'X';
     unsigned long long start = 0;
     int field = 2;
     for (p++; *p && field < 22; p++)
@@ -32,36 +40,54 @@ unsigned long long fs_proc_start_time(pid_t pid)
     return start;
 }
 
+unsigned long long fs_proc_start_time(pid_t pid)
+{
+    bool zombie;
+    return stat_of(pid, &zombie);
+}
+
 bool fs_proc_alive(pid_t pid, unsigned long long start_time)
 {
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return false;
-    unsigned long long now = fs_proc_start_time(pid);
+    /* kill(2) cannot tell a zombie, or a new process that got the pid, from the process: /proc
+     * can, but reading it for hundreds of processes at every query costs milliseconds (a real
+     * driver knows at once). So a process found alive by /proc is believed for 200 ms, as long
+     * as its pid exists (kill above). */
+    enum { CACHE = 512 };
+    static __thread struct { pid_t pid; unsigned long long start; uint64_t at; } seen[CACHE];
+    unsigned h = (unsigned)pid % CACHE;
+    uint64_t now = fs_now_ns();
+    if (seen[h].pid == pid && seen[h].start == start_time && now - seen[h].at < 200000000ULL)
+        return true;
     /* A zombie still has its /proc entry; the driver frees its memory at exit, so treat a
      * zombie as gone too. */
-    if (now != start_time)
-        return false;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+    bool zombie;
+    bool alive = stat_of(pid, &zombie) == start_time && !zombie;
+    if (alive) {
+        seen[h].pid = pid;
+        seen[h].start = start_time;
+        seen[h].at = now;
+    }
+    return alive;
+}
+
+void fs_reap_gpu(unsigned gpu)
+{
+    struct fs_state *st = fs_state();
+    if (gpu >= st->ngpus)
+        return;
+    for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
+        struct fs_proc *p = &st->gpu[gpu].procs[i];
+        if (p->used && !fs_proc_alive(p->pid, p->start_time))
+            memset(p, 0, sizeof *p);
+    }
 }
 
 void fs_reap(void)
 {
-    struct fs_state *st = fs_state();
-    for (unsigned g = 0; g < st->ngpus; g++)
-        for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
-            struct fs_proc *p = &st->gpu[g].procs[i];
-            if (p->used && !fs_proc_alive(p->pid, p->start_time))
-                memset(p, 0, sizeof *p);
-        }
+    for (unsigned g = 0; g < fs_state()->ngpus; g++)
+        fs_reap_gpu(g);
 }
 
 static unsigned long long self_start_time(void)

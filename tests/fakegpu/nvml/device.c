@@ -83,7 +83,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
 static void memory_of(const struct nvmlDevice_st *d, unsigned long long *total, unsigned long long *reserved,
                       unsigned long long *used)
 {
-    fs_reap();
+    fs_reap_gpu(d->gpu);
     if (d->gi >= 0) {
         *total = fs_place_total(d->gpu, d->gi);
         *reserved = 0;

@@ -16,7 +16,7 @@ static unsigned gather(const struct nvmlDevice_st *d, struct rec *out)
 {
     struct fs_gpu *g = &fs_state()->gpu[d->gpu];
     unsigned n = 0;
-    fs_reap();
+    fs_reap_gpu(d->gpu);
     for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
         const struct fs_proc *p = &g->procs[i];
         if (!p->used || (d->gi >= 0 && (p->gi != d->gi || p->ci != d->ci)))
