@@ -2,13 +2,7 @@
 # vgpu list on a real GPU, field by field against nvidia-smi --query-gpu (issue 2: "vgpu list has
 # been compared with nvidia-smi"). Read-only.
 #   tests/gpu/list.sh [BUILD_DIR]
-set -u
-build=${1:-build}
-V=$build/vgpu
-n=0 fail=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
-command -v nvidia-smi >/dev/null || { echo "ok 1 - nvidia-smi # SKIP not installed"; exit 0; }
+. "$(dirname "$0")/tap.sh"
 js=$("$V" list --json) && ok "vgpu list --json exits 0" || { not_ok "vgpu list --json" "$js"; exit 1; }
 jq -e . >/dev/null <<<"$js" && ok "vgpu list --json is valid JSON" || not_ok "vgpu list --json is valid JSON" "$js"
 "$V" list >/dev/null && ok "vgpu list exits 0" || not_ok "vgpu list exits 0"

@@ -2,13 +2,7 @@
 # Read-only checks of vgpu mig on a real GPU, compared with nvidia-smi. Never changes a setting:
 # only status, profiles, list and export run here.
 #   tests/gpu/mig.sh [BUILD_DIR]
-set -u
-build=${1:-build}
-V=$build/vgpu
-n=0 fail=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
-command -v nvidia-smi >/dev/null || { echo "ok 1 - nvidia-smi # SKIP not installed"; exit 0; }
+. "$(dirname "$0")/tap.sh"
 for verb in status profiles list export; do
   out=$("$V" mig $verb 2>&1); rc=$?
   [ $rc = 0 ] && ok "vgpu mig $verb" || not_ok "vgpu mig $verb (rc $rc)" "$out"

@@ -4,13 +4,7 @@
 # with 'vgpu run --mps --core 25' and reports the SM count it sees and its matmul throughput
 # (next to the same job without MPS), and stops MPS again.
 #   tests/gpu/policy.sh [BUILD_DIR]
-set -u
-build=${1:-build}
-V=$build/vgpu
-n=0 fail=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
-command -v nvidia-smi >/dev/null || { echo "ok 1 - nvidia-smi # SKIP not installed"; exit 0; }
+. "$(dirname "$0")/tap.sh"
 
 # ---- time-slice policy (read only) ----
 out=$("$V" timeslice get 2>&1) && ok "vgpu timeslice get" || not_ok "vgpu timeslice get" "$out"

@@ -358,15 +358,22 @@ static void test_modes_and_umask(void **state)
     vgpu_region_close(&r);
 }
 
-static void test_find_and_stale(void **state)
+/* A one-GPU job spec with a name, for the lookup tests. */
+static struct vgpu_job_spec named_spec(const char *name)
 {
-    (void)state;
     struct vgpu_job_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.cmdline = "x";
     spec.device_count = 1;
     spec.dev[0].uuid = "GPU-1";
-    spec.name = "train";
+    spec.name = name;
+    return spec;
+}
+
+static void test_find_and_stale(void **state)
+{
+    (void)state;
+    struct vgpu_job_spec spec = named_spec("train");
     struct vgpu_region a, f;
     struct vgpu_err e;
     assert_int_equal(vgpu_region_create(&a, statedir, &spec, &e), 0);
@@ -406,12 +413,7 @@ static void test_find_and_stale(void **state)
 static void test_exited_kept(void **state)
 {
     (void)state;
-    struct vgpu_job_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.cmdline = "x";
-    spec.device_count = 1;
-    spec.dev[0].uuid = "GPU-1";
-    spec.name = "again";
+    struct vgpu_job_spec spec = named_spec("again");
     struct vgpu_region a, b, f;
     struct vgpu_err e;
     assert_int_equal(vgpu_region_create(&a, statedir, &spec, &e), 0);
