@@ -60,9 +60,12 @@ struct dstate {
 };
 
 static struct dstate devs[MAX_DEV];
-static __thread uint64_t t_lease[MAX_DEV];
-static __thread CUstream t_stream[MAX_DEV];
-static __thread unsigned t_since_fence[MAX_DEV];
+/* The launch path's thread-local state. initial-exec: libvgpu.so is preloaded, so its TLS sits
+ * in the static block and an access is one %fs-relative load, not a __tls_get_addr call. */
+#define LAUNCH_TLS static __thread __attribute__((tls_model("initial-exec")))
+LAUNCH_TLS uint64_t t_lease[MAX_DEV];
+LAUNCH_TLS CUstream t_stream[MAX_DEV];
+LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
 
 #define FENCE_EVERY_MIN   1
 #define FENCE_EVERY_MAX   256
