@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vgpu top's budget on the simulated GPU (issue 4): under 1% of one core at a 1 s refresh with
 # 8 GPUs, many jobs and processes; first screen in under 200 ms. Prints a table.
-#   bash bench/top.sh [BUILD]     (JOBS=50 PROCS=300 SECONDS_=10 to change the load)
+#   bash bench/top.sh [BUILD]     (JOBS=50 PROCS=300 SECONDS_=20 to change the load)
 set -u
 build=$(cd "${1:-build}" && pwd) || exit 2
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +12,7 @@ trap cleanup EXIT
 export PATH="$build:$PATH" LD_LIBRARY_PATH="$build/fakegpu" VGPU_STATE_DIR=$tmp/state VGPU_FAKE_STATE=$tmp/fake.state
 export VGPU_FAKE_SCENARIO=$src/tests/fakegpu/scenarios/big.json NO_COLOR=1
 mkdir -m 0700 "$tmp/state"
-JOBS=${JOBS:-50} PROCS=${PROCS:-300} SECS=${SECONDS_:-10}
+JOBS=${JOBS:-50} PROCS=${PROCS:-300} SECS=${SECONDS_:-20}
 
 # jobs (vgpu run ... sleep) and GPU processes (contexts through the simulated libcuda)
 for ((i = 0; i < JOBS; i++)); do

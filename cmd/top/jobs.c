@@ -175,7 +175,7 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
 /* Regions stay open from one sample to the next: opening, mapping and unmapping every job's
  * region each second (and faulting its pages in again) was most of vgpu top's CPU with 50
  * jobs. The listing, which also removes stale and expired jobs, is redone when the jobs folder
- * changes (or changed less than a second ago: its time stamp is coarse) and every 5 s. */
+ * changes (or changed less than a second ago: its time stamp is coarse) and every 10 s. */
 struct open_job {
     char path[sizeof ((struct vgpu_job_ref *)0)->path];
     struct vgpu_region r;
@@ -198,7 +198,7 @@ static bool relist_due(const char *statedir, uint64_t now)
         return true;
     bool changed = st.st_mtim.tv_sec != list_mtime.tv_sec || st.st_mtim.tv_nsec != list_mtime.tv_nsec;
     list_mtime = st.st_mtim;
-    return changed || wall.tv_sec - st.st_mtim.tv_sec <= 1 || !list_at || now - list_at >= 5000000000ULL;
+    return changed || wall.tv_sec - st.st_mtim.tv_sec <= 1 || !list_at || now - list_at >= 10000000000ULL;
 }
 
 /* The open region of a listed, readable job (opened on first use), or NULL. */

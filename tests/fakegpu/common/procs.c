@@ -52,13 +52,13 @@ bool fs_proc_alive(pid_t pid, unsigned long long start_time)
         return false;
     /* kill(2) cannot tell a zombie, or a new process that got the pid, from the process: /proc
      * can, but reading it for hundreds of processes at every query costs milliseconds (a real
-     * driver knows at once). So a process found alive by /proc is believed for 200 ms, as long
+     * driver knows at once). So a process found alive by /proc is believed for 5 s, as long
      * as its pid exists (kill above). */
     enum { CACHE = 512 };
     static __thread struct { pid_t pid; unsigned long long start; uint64_t at; } seen[CACHE];
     unsigned h = (unsigned)pid % CACHE;
     uint64_t now = fs_now_ns();
-    if (seen[h].pid == pid && seen[h].start == start_time && now - seen[h].at < 200000000ULL)
+    if (seen[h].pid == pid && seen[h].start == start_time && now - seen[h].at < 5000000000ULL)
         return true;
     /* A zombie still has its /proc entry; the driver frees its memory at exit, so treat a
      * zombie as gone too. */
