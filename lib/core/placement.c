@@ -17,6 +17,7 @@
 
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
+#include "vgpu/region.h"
 #include "vgpu/units.h"
 
 int vgpu_place_policy_parse(const char *s)
@@ -59,40 +60,13 @@ int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want
 
 /* ---- liveness ---------------------------------------------------------------------------- */
 
-static unsigned long long start_time(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    /* Field 22 (starttime); p points at the end of field 2. */
-    unsigned long long v = 0;
-    int field = 2;
-    for (char *s = p + 1; *s && field < 22; s++)
-        if (*s == ' ') {
-            field++;
-            if (field == 22)
-                v = strtoull(s + 1, NULL, 10);
-        }
-    return v;
-}
-
 static bool alive(pid_t pid, unsigned long long st)
 {
     if (pid <= 0)
         return false;
     if (kill(pid, 0) < 0 && errno == ESRCH)
         return false;
-    unsigned long long now = start_time(pid);
+    unsigned long long now = vgpu_proc_start_time(pid);
     return now == 0 ? true : now == st;  /* /proc hidden: trust kill() */
 }
 
@@ -199,7 +173,7 @@ uint64_t vgpu_place_promised(const char *statedir, const char *uuid)
 
 static void proc_name(pid_t pid, char *buf, size_t len)
 {
-    snprintf(buf, len, "%d.%llu", (int)pid, start_time(pid));
+    snprintf(buf, len, "%d.%llu", (int)pid, (unsigned long long)vgpu_proc_start_time(pid));
 }
 
 static void own_name(char *buf, size_t len)
