@@ -89,6 +89,7 @@ static struct {
     vgpu_cuEventRecord_fn ev_record;
     vgpu_cuEventQuery_fn ev_query;
     vgpu_cuEventSynchronize_fn ev_sync;
+    vgpu_cuEventDestroy_v2_fn ev_destroy;
 } drv;
 
 static void reset_child(void);
@@ -104,6 +105,7 @@ static void init(void)
     drv.ev_record = (vgpu_cuEventRecord_fn)vgpu_real_cuda_sym("cuEventRecord");
     drv.ev_query = (vgpu_cuEventQuery_fn)vgpu_real_cuda_sym("cuEventQuery");
     drv.ev_sync = (vgpu_cuEventSynchronize_fn)vgpu_real_cuda_sym("cuEventSynchronize");
+    drv.ev_destroy = (vgpu_cuEventDestroy_v2_fn)vgpu_real_cuda_sym("cuEventDestroy_v2");
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -268,13 +270,23 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
     if (drv.get_ctx(&ctx) != CUDA_SUCCESS || !ctx)
         return;
     if (ctx != d->fence_ctx) {
-        /* Events belong to a context: make new ones (the old ones stay with their context). */
+        /* Events belong to a context: make new ones, and free the old ones (a process that
+         * alternates between two contexts would otherwise leak two events at every switch;
+         * an event may be destroyed while its record is pending, and destroying one of a
+         * context that is gone just fails). */
+        if (d->fence_ctx && drv.ev_destroy) {
+            drv.ev_destroy(d->fence[0]);
+            drv.ev_destroy(d->fence[1]);
+        }
         d->nfence = 0;
         d->fence_ctx = NULL;
         if (drv.ev_create(&d->fence[0], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
             return;
-        if (drv.ev_create(&d->fence[1], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        if (drv.ev_create(&d->fence[1], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+            if (drv.ev_destroy)
+                drv.ev_destroy(d->fence[0]);
             return;
+        }
         d->fence_ctx = ctx;
     }
     unsigned every = atomic_load_explicit(&d->fence_every, memory_order_relaxed);
