@@ -142,9 +142,10 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
 
 # Test programs reach the driver the ways real programs do: linked against libcuda.so.1
 # (the fake at build time, whatever is installed at run time), or through dlopen.
-$(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(BUILD)/fakegpu/libcuda.so.1 $(BUILD)/fakegpu/libnvidia-ml.so.1
+# They may use the core library (e.g. sched_peek reads a GPU-time schedule as vgpu does).
+$(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(BUILD)/fakegpu/libcuda.so.1 $(BUILD)/fakegpu/libnvidia-ml.so.1 $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(LDFLAGS) -L$(BUILD)/fakegpu -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -lm
+	$(CC) -o $@ $< $(CORE_LIB) $(LDFLAGS) -L$(BUILD)/fakegpu -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -lm
 
 test:
 	@$(MAKE) --no-print-directory deps-if-root

@@ -57,7 +57,8 @@ for bin in "$build"/tests/unit/test_*; do
   [ -n "$filter" ] && [[ $name != *$filter* ]] && continue
   state=$(mktemp "$tmp/fake.XXXXXX"); rm -f "$state"
   VGPU_FAKE_SCENARIO=$src/tests/fakegpu/scenarios/h100.json VGPU_FAKE_STATE=$state \
-  VGPU_STATE_DIR=$(mktemp -d "$tmp/state.XXXXXX") CMOCKA_MESSAGE_OUTPUT=TAP \
+  VGPU_STATE_DIR=$(mktemp -d "$tmp/state.XXXXXX") VGPU_MACHINE_DIR=$(mktemp -d "$tmp/machine.XXXXXX") \
+  CMOCKA_MESSAGE_OUTPUT=TAP \
     run_one "unit/$name" "$bin"
 done
 

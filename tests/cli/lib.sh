@@ -27,11 +27,15 @@ trap t_cleanup EXIT
 export PATH="$VGPU_BUILD:$VGPU_BUILD/links:$VGPU_BUILD/fakegpu:$VGPU_BUILD/tests/progs:$PATH"
 export LD_LIBRARY_PATH="$VGPU_BUILD/fakegpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export VGPU_STATE_DIR=$T_DIR/state
+# The machine-wide directory (placement ledger; its path also keys the GPU-time schedules):
+# per script, so scripts never share a schedule.
+export VGPU_MACHINE_DIR=$T_DIR/machine
 export VGPU_FAKE_STATE=$T_DIR/fakegpu.state
 export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
 export VGPU_FAKE_LIBDIR=$VGPU_BUILD/fakegpu
 [ -n "${VGPU_TEST_PRELOAD:-}" ] && export LD_PRELOAD=$VGPU_TEST_PRELOAD
 mkdir -m 0700 -p "$VGPU_STATE_DIR"
+mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
 
 T_N=0
 use_scenario() {
