@@ -62,6 +62,7 @@ struct dstate {
     _Atomic uint64_t end;        /* its deadline */
     uint64_t start;
     _Atomic uint32_t touched;    /* a launch came since the helper last looked (idle detection) */
+    uint64_t idle_since;         /* the helper first saw the lease idle (0: not idle); helper only */
     uint64_t bypass_until;       /* the schedule looked damaged: launch unscheduled until then */
     bool warned_stall;
     CUcontext ctx;               /* the context current at the grant (for draining) */
@@ -385,25 +386,33 @@ static void *keeper(void *arg)
                 continue;
             uint64_t end = vgpu_sched_deadline(&d->s, lease);
             bool give_back = now >= end;
-            bool idle = false;
             if (!give_back && vgpu_sched_wanted(&d->s, d->start)) {
-                /* Someone of another job waits: give the lease back once we are idle. */
-                idle = atomic_exchange(&d->touched, 0) == 0;
-                if (!idle && now + VGPU_SCHED_IDLE_NS < next)
-                    next = now + VGPU_SCHED_IDLE_NS;
-            }
-            if (give_back || idle) {
-                pthread_mutex_lock(&d->mu);
-                if (atomic_load(&d->lease) == lease && (give_back || !work_in_flight(d))) {
-                    if (!give_back)
-                        atomic_fetch_add(&d->s.f->yields, 1);
-                    drain_and_release(d, (int)i);
+                /* Someone of another job waits: give the lease back once we have been idle (no
+                 * launch, nothing in flight) for a whole VGPU_SCHED_IDLE_NS, so that a process
+                 * between a synchronize and its next launch is not taken for idle. */
+                bool quiet = atomic_exchange(&d->touched, 0) == 0;
+                if (quiet) {
+                    pthread_mutex_lock(&d->mu);
+                    quiet = atomic_load(&d->lease) == lease && !work_in_flight(d);
                     pthread_mutex_unlock(&d->mu);
-                    continue;
                 }
-                pthread_mutex_unlock(&d->mu);
-                if (now + VGPU_SCHED_IDLE_NS < next)
+                if (!quiet)
+                    d->idle_since = 0;
+                else if (!d->idle_since)
+                    d->idle_since = now;
+                else if (now - d->idle_since >= VGPU_SCHED_IDLE_NS)
+                    give_back = true;
+                if (!give_back && now + VGPU_SCHED_IDLE_NS < next)
                     next = now + VGPU_SCHED_IDLE_NS;
+                if (give_back)
+                    atomic_fetch_add(&d->s.f->yields, 1);
+            }
+            if (give_back) {
+                pthread_mutex_lock(&d->mu);
+                if (atomic_load(&d->lease) == lease)
+                    drain_and_release(d, (int)i);
+                pthread_mutex_unlock(&d->mu);
+                continue;
             }
             if (end < next)
                 next = end;
@@ -532,6 +541,7 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             d->start = now;
             d->nstreams = 0;
             d->whole_ctx = false;
+            d->idle_since = 0;
             atomic_store(&d->touched, 1);
             atomic_store(&d->end, end);
             atomic_store(&d->lease, granted);
