@@ -17,7 +17,7 @@ static const char usage[] =
     "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT percent\n"
     "  --core-policy hard|soft  hard (default): never more than PCT; soft: also use GPU time\n"
     "                 that no other vgpu job on the GPU wants\n"
-    "  --priority high|normal|low  who goes first when capped jobs compete for a GPU\n"
+    "  --priority high|normal|low  how soon the job gets the GPU: high preempts other jobs' turns\n"
     "                 (default normal; low is still served at least once a second)\n"
     "  --mps          run CMD as a client of the MPS daemon ('vgpu mps start'): --core becomes\n"
     "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
