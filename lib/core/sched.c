@@ -91,8 +91,6 @@ static int before(const struct vgpu_sched_cand *a, const struct vgpu_sched_cand 
 {
     uint64_t sa = a->eligible_at > a->want_since ? a->eligible_at : a->want_since;
     uint64_t sb = b->eligible_at > b->want_since ? b->eligible_at : b->want_since;
-    if (a->preemptor != b->preemptor)
-        return a->preemptor ? 1 : -1;
     bool starve_a = now > sa && now - sa > VGPU_SCHED_STARVE_NS;
     bool starve_b = now > sb && now - sb > VGPU_SCHED_STARVE_NS;
     if (starve_a != starve_b)
@@ -533,8 +531,6 @@ void vgpu_sched_detach(struct vgpu_sched *s, int proc)
     uint64_t lease = atomic_load(&s->f->lease);
     if (vgpu_lease_holder(lease) == (unsigned)proc + 1)
         vgpu_sched_release(s, lease, 0, 0);
-    uint32_t ho = (uint32_t)proc + 1;
-    atomic_compare_exchange_strong(&s->f->handoff, &ho, 0);
     atomic_store(&p->pid, 0);
 }
 
@@ -567,39 +563,54 @@ static void revoke_overdue(struct vgpu_sched_file *f, uint64_t now)
         wake_all(f);
 }
 
-/* A waiter of another job: cut the holder's lease short (entitled, and with higher priority or
- * credit near its burst), or ask it to give the lease back once idle (see vgpu/sched.h). */
-static void ask_holder(struct vgpu_sched_file *f, int proc, uint64_t lease, uint64_t now)
+/* A waiter of another job: take the lease from the holder at once (entitled, and with higher
+ * priority or credit near its burst), or ask it to give the lease back once idle (see
+ * vgpu/sched.h). true when the lease is now ours (*lease_out, *end). */
+static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, uint64_t now, uint64_t *lease_out,
+                           uint64_t *end)
 {
     unsigned h = vgpu_lease_holder(lease) - 1;
     const struct vgpu_sched_job *mine = ld_job_of(f, (unsigned)proc), *theirs = ld_job_of(f, h);
     if (!mine || !theirs || mine == theirs)
-        return;   /* processes of one job share its turn */
+        return false;   /* processes of one job share its turn */
     unsigned cap = ld_cap(mine);
     if (!cap)
-        return;
+        return false;
     int64_t cr;
     uint64_t ct;
     ld_credit(mine, cap, now, &cr, &ct);
     int64_t credit = vgpu_sched_credit_at(cr, ct, cap, now);
     int64_t q = (int64_t)vgpu_sched_quantum(cap);
-    /* Only an entitled waiter cuts a lease short; anyone waiting asks the holder to give back a
-     * lease it is not using (idle lease time is charged, and would be lost to everyone). */
+    /* Only an entitled waiter preempts; anyone waiting asks the holder to give back a lease it is
+     * not using (idle lease time is charged, and would be lost to everyone). */
     bool urgent = credit >= q && (ld_prio(mine) > ld_prio(theirs) || credit >= 2 * q - q / 2);
     if (urgent) {
-        uint64_t end = atomic_load(&f->lease_end);
-        if (end > now && atomic_compare_exchange_strong(&f->lease_end, &end, now) && atomic_load(&f->lease) == lease)
-            atomic_fetch_add(&f->preemptions, 1);
-        atomic_store(&f->handoff_t, now);
-        atomic_store(&f->handoff, (uint32_t)proc + 1);
+        /* The lease passes now; the holder sees it gone at its next launch (or its helper, woken
+         * below), stops launching and charges its time until its queued work is done. That work
+         * and ours share the GPU meanwhile under the driver's time-slicing: we wait no longer than
+         * plain time-slicing would make us, and the holder is charged the overlap. */
+        uint64_t len = credit > 2 * q ? (uint64_t)(2 * q) : (uint64_t)credit;
+        if (len < VGPU_SCHED_MIN_LEASE_NS)
+            len = VGPU_SCHED_MIN_LEASE_NS;
+        uint64_t granted = ((vgpu_lease_gen(lease) + 1) << 16) | (uint64_t)(proc + 1);
+        if (!atomic_compare_exchange_strong(&f->lease, &lease, granted))
+            return false;
+        atomic_store(&f->lease_start, now);
+        atomic_store(&f->lease_end, now + len);
+        atomic_store(&f->borrowed, 0u);
+        atomic_store(&f->procs[proc].want_since, 0);
+        atomic_fetch_add(&f->preemptions, 1);
+        *lease_out = granted;
+        *end = now + len;
     } else {
         uint64_t w = atomic_load(&f->want_ns);
         if (w + VGPU_SCHED_IDLE_NS / 2 > now && w <= now)
-            return;   /* asked a moment ago: the holder is already looking */
+            return false;   /* asked a moment ago: the holder is already looking */
         atomic_store(&f->want_ns, now);
     }
     atomic_fetch_add(&f->yield_seq, 1);
     futex_wake(&f->yield_seq);
+    return urgent;
 }
 
 bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64_t *lease_out, uint64_t *end)
@@ -614,19 +625,8 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
 
     revoke_overdue(f, now);
     uint64_t lease = atomic_load(&f->lease);
-    if (vgpu_lease_holder(lease)) {
-        ask_holder(f, proc, lease, now);
-        return false;
-    }
-
-    /* The waiter that preempted the last holder has first claim, for a short while. */
-    unsigned ho = atomic_load(&f->handoff);
-    uint64_t hot = atomic_load(&f->handoff_t);
-    if (ho && (ho > VGPU_SCHED_MAX_PROCS || hot > now || now - hot > VGPU_SCHED_HANDOFF_NS)) {
-        uint32_t x = ho;
-        atomic_compare_exchange_strong(&f->handoff, &x, 0);
-        ho = 0;
-    }
+    if (vgpu_lease_holder(lease))
+        return preempt_or_ask(f, proc, lease, now, lease_out, end);
 
     /* Everyone who waits, as the picker sees them; absent waiters are passed over. */
     struct vgpu_sched_cand c[VGPU_SCHED_MAX_PROCS];
@@ -649,7 +649,7 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
         c[n] = (struct vgpu_sched_cand){
             .job = atomic_load(&p->job), .cap = cap, .soft = atomic_load(&j->soft) != 0, .prio = ld_prio(j),
             .credit = vgpu_sched_credit_at(cr, ct, cap, now), .want_since = ws > now ? now : ws,
-            .eligible_at = vgpu_sched_eligible_at(cr, ct, cap), .preemptor = ho == i + 1,
+            .eligible_at = vgpu_sched_eligible_at(cr, ct, cap),
         };
         who[n++] = i;
     }
@@ -668,10 +668,6 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
     atomic_store(&f->lease_end, now + len);
     atomic_store(&f->borrowed, borrow ? 1u : 0u);
     atomic_store(&me->want_since, 0);
-    if (ho == (unsigned)proc + 1) {
-        uint32_t x = ho;
-        atomic_compare_exchange_strong(&f->handoff, &x, 0);
-    }
     *lease_out = granted;
     *end = now + len;
     return true;

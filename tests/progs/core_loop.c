@@ -10,8 +10,9 @@
  *     -s N     synchronize after every N launches (default 1)
  *     -g N     kernels per graph (graph mode), default 4
  *     -m client  an inference service: requests of -s N kernels then a synchronize, -i US idle
- *              between requests; prints "requests=N p50_ms=... p99_ms=... max_ms=..." (request
- *              latency: first launch to the end of the synchronize)
+ *              between requests; prints "requests=N p50_ms=... p99_ms=... max_ms=... busy=F"
+ *              (request latency: first launch to the end of the synchronize; busy: the
+ *              client's kernel time over wall time)
  *     -i US    idle time between requests (client mode), default 5000
  *
  * Prints one line, e.g. "share=0.301 launches=602 elapsed_s=2.000 max_stall_ms=35.1 late_share=..."
@@ -124,8 +125,9 @@ int main(int argc, char **argv)
             }
         if (!n)
             return 1;
-        printf("requests=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", n, lat[n / 2] * 1e3, lat[(n * 99) / 100] * 1e3,
-               lat[n - 1] * 1e3);
+        double el = now_s() - t0;
+        printf("requests=%zu p50_ms=%.2f p99_ms=%.2f max_ms=%.2f busy=%.3f\n", n, lat[n / 2] * 1e3,
+               lat[(n * 99) / 100] * 1e3, lat[n - 1] * 1e3, (double)n * sync_every * (us / 1e6) / el);
         return 0;
     }
     CUgraphExec exec = NULL;

@@ -17,20 +17,22 @@
  * Budget ("credit", ns): each job earns cap% of wall time, capped at a burst of two quanta
  * (quantum = cap% of the 50 ms period); a lease costs the time it was held (overruns included,
  * so they are paid back by the next turns). A hard job may take the lease once its credit
- * reaches one quantum. Whoever is entitled goes first by: the one that preempted the holder,
- * starving (eligible for longer than VGPU_SCHED_STARVE_NS), priority, credit relative to its
- * quantum, waiting time. Soft jobs may borrow the GPU for a short lease when no waiting job is
+ * reaches one quantum. Whoever is entitled goes first by: starving (eligible for longer than
+ * VGPU_SCHED_STARVE_NS), priority, credit relative to its quantum, waiting time. Soft jobs may borrow the GPU for a short lease when no waiting job is
  * entitled; borrowed time leaves them no debt beyond zero credit.
  *
  * Latency (reference/latency.md): a lease is not exclusive for its whole length. An entitled
  * waiter of another job *preempts* the holder at once when it has higher priority, or when its
  * credit is near its burst (it has used less than its cap lately: an inference service between
- * requests). Preempting shortens the shared deadline to now and wakes the holder's helper
- * thread; the holder stops launching at its next launch, drains what it already queued (which
- * the pacing fences bound to a millisecond or two) and passes the lease to the preemptor. Any
- * other entitled waiter only asks; the holder then gives the lease back as soon as it has
- * launched nothing for VGPU_SCHED_IDLE_NS. Accuracy comes from charging what each lease used,
- * not from the lease's length.
+ * requests). It takes the lease word from the holder by compare-and-swap and launches at once;
+ * the holder sees the lease gone at its next launch (or its helper thread, woken through a futex
+ * in the segment), stops launching, and charges its time until its already-queued work (which
+ * the pacing fences bound to a kernel or two) has finished. That work and the preemptor's share
+ * the GPU meanwhile under the driver's own time-slicing, so the preemptor waits no longer than
+ * plain time-slicing would make it; the holder is charged the overlap. Any other waiter only
+ * asks; the holder then gives the lease back once it has launched nothing and had nothing in
+ * flight for VGPU_SCHED_IDLE_NS. Accuracy comes from charging what each lease used, not from
+ * the lease's length.
  *
  * No locks: the lease is one 64-bit word taken and given back by compare-and-swap; waiters
  * sleep on a futex in the segment (bounded), and anyone may free the lease of a dead holder or
@@ -60,7 +62,6 @@
 #define VGPU_SCHED_DEBT_NS     (4 * VGPU_SCHED_PERIOD_NS)  /* the most debt a job carries (overruns) */
 #define VGPU_SCHED_IDLE_NS     200000ULL     /* a holder asked to yield gives the lease back after
                                                 * launching nothing for this long */
-#define VGPU_SCHED_HANDOFF_NS  20000000ULL   /* a preemptor's claim on the next lease lasts this long */
 #define VGPU_SCHED_STALL_NS    3000000000ULL /* a launch never waits longer: past it, the schedule is
                                                 * taken as damaged and the process runs unscheduled */
 
@@ -99,8 +100,8 @@ struct vgpu_sched_file {
     _Atomic uint32_t yield_seq;    /* futex word the holder's helper thread sleeps on: bumped by a
                                     * waiter that preempts or asks the holder to yield */
     _Atomic uint32_t borrowed;     /* the current lease is a soft job's borrowed turn */
-    _Atomic uint32_t handoff;      /* proc index + 1 of the waiter that preempted the holder */
-    _Atomic uint64_t handoff_t;    /* when it did */
+    uint32_t reserved1;
+    uint64_t reserved2;
     _Atomic uint64_t want_ns;      /* last time an entitled waiter of another job asked for the GPU */
     /* Header (second cache line). */
     _Atomic uint64_t magic;        /* written last at creation */
@@ -142,7 +143,6 @@ struct vgpu_sched_cand {
     int64_t credit;                /* at now */
     uint64_t want_since;
     uint64_t eligible_at;
-    bool preemptor;                /* it cut the last holder's lease short: it goes first */
 };
 /* Picks who gets a free lease now. Returns the candidate index, or -1 when nobody may run;
  * *borrow says the winner runs on borrowed (soft) time and *len how long its lease is. */
