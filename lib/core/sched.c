@@ -719,6 +719,17 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns)
     futex_wait(&s->f->seq, atomic_load(&s->f->seq), max_ns);
 }
 
+void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now)
+{
+    atomic_store(&s->f->overlap_until, now);
+}
+
+uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now)
+{
+    uint64_t ov = atomic_load(&s->f->overlap_until);
+    return ov > start && ov <= now ? ov : start;
+}
+
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since)
 {
     uint64_t w = atomic_load(&s->f->want_ns);

@@ -278,8 +278,11 @@ static void drain_and_release(struct dstate *d, int dev)
     if (switched)
         drv.set_ctx(prev);
     uint64_t now = vgpu_now_ns();
-    uint64_t used = now - d->start;
-    vgpu_sched_release(&d->s, lease, used, now);
+    /* A lease taken by preemption shares the GPU with the preempted holder's queued work at
+     * first; that overlap is the holder's to pay. */
+    uint64_t used = now - vgpu_sched_charge_from(&d->s, d->start, now);
+    if (!vgpu_sched_release(&d->s, lease, used, now))
+        vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
     struct vgpu_region *r = vgpu_job();
     if (r && r->use)
         atomic_fetch_add(&r->use->dev[dev].gpu_time_ns, used);

@@ -74,6 +74,11 @@ static void test_idle_waiter_preempts(void **state)
     assert_false(vgpu_sched_release(&t.s, a_lease, 3 * MS, now + 3 * MS));
     assert_int_equal(atomic_load(&t.s.f->jobs[t.ja].used_ns), 3 * MS);
     assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), (unsigned)t.pb + 1);
+    /* The overlap with A's queued work is A's: B's charge starts when A finished draining. */
+    vgpu_sched_drained(&t.s, now + 3 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 5 * MS), now + 3 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + 4 * MS, now + 5 * MS), now + 4 * MS);  /* older */
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 2 * MS), now + MS);          /* not yet */
     /* A asks again while B holds: A is not at its burst, so it only asks. */
     assert_false(vgpu_sched_try_acquire(&t.s, t.pa, now + 4 * MS, &lease, &end));
     assert_true(vgpu_sched_wanted(&t.s, now + 3 * MS));

@@ -101,7 +101,8 @@ struct vgpu_sched_file {
                                     * waiter that preempts or asks the holder to yield */
     _Atomic uint32_t borrowed;     /* the current lease is a soft job's borrowed turn */
     uint32_t reserved1;
-    uint64_t reserved2;
+    _Atomic uint64_t overlap_until; /* a preempted holder's queued work finished then: the time
+                                     * before it is charged to that holder, not to the next */
     _Atomic uint64_t want_ns;      /* last time an entitled waiter of another job asked for the GPU */
     /* Header (second cache line). */
     _Atomic uint64_t magic;        /* written last at creation */
@@ -195,6 +196,11 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns);
  * capped to a few ms so that a lease freed without a wake-up is never missed for long). */
 uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
 
+/* A preempted holder finished draining at `now` (its release found the lease gone). */
+void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now);
+/* Where the charge of a lease granted at `start` begins: the end of the overlap with a
+ * preempted holder's queued work when that falls inside [start, now], else start. */
+uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now);
 /* For the holder's helper thread: true when a waiter of another job asked for the GPU after
  * `since` (the holder should give the lease back once it is idle). */
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since);
