@@ -2,7 +2,9 @@
  *
  * Per job device, this process keeps: the scheduler file of that GPU, its entries there, and
  * the lease it holds (0 when none) with its deadline. A launch under a valid lease on a stream
- * already seen during that lease passes after one atomic load and one clock read. Anything
+ * already seen during that lease passes after two loads (the local lease word, and the shared
+ * one, which a preemptor takes), with no clock read: the helper thread ends each lease at its
+ * deadline by zeroing the local word before it drains. Anything
  * else takes the device's mutex: track the stream, or end an expired lease, or wait for the
  * next turn (futex sleeps in the shared file, bounded; never a spin).
  *
@@ -256,7 +258,9 @@ static void track(struct dstate *d, CUstream stream, bool ptsz)
 /* Waits for the lease's work and passes the lease on. Called with d->mu held. */
 static void drain_and_release(struct dstate *d, int dev)
 {
-    uint64_t lease = atomic_load(&d->lease);
+    /* The lease word goes to 0 first: launches compare it and stop at once (they then wait for
+     * d->mu, which we hold until the lease has been passed on). */
+    uint64_t lease = atomic_exchange(&d->lease, 0);
     if (!lease)
         return;
     CUcontext prev = NULL;
@@ -318,7 +322,7 @@ static bool work_in_flight(struct dstate *d)
 /* Called with d->mu held, by a launch under our lease, every F-th launch. */
 static void pace(struct dstate *d, CUstream stream, bool ptsz)
 {
-    if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx)
+    if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx || !keeper_started)
         return;
     CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -463,9 +467,14 @@ static void kick_keeper(void)
         keeper_started = pthread_create(&t, &a, keeper, NULL) == 0;
         pthread_attr_destroy(&a);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (!keeper_started)
-            vgpu_warn("%s: cannot start the limiter's helper thread; leases end at the next launch",
+        if (!keeper_started) {
+            /* Without it nobody ends a lease at its deadline: every launch takes the slow path,
+             * which reads the clock (F = 0 fails the fast path's fence count). */
+            for (unsigned i = 0; i < MAX_DEV; i++)
+                atomic_store(&devs[i].fence_every, 0);
+            vgpu_warn("%s: cannot start the limiter's helper thread; every launch now checks the clock",
                       vgpu_job_label());
+        }
     }
     pthread_cond_signal(&keeper_cv);
     pthread_mutex_unlock(&keeper_mu);
@@ -571,12 +580,11 @@ void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
         return;
     struct dstate *d = &devs[dev];
     uint64_t lease = atomic_load_explicit(&d->lease, memory_order_acquire);
-    /* Our lease, still ours in the shared schedule (not revoked) and not cut short by a
-     * preemptor: the deadline is the shared one (same cache line as the lease word). */
+    /* Our lease (the helper thread zeroes d->lease at the deadline, before draining), still
+     * ours in the shared schedule (not taken by a preemptor or revoked): two loads, no clock. */
     if (__builtin_expect(lease != 0 && lease == t_lease[dev] && stream == t_stream[dev], 1)) {
         struct vgpu_sched_file *f = d->s.f;
         if (atomic_load_explicit(&f->lease, memory_order_relaxed) == lease &&
-            vgpu_now_ns() < atomic_load_explicit(&f->lease_end, memory_order_relaxed) &&
             __builtin_expect(++t_since_fence[dev] < atomic_load_explicit(&d->fence_every, memory_order_relaxed), 1)) {
             if (!atomic_load_explicit(&d->touched, memory_order_relaxed))
                 atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
