@@ -97,6 +97,23 @@ $(BUILD)/obj/gen/cmdtable.o: $(BUILD)/gen/cmdtable.c
 
 $(BUILD)/obj/cmd/%.o: CFLAGS += -Icmd
 
+# ---- glibc floor (issue 19) -----------------------------------------------------------------------
+# libvgpu.so loads into processes whose glibc may be much older than the build host's, and vgpu
+# runs on old hosts: every object that goes into them binds each libc symbol to an old version
+# (lib/include/vgpu/glibc_compat.h, force-included), vgpu also gets lib/compat/ (its start file
+# and the static libraries' stat/getrandom), and both name libpthread.so.0 and libdl.so.2, where
+# old glibc keeps pthread_* and dl*. tests/cli/glibc.sh checks the floors below.
+LIBVGPU_GLIBC_FLOOR := 2.17
+VGPU_GLIBC_FLOOR    := 2.28
+COMPAT_SRC        := $(wildcard lib/compat/*.c)
+GLIBC_COMPAT_LIBS := -Wl,--push-state,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -Wl,--pop-state
+$(call obj,$(CORE_SRC) $(HOOK_SRC) $(CMD_SRC) $(CMDSUB_SRC) $(COMPAT_SRC)) $(BUILD)/obj/gen/cmdtable.o: \
+  CFLAGS += -include lib/include/vgpu/glibc_compat.h
+# route.c defines dlsym (the override): it must not become a versioned alias of glibc's.
+$(BUILD)/obj/lib/hook/route.o: CFLAGS += -DVGPU_GLIBC_OWN_DLSYM
+# After each link, say which glibc the file needs (and stop if it is above its floor).
+glibc_floor = @bash packaging/glibc-needs.sh --max $(2) $(1)
+
 # ---- libraries and the binary ------------------------------------------------------------------
 $(CORE_LIB): $(call obj,$(CORE_SRC))
 	@rm -f $@
@@ -106,15 +123,17 @@ $(CORE_LIB): $(call obj,$(CORE_SRC))
 $(call obj,$(HOOK_SRC)): CFLAGS += -fvisibility=hidden
 $(HOOK_LIB): $(call obj,$(HOOK_SRC)) $(CORE_LIB) lib/hook/exports.map
 	$(CC) -shared -o $@ $(call obj,$(HOOK_SRC)) $(CORE_LIB) -Wl,--version-script=lib/hook/exports.map \
-	  -Wl,-soname,libvgpu.so -Wl,-z,defs -Wl,--no-undefined $(LDFLAGS) -ldl -lpthread
+	  -Wl,-soname,libvgpu.so -Wl,-z,defs -Wl,--no-undefined $(LDFLAGS) $(GLIBC_COMPAT_LIBS) -ldl -lpthread
+	$(call glibc_floor,$@,$(LIBVGPU_GLIBC_FLOOR))
 
 # vgpu carries a copy of libvgpu.so (DESIGN.md decision 2): it is linked in as a blob.
 $(BUILD)/obj/gen/hookblob.o: $(HOOK_LIB)
 	@mkdir -p $(dir $@)
 	cd $(BUILD) && ld -r -b binary -z noexecstack -o obj/gen/hookblob.o libvgpu.so
 
-$(VGPU_BIN): $(call obj,$(CMD_SRC) $(CMDSUB_SRC)) $(BUILD)/obj/gen/cmdtable.o $(BUILD)/obj/gen/hookblob.o $(CORE_LIB)
-	$(CC) -o $@ $^ $(LDFLAGS) $(VGPU_LIBS)
+$(VGPU_BIN): $(call obj,$(CMD_SRC) $(CMDSUB_SRC) $(COMPAT_SRC)) $(BUILD)/obj/gen/cmdtable.o $(BUILD)/obj/gen/hookblob.o $(CORE_LIB)
+	$(CC) -o $@ $^ $(LDFLAGS) $(VGPU_LIBS) $(GLIBC_COMPAT_LIBS)
+	$(call glibc_floor,$@,$(VGPU_GLIBC_FLOOR))
 
 # vgpu-CMD symlinks, busybox style, for the tests and for `make install`.
 $(BUILD)/links: $(VGPU_BIN)
