@@ -91,3 +91,4 @@ if command -v zsh >/dev/null; then
 else
   skip "zsh completion" "zsh is not installed"
 fi
+done_testing

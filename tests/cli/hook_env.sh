@@ -33,3 +33,4 @@ fi
 # The HAMi shared cache it creates is 0600 whatever the umask.
 run sh -c 'umask 000; CUDA_DEVICE_MEMORY_LIMIT=1G CUDA_DEVICE_MEMORY_SHARED_CACHE="$0/cache" LD_PRELOAD="$1" alloc_probe meminfo; stat -c %a "$0/cache"' "$T_DIR" "$lib"
 assert_contains "a region the library creates is 0600 even under umask 000" "600" "$(printf '%s\n' "$out" | tail -1)"
+done_testing
