@@ -104,13 +104,18 @@ $(BUILD)/obj/cmd/%.o: CFLAGS += -Icmd
 # and the static libraries' stat/getrandom), and both name libpthread.so.0 and libdl.so.2, where
 # old glibc keeps pthread_* and dl*. tests/cli/glibc.sh checks the floors below.
 LIBVGPU_GLIBC_FLOOR := 2.17
-VGPU_GLIBC_FLOOR    := 2.28
+VGPU_GLIBC_FLOOR    := 2.17
 COMPAT_SRC        := $(wildcard lib/compat/*.c)
 GLIBC_COMPAT_LIBS := -Wl,--push-state,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -Wl,--pop-state
 $(call obj,$(CORE_SRC) $(HOOK_SRC) $(CMD_SRC) $(CMDSUB_SRC) $(COMPAT_SRC)) $(BUILD)/obj/gen/cmdtable.o: \
   CFLAGS += -include lib/include/vgpu/glibc_compat.h
 # route.c defines dlsym (the override): it must not become a versioned alias of glibc's.
 $(BUILD)/obj/lib/hook/route.o: CFLAGS += -DVGPU_GLIBC_OWN_DLSYM
+# tests/progs/glibc_start is linked like vgpu, for tests/cli/glibc.sh.
+$(BUILD)/obj/tests/progs/glibc_start.o: CFLAGS += -include lib/include/vgpu/glibc_compat.h
+$(BUILD)/tests/progs/glibc_start: $(BUILD)/obj/tests/progs/glibc_start.o $(call obj,$(COMPAT_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) $(GLIBC_COMPAT_LIBS)
 # After each link, say which glibc the file needs (and stop if it is above its floor).
 glibc_floor = @bash packaging/glibc-needs.sh --max $(2) $(1)
 
@@ -194,13 +199,15 @@ install: $(VGPU_BIN) $(HOOK_LIB)
 	if ls man/*.7 >/dev/null 2>&1; then install -m 0644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; fi
 	install -m 0644 completions/vgpu.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu
 	install -m 0644 completions/_vgpu $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
+	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	install -m 0644 packaging/tmpfiles.d/vgpu.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so
 	for n in $(CMD_NAMES); do rm -f $(DESTDIR)$(PREFIX)/bin/vgpu-$$n $(DESTDIR)$(PREFIX)/share/man/man1/vgpu-$$n.1; done
 	for f in man/*.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$${f#man/}; done
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/vgpu.1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu \
-	  $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
+	  $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 
 # Regenerate the completion scripts from the command table (a test checks they match).
 completions: $(VGPU_BIN)

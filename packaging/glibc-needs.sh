@@ -19,8 +19,9 @@ if [ -z "$file" ] || [ ! -f "$file" ] || { [ "$mode" = max ] && [ -z "$floor" ];
 fi
 syms=$(objdump -T "$file" 2>/dev/null) || { echo "glibc-needs: objdump -T $file failed (is it an ELF file?)" >&2; exit 2; }
 
-# "VERSION SYMBOL" for each GLIBC_x.y reference; the version column may be "(GLIBC_2.2.5)".
-list=$(printf '%s\n' "$syms" | awk '{ for (i = 1; i < NF; i++) if ($i ~ /^\(?GLIBC_[0-9.]+\)?$/) { v = $i; gsub(/[()]|GLIBC_/, "", v); print v, $NF } }' | sort -u -V)
+# "VERSION SYMBOL" for each GLIBC_x.y reference (an *UND* symbol: what the file needs, not what it
+# defines); the version column may be "(GLIBC_2.2.5)".
+list=$(printf '%s\n' "$syms" | awk '/\*UND\*/ { for (i = 1; i < NF; i++) if ($i ~ /^\(?GLIBC_[0-9.]+\)?$/) { v = $i; gsub(/[()]|GLIBC_/, "", v); print v, $NF } }' | sort -u -V)
 newest=$(printf '%s\n' "$list" | awk 'NF { print $1 }' | sort -V | tail -n 1)
 
 case $mode in
