@@ -5,7 +5,8 @@
 #   make asan       the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make demo       run the main job on the real GPU, or on the simulated one when there is none
 #   make bench      benchmarks, printed as tables
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=   (also PREFIX/lib/tmpfiles.d/vgpu.conf)
+#   make deb        build/deb/vgpu_VERSION_ARCH.deb (dpkg-buildpackage + debhelper; see debian/)
 #   make deps       install the Debian packages the build and the tests need (root), or print the line
 #
 # No CUDA toolkit is needed: lib/include declares the subset of the driver and NVML ABI we use.
@@ -68,7 +69,7 @@ FAKE_BINS := $(patsubst tests/fakegpu/tools/%.c,$(BUILD)/fakegpu/%,$(FAKE_TOOLS)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
 
-.PHONY: all test asan demo bench install uninstall deps clean check-deps completions
+.PHONY: all test asan demo bench install uninstall deps clean check-deps completions deb
 # Keep every object: the test programs' and tools' objects are intermediates of pattern rules,
 # and make would otherwise delete them after each build and recompile them the next time.
 .SECONDARY:
@@ -77,7 +78,7 @@ all: $(VGPU_BIN) $(HOOK_LIB) $(FAKE_LIBS) $(FAKE_BINS) $(UNIT_BINS) $(PROG_BINS)
 # ---- objects ---------------------------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
@@ -93,7 +94,7 @@ $(BUILD)/gen/cmdtable.c: $(CMD_SRC) Makefile
 
 $(BUILD)/obj/gen/cmdtable.o: $(BUILD)/gen/cmdtable.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Icmd -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Icmd -c $< -o $@
 
 $(BUILD)/obj/cmd/%.o: CFLAGS += -Icmd
 
@@ -209,6 +210,23 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/vgpu.1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu \
 	  $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 
+# ---- Debian package (issue 19) --------------------------------------------------------------------
+# make deb: build/deb/vgpu_VERSION_ARCH.deb, built by dpkg-buildpackage and debhelper (debian/) on a
+# copy of this tree, so the tree and its build/ stay as they are. tests/cli/deb.sh checks the package.
+DEB_TOOL_PACKAGES := debhelper dpkg-dev lintian
+deb:
+	@command -v dh >/dev/null && command -v dpkg-buildpackage >/dev/null || { \
+	  echo "make deb: dpkg-buildpackage and debhelper are missing: sudo apt-get install debhelper dpkg-dev (or sudo make deps)" >&2; exit 1; }
+	@grep -q '^vgpu ($(VERSION))' debian/changelog || { \
+	  echo "make deb: debian/changelog's first entry is not version $(VERSION) (the Makefile's VERSION): add one" >&2; exit 1; }
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/vgpu-$(VERSION)
+	tar -c --exclude='./build*' --exclude=./.git --exclude=./debian/vgpu --exclude=./debian/.debhelper . | \
+	  tar -x -C $(BUILD)/deb/vgpu-$(VERSION)
+	cd $(BUILD)/deb/vgpu-$(VERSION) && DEB_BUILD_OPTIONS="parallel=$${VGPU_DEB_JOBS:-2} $${DEB_BUILD_OPTIONS:-}" \
+	  dpkg-buildpackage -b -us -uc
+	@rm -rf $(BUILD)/deb/vgpu-$(VERSION)
+	@ls $(BUILD)/deb/*.deb
+
 # Regenerate the completion scripts from the command table (a test checks they match).
 completions: $(VGPU_BIN)
 	$(VGPU_BIN) completion bash > completions/vgpu.bash
@@ -217,10 +235,10 @@ completions: $(VGPU_BIN)
 # ---- dependencies -----------------------------------------------------------------------------------
 # `make deps` installs what is missing when run as root, and otherwise prints the exact command.
 deps:
-	@bash tests/deps.sh install $(DEB_PACKAGES)
+	@bash tests/deps.sh install $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES)
 
 deps-if-root:
-	@bash tests/deps.sh auto $(DEB_PACKAGES)
+	@bash tests/deps.sh auto $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES)
 
 check-deps:
 	@bash tests/deps.sh check $(DEB_PACKAGES)
