@@ -15,6 +15,7 @@
 #   cmd/<name>/*.c       helpers private to one command (e.g. cmd/top/)
 #   lib/core/*.c         libvgpucore.a (linked into vgpu and libvgpu.so)
 #   lib/hook/*.c         libvgpu.so (exports only what lib/hook/exports.map lists)
+#   lib/compat/*.c       vgpu only: its start glue and old-glibc stand-ins (see lib/include/vgpu/glibc_compat.h)
 #   tests/unit/test_*.c  cmocka unit tests, one binary each
 #   tests/progs/*.c      programs the CLI tests run under `vgpu run` (plain C, -ldl)
 #   tests/fakegpu/...    the simulated GPU (common/ + cuda/ -> libcuda.so.1, common/ + nvml/ -> libnvidia-ml.so.1,

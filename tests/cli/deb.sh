@@ -4,6 +4,8 @@
 # simulated GPU and runs a limited job through its own libvgpu.so. In CI (CI=true, as root, with
 # no vgpu package installed) it is also installed with dpkg -i, used, and purged without a trace.
 . "$(dirname "$0")/lib.sh"
+# The package is built without sanitizers, from the same sources: the plain suite checks it.
+[ -n "${VGPU_TEST_PRELOAD:-}" ] && skip_all "under the sanitizers (make asan): the package is an unsanitized build, checked by make test"
 if ! command -v dh >/dev/null || ! command -v dpkg-buildpackage >/dev/null; then
   run make --no-print-directory -s -C "$VGPU_SRC" BUILD="$T_DIR/b" deb
   [ "$rc" != 0 ] && case $err in *"apt-get install debhelper"*) skip_all "debhelper is not installed (sudo make deps); make deb says so" ;; esac

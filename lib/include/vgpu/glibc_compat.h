@@ -25,8 +25,9 @@
  * glob64 (2.27), quick_exit (2.24). __libc_start_main (2.34) is the start files' business, see
  * lib/compat/start.c.
  *
- * Functions old glibc does not have at all are replaced below by what they do (stat, fstat and
- * lstat became real symbols only in 2.33; getrandom arrived in 2.25).
+ * Functions old glibc does not have at all are replaced below by what they do (stat, fstat, lstat
+ * and fstatat became real symbols only in 2.33; getrandom arrived in 2.25, and a few newer
+ * system-call wrappers are the system call itself).
  *
  * On aarch64 every symbol's oldest version is GLIBC_2.17, the port's first release. */
 #ifndef VGPU_GLIBC_COMPAT_H
@@ -162,9 +163,11 @@ VGPU_GLIBC_OLD(timer_settime, 2.3.3)
 extern int __xstat(int ver, const char *path, struct stat *st);
 extern int __lxstat(int ver, const char *path, struct stat *st);
 extern int __fxstat(int ver, int fd, struct stat *st);
+extern int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
 #define stat(path, st) __xstat(VGPU_STAT_VER, (path), (st))
 #define lstat(path, st) __lxstat(VGPU_STAT_VER, (path), (st))
 #define fstat(fd, st) __fxstat(VGPU_STAT_VER, (fd), (st))
+#define fstatat(dirfd, path, st, flags) __fxstatat(VGPU_STAT_VER, (dirfd), (path), (st), (flags))
 #endif
 
 /* getrandom (2.25): the system call itself, which every kernel since 3.17 has; a caller that
@@ -173,6 +176,17 @@ extern int __fxstat(int ver, int fd, struct stat *st);
 #include <sys/syscall.h>
 #include <unistd.h>
 #define getrandom(buf, len, flags) ((ssize_t)syscall(SYS_getrandom, (buf), (len), (flags)))
+
+/* Newer system-call wrappers, the same way (each header is included first, so that its own
+ * declaration is not rewritten by the macro): gettid (2.30), renameat2 (2.28), memfd_create
+ * (2.27), close_range (2.34). */
+#include <stdio.h>
+#include <sys/mman.h>
+#define gettid() ((pid_t)syscall(SYS_gettid))
+#define renameat2(olddirfd, oldpath, newdirfd, newpath, flags) \
+    ((int)syscall(SYS_renameat2, (olddirfd), (oldpath), (newdirfd), (newpath), (flags)))
+#define memfd_create(name, flags) ((int)syscall(SYS_memfd_create, (name), (flags)))
+#define close_range(first, last, flags) ((int)syscall(SYS_close_range, (first), (last), (flags)))
 
 #endif /* __GLIBC__ */
 #endif /* VGPU_GLIBC_COMPAT_H */
