@@ -35,7 +35,9 @@ count() { # file label
   pass=$((pass + p - s)); fail=$((fail + f_)); skip=$((skip + s))
   while IFS= read -r line; do failed_lines+=("$label: $line"); done < <(grep -E '^not ok ' "$f")
   while IFS= read -r line; do
-    skipped_lines+=("$label: $(printf '%s' "$line" | sed -E 's/^ok [0-9]+ (- )?//; s/ *# ?SKIP */  -- /')")
+    # "ok 3 - name # SKIP reason" (lib.sh), or "ok 3 # SKIP name" (cmocka's skip(), no reason)
+    skipped_lines+=("$label: $(printf '%s' "$line" | sed -E 's/^ok [0-9]+ # ?SKIP *(.*)$/\1  -- cmocka skip() (no reason given)/;
+      s/^ok [0-9]+ (- )?//; s/ *# ?SKIP */  -- /')")
   done < <(grep -E '^ok .*# ?SKIP' "$f")
   # The plan: exactly one "1..N" line, and N tests printed. run_one counts a problem as one failure.
   plan_problem=
