@@ -106,4 +106,4 @@ if [ "$n" -ge 6 ]; then ok "unsynchronized job: NVML sampled it ($n samples)"; e
 in_band "unsynchronized job at --core 30: mean of the 200 ms samples" "${mean:-0}" 15 45 "samples: $samples"
 in_band "unsynchronized job at --core 30: no 200 ms sample near 100%" "${max:-100}" 0 70 "samples: $samples"
 
-echo "1..$T_N"
+done_testing

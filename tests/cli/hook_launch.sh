@@ -15,3 +15,4 @@ for limit in "" "--core 50"; do
 done
 run nm -D --defined-only "$VGPU_BUILD/libvgpu.so"
 for n in $names; do assert_contains "$n is exported by libvgpu.so" " $n" "$out"; done
+done_testing

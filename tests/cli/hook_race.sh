@@ -59,3 +59,4 @@ assert_contains "the child's allocation is charged to the job (context + 2 x 100
 assert_contains "the child cannot pass the job's limit" "alloc rc=2 size=419430400" "$out"
 assert_match "the child's messages carry its own pid" "vgpu\[[0-9]+\]: warning: job" "$err"
 assert_contains "after the child exits its usage is given back" "parent rc=0 free=432013312 total=1073741824 used=641728512" "$out"
+done_testing

@@ -114,3 +114,4 @@ for c in $(vgpu completion --complete 1 vgpu | grep -vx help); do
       || not_ok "vgpu $c $v --json is documented in vgpu-json(7)"
   done
 done
+done_testing

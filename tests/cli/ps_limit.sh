@@ -94,3 +94,4 @@ kill -KILL "$(cat "$T_DIR/cmdpid")"
 sleep 0.2
 run vgpu ps -q
 assert_eq "a job whose vgpu run was killed, with no live process, is removed" "" "$out"
+done_testing

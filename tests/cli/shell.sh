@@ -98,3 +98,4 @@ if wait_for ']> exit' 3; then ok "history survives a restart (Up recalls the las
 tm send-keys -t vg C-u C-d
 if wait_for "SHELL-EXITED-0"; then ok "Ctrl-D leaves"; else not_ok "Ctrl-D leaves" "$(screen)"; fi
 tm kill-server 2>/dev/null
+done_testing

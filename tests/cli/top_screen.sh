@@ -121,3 +121,4 @@ else
   not_ok "no library: the banner" "$(tm capture-pane -p -t t2)"
 fi
 tm send-keys -t t2 q
+done_testing

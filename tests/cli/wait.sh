@@ -155,3 +155,4 @@ assert_rc "wait for a job ended longer ago than the keep time: 8" 8
 assert_contains "the message says how long a status is kept" "kept for 60 seconds" "$err"
 check "its region is removed" test ! -e "$VGPU_STATE_DIR/jobs/$id.region"
 check "its log is removed with it" test ! -e "$log"
+done_testing
