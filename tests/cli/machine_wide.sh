@@ -105,4 +105,4 @@ run env CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$T_DIR/hami.cac
 in_band "CUDA_DEVICE_SM_LIMIT=30 alone holds the process near 30%" "$(pct "$out")" 22 38 "$out $err"
 assert_not_contains "... with no complaint about the schedule" "NOT limited" "$err"
 
-echo "1..$T_N"
+done_testing
