@@ -36,7 +36,7 @@ struct fc_device {
     unsigned long long total_mem;
     int sm_count;
     int cc_major, cc_minor;
-    unsigned long long ctx_overhead;   /* what this process's first context here costs */
+    unsigned long long ctx_overhead;   /* what each context here costs */
     int gpu;                /* index of the physical GPU in the shared state */
     int mig;                /* MIG instance index in the shared state, -1 for a whole GPU */
 };
@@ -97,6 +97,8 @@ struct fc_ctx {
     unsigned int flags;
     size_t limits[8];    /* CUlimit values */
     uint64_t legacy_tail;/* completion time of work on the legacy default stream */
+    unsigned long long overhead; /* device memory this context itself holds */
+    unsigned long long module_bytes; /* device memory its modules' code took (lazy loading) */
 };
 #define FC_CTX_MAGIC 0xC0C7C7C0u
 CUresult fc_check_init(void);
