@@ -106,6 +106,12 @@ void vgpu_graph_launched(void);
 bool vgpu_nvml_device_used(int dev, uint64_t *used);
 /* nvml.c: the context overhead charged for `dev` (the baseline of NVML reconciliation). */
 void vgpu_ctx_overhead_charged(int dev, uint64_t bytes);
+/* nvml.c: this process's own used memory on `dev` as NVML reports it (the driver's per-process
+ * figure): 1 with *used set (0 when the process is not listed), -1 when NVML lists it with
+ * NVML_VALUE_NOT_AVAILABLE (some MIG setups), 0 when NVML cannot be asked. */
+int vgpu_nvml_self_used(int dev, uint64_t *used);
+/* nvml.c: context overhead given back (a context destroyed). */
+void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
 /* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of
  * this process on `dev` and what it has been charged beyond its allocations. */
 void vgpu_nvml_reconcile_maybe(int dev);

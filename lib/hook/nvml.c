@@ -282,10 +282,42 @@ static bool process_used(nvmlDevice_t h, unsigned pid, uint64_t *used)
     bool found = false;
     for (unsigned i = 0; i < n && i < 64; i++)
         if (info[i].pid == pid) {
+            if (info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+                return false;       /* no per-process figure here (MIG, some containers) */
             *used += info[i].usedGpuMemory;
             found = true;
         }
     return found;
+}
+
+int vgpu_nvml_self_used(int dev, uint64_t *used)
+{
+    pthread_once(&init_once, nvml_init);
+    vgpu_nvmlDeviceGetComputeRunningProcesses_v3_fn procs = NV(nvmlDeviceGetComputeRunningProcesses_v3);
+    nvmlDevice_t h;
+    nvmlProcessInfo_t info[64];
+    unsigned n = 64;
+    if (!nvml_ok || !procs || !handle_of_dev(dev, &h) || procs(h, &n, info) != NVML_SUCCESS)
+        return 0;
+    unsigned pid = (unsigned)vgpu_proc_host_pid();
+    *used = 0;
+    for (unsigned i = 0; i < n && i < 64; i++) {
+        if (info[i].pid != pid)
+            continue;
+        if (info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+            return -1;
+        *used += info[i].usedGpuMemory;
+    }
+    return 1;
+}
+
+void vgpu_ctx_overhead_released(int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
+        return;
+    uint64_t had = atomic_load(&overhead[dev]);
+    while (!atomic_compare_exchange_weak(&overhead[dev], &had, had > bytes ? had - bytes : 0))
+        ;
 }
 
 void vgpu_nvml_reconcile_maybe(int dev)
