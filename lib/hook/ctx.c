@@ -1,5 +1,6 @@
 /* ctx.c: memory the driver takes on the job's behalf without an allocation call: context
- * overhead, cuCtxSetLimit (device malloc heap, stack), modules and libraries, graph memory.
+ * overhead, cuCtxSetLimit (device malloc heap, stack), modules and libraries (graph memory is
+ * graphmem.c's).
  *
  * None of these has a size known in advance, so each is measured around the real call:
  *  - each context the process creates: its own per-process memory in NVML before and after (see
@@ -8,9 +9,6 @@
  *  - cuCtxSetLimit(STACK_SIZE | MALLOC_HEAP_SIZE) and module/library loads: free memory through
  *    the real cuMemGetInfo before and after; over the limit the change is undone (old limit
  *    restored, module unloaded) and CUDA_ERROR_OUT_OF_MEMORY returned;
- *  - graph memory: the device's graph pool (RESERVED_MEM_CURRENT) after instantiate and launch
- *    of graphs, once the process has used graph memory nodes or stream capture; it cannot be
- *    refused after the fact, so growth is charged even past the limit; trim releases it.
  * Measurements through device-wide counters (cuCtxSetLimit, modules) can include another
  * process's simultaneous allocation; NVML reconciliation (nvml.c) corrects the context share. */
 #include <pthread.h>
@@ -401,91 +399,5 @@ VGPU_EXPORT CUresult cuLibraryUnload(CUlibrary library)
     CUresult rc = real(library);
     if (rc == CUDA_SUCCESS)
         unload_release((uint64_t)(uintptr_t)library);
-    return rc;
-}
-
-/* ---- graph memory ---- */
-
-static _Atomic bool graph_mem_seen;
-static _Atomic uint64_t graph_charged[VGPU_REGION_MAX_DEVICES];
-
-void vgpu_graphmem_reconcile(int dev)
-{
-    if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed) || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
-        return;
-    vgpu_cuDeviceGetGraphMemAttribute_fn f =
-        (vgpu_cuDeviceGetGraphMemAttribute_fn)vgpu_real_cuda_sym("cuDeviceGetGraphMemAttribute");
-    cuuint64_t reserved = 0;
-    if (!f || f(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS)
-        return;
-    uint64_t old = atomic_exchange(&graph_charged[dev], reserved);
-    if (reserved > old)
-        vgpu_acct_force(dev, reserved - old);
-    else if (old > reserved)
-        vgpu_acct_release(dev, old - reserved);
-}
-
-void vgpu_graph_launched(void)
-{
-    if (__builtin_expect(atomic_load_explicit(&graph_mem_seen, memory_order_relaxed), 0) && vgpu_job())
-        vgpu_graphmem_reconcile(vgpu_current_device());
-}
-
-static void saw_graph_memory(void)
-{
-    if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed))
-        atomic_store(&graph_mem_seen, true);
-}
-
-VGPU_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                            size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
-{
-    saw_graph_memory();
-    CALL_REAL(cuGraphAddMemAllocNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture, (hStream));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture_ptsz, (hStream));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture_v2, (hStream, mode));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture_v2_ptsz, (hStream, mode));
-}
-
-VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    vgpu_cuGraphInstantiateWithFlags_fn real = REAL(cuGraphInstantiateWithFlags);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = real(phGraphExec, hGraph, flags);
-    if (rc == CUDA_SUCCESS)
-        vgpu_graph_launched();
-    return rc;
-}
-
-VGPU_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
-{
-    vgpu_cuDeviceGraphMemTrim_fn real = REAL(cuDeviceGraphMemTrim);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = real(device);
-    if (rc == CUDA_SUCCESS && vgpu_job())
-        vgpu_graphmem_reconcile(device);
     return rc;
 }
