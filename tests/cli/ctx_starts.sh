@@ -112,3 +112,10 @@ unset VGPU_FAKE_NVML_PROC_MEM
 run vgpu run --mem 768M -- ctx_start --churn 5
 assert_eq "contexts created and destroyed in turn are given back, primary ones too" \
   "churn created=5 retained=5 used=$CTX" "$out"
+
+# NVML reconciliation (at allocations, at most once a second) must skip a per-process figure of
+# NVML_VALUE_NOT_AVAILABLE: taken as a number it charged 16 EiB and refused every allocation.
+run env VGPU_FAKE_NVML_PROC_MEM=na vgpu run --mem 1G -- alloc_probe alloc 100M alloc 100M meminfo
+assert_eq "without per-process figures, allocations after the context are charged as they are" \
+  "alloc rc=0 size=104857600|alloc rc=0 size=104857600" "$(printf '%s\n' "$out" | grep '^alloc' | paste -sd'|')"
+assert_contains "... the job holds its context and 200 MiB" "used=$((712 * MIB))" "$out"
