@@ -193,16 +193,35 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz)
 POOL_ALLOC(cuMemAllocFromPoolAsync)
 POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz)
 
-/* A free returns memory to its pool, not to the device: nothing to release until the pool
- * shrinks. Passed straight through, whatever the pointer. */
+/* A free of pool memory returns it to its pool, not to the device: nothing to release until
+ * the pool shrinks. cuMemFreeAsync also frees cuMemAlloc memory: that charge (mem.c's record)
+ * is given back when the free is queued, as cuMemFree gives it back (the driver returns the
+ * memory once the stream reaches the free). Anything else passes straight through. */
+static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr, CUstream hStream)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev;
+    uint64_t bytes;
+    bool tracked = vgpu_job() && vgpu_ptr_take(VGPU_AK_LINEAR, dptr, &dev, &bytes);
+    CUresult rc = real(dptr, hStream);
+    if (tracked) {
+        if (rc == CUDA_SUCCESS)
+            vgpu_acct_release(dev, bytes);
+        else
+            (void)vgpu_ptr_put(VGPU_AK_LINEAR, dptr, dev, bytes);
+    }
+    return rc;
+}
+
 VGPU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    CALL_REAL(cuMemFreeAsync, (dptr, hStream));
+    return free_async(REAL(cuMemFreeAsync), dptr, hStream);
 }
 
 VGPU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    CALL_REAL(cuMemFreeAsync_ptsz, (dptr, hStream));
+    return free_async(REAL(cuMemFreeAsync_ptsz), dptr, hStream);
 }
 
 VGPU_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)

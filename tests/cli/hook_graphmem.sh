@@ -62,3 +62,10 @@ probe asyncfree 300M 300 region
 assert_eq "... and at the limit that allocation is refused: the freed memory is not back yet" \
   "asyncfree rc=2 reserved=$((300 * MIB))" "$(line asyncfree)"
 assert_eq "... the job never passes its limit" "region used=$((812 * MIB)) limit=1073741824" "$(line region)"
+
+# cuMemFreeAsync also frees cuMemAlloc memory: its charge is given back, so the whole limit can
+# be allocated that way again and again.
+probe linearasync 500M linearasync 500M linearasync 500M region
+assert_eq "cuMemAlloc memory freed with cuMemFreeAsync is given back (3 x 500 MiB in a 1 GiB job)" \
+  "linearasync rc=0|linearasync rc=0|linearasync rc=0" "$(printf '%s\n' "$out" | grep '^linearasync' | paste -sd'|')"
+assert_eq "... and the job holds only its context" "region used=$((512 * MIB)) limit=1073741824" "$(line region)"

@@ -20,6 +20,8 @@
  *   asyncfree SIZE MS    cuMemAllocAsync(SIZE) on stream A, an MS ms kernel on A, cuMemFreeAsync
  *                        on A, then cuMemAllocAsync(SIZE) on stream B before A got there:
  *                        "asyncfree rc=N reserved=BYTES" (the default pool's reserved memory)
+ *   linearasync SIZE     cuMemAlloc_v2(SIZE) freed with cuMemFreeAsync on the default stream,
+ *                        then synchronized: "linearasync rc=N" (the first failing call's)
  *   sync                 cuCtxSynchronize
  *   trim                 cuDeviceGraphMemTrim and every pool trimmed to 0 after a synchronize
  *   meminfo              cuMemGetInfo_v2: "meminfo free=F total=T used=U" (the job's view, which
@@ -271,6 +273,15 @@ int main(int argc, char **argv)
         } else if (!strcmp(op, "asyncfree")) {
             asyncfree(size_arg(a1), strtoull(a2, NULL, 10));
             i += 2;
+        } else if (!strcmp(op, "linearasync")) {
+            CUdeviceptr p;
+            CUresult rc = cuMemAlloc_v2(&p, size_arg(a1));
+            if (rc == CUDA_SUCCESS)
+                rc = cuMemFreeAsync(p, NULL);
+            if (rc == CUDA_SUCCESS)
+                rc = cuStreamSynchronize(NULL);
+            printf("linearasync rc=%d\n", (int)rc);
+            i++;
         } else if (!strcmp(op, "sync")) {
             printf("sync rc=%d\n", (int)cuCtxSynchronize());
         } else if (!strcmp(op, "trim")) {
