@@ -364,6 +364,26 @@ VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgra
     return rc;
 }
 
+#define INSTANTIATE_LOGGED(sym)                                                                     \
+    VGPU_EXPORT CUresult sym(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,         \
+                             char *logBuffer, size_t bufferSize)                                         \
+    {                                                                                                    \
+        vgpu_##sym##_fn real = REAL(sym);                                                                \
+        if (!real)                                                                                       \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                           \
+        CUresult rc = real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);                     \
+        if (rc == CUDA_SUCCESS && phGraphExec && !instantiated(*phGraphExec, hGraph, 0)) {               \
+            destroy_exec(*phGraphExec);                                                                  \
+            *phGraphExec = NULL;                                                                         \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                             \
+        }                                                                                                \
+        if (rc == CUDA_SUCCESS)                                                                          \
+            vgpu_graph_launched();                                                                       \
+        return rc;                                                                                       \
+    }
+INSTANTIATE_LOGGED(cuGraphInstantiate)
+INSTANTIATE_LOGGED(cuGraphInstantiate_v2)
+
 static CUresult upload(CUgraphExec exec, CUstream stream, bool ptsz);
 
 /* With CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD the driver would take the graph's memory inside the

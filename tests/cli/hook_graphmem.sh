@@ -26,6 +26,11 @@ assert_eq "graphs built while memory was free are refused at launch" \
 assert_eq "... and the refused launch took nothing" "region $LIM" "$(line region)"
 assert_match "... the refusal names cuGraphLaunch" "cuGraphLaunch of 256 MiB on GPU 0 refused" "$err"
 
+probe leaklatev2 256M 4 region
+assert_eq "the same with graphs instantiated by the CUDA 11 cuGraphInstantiate_v2" \
+  "leaklatev2 built=4 count=2 rc=2 stage=launch" "$(line leaklatev2)"
+assert_eq "... charged the limit exactly" "region $LIM" "$(line region)"
+
 probe addnode 256M 16 region
 assert_eq "cuGraphAddNode(MEM_ALLOC) nodes stop at the limit too" "addnode count=2 rc=2 stage=add" "$(line addnode)"
 assert_eq "... charged the limit exactly" "region $LIM" "$(line region)"

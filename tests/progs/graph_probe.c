@@ -5,6 +5,7 @@
  *   leak SIZE N          up to N times: a graph with one SIZE allocation node and no free node,
  *                        instantiated and launched (its memory is never freed), until a step
  *                        fails; prints "leak count=K rc=N stage=add|instantiate|launch"
+ *   leaklatev2 SIZE N    like leaklate, instantiated with the CUDA 11 cuGraphInstantiate_v2
  *   leaklate SIZE N      the same, but all N graphs are built and instantiated first, then
  *                        launched one by one: "leaklate built=B count=K rc=N stage=..."
  *   addnode SIZE N       like leak with cuGraphAddNode_v2(MEM_ALLOC) nodes
@@ -31,6 +32,7 @@
  * SIZE takes K/M/G suffixes (binary). Exit status 0 unless the setup failed (2). */
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -126,7 +128,7 @@ static void leak(const char *name, enum how how, uint64_t size, int n)
     printf("%s count=%d rc=%d stage=%s\n", name, count, (int)rc, stage);
 }
 
-static void leaklate(uint64_t size, int n)
+static void leaklate(uint64_t size, int n, bool v2)
 {
     CUgraphExec e[64];
     int built = 0, count = 0;
@@ -135,14 +137,15 @@ static void leaklate(uint64_t size, int n)
     for (; built < n && built < 64; built++) {
         CUgraph g;
         if ((rc = build(PLAIN_NODE, size, &g)) != CUDA_SUCCESS) { stage = "add"; break; }
-        if ((rc = cuGraphInstantiateWithFlags(&e[built], g, 0)) != CUDA_SUCCESS) { stage = "instantiate"; break; }
+        rc = v2 ? cuGraphInstantiate_v2(&e[built], g, NULL, NULL, 0) : cuGraphInstantiateWithFlags(&e[built], g, 0);
+        if (rc != CUDA_SUCCESS) { stage = "instantiate"; break; }
     }
     for (; rc == CUDA_SUCCESS && count < built; count++)
         if ((rc = cuGraphLaunch(e[count], NULL)) != CUDA_SUCCESS)
             stage = "launch";
     if (rc != CUDA_SUCCESS && !strcmp(stage, "launch"))
         count--;
-    printf("leaklate built=%d count=%d rc=%d stage=%s\n", built, count, (int)rc, stage);
+    printf("%s built=%d count=%d rc=%d stage=%s\n", v2 ? "leaklatev2" : "leaklate", built, count, (int)rc, stage);
 }
 
 static void upload(uint64_t size, int n)
@@ -258,8 +261,8 @@ int main(int argc, char **argv)
             leak(op, !strcmp(op, "leak") ? PLAIN_NODE : !strcmp(op, "addnode") ? ADD_NODE : CAPTURE, size_arg(a1),
                  atoi(a2));
             i += 2;
-        } else if (!strcmp(op, "leaklate")) {
-            leaklate(size_arg(a1), atoi(a2));
+        } else if (!strcmp(op, "leaklate") || !strcmp(op, "leaklatev2")) {
+            leaklate(size_arg(a1), atoi(a2), !strcmp(op, "leaklatev2"));
             i += 2;
         } else if (!strcmp(op, "upload")) {
             upload(size_arg(a1), atoi(a2));

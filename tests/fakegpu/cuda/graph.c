@@ -533,6 +533,31 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
     return instantiate(phGraphExec, hGraph, flags);
 }
 
+/* The CUDA 10/11 forms: an error node and a log buffer, no flags. */
+static CUresult instantiate_logged(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                                   size_t bufferSize)
+{
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = 0;
+    return instantiate(phGraphExec, hGraph, 0);
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                            size_t bufferSize)
+{
+    FC_TRACE();
+    return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                               size_t bufferSize)
+{
+    FC_TRACE();
+    return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
 static CUresult graph_upload(CUgraphExec hGraphExec, CUstream s, bool ptsz);
 
 static CUresult instantiate_with_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
