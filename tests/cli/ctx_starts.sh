@@ -119,3 +119,12 @@ run env VGPU_FAKE_NVML_PROC_MEM=na vgpu run --mem 1G -- alloc_probe alloc 100M a
 assert_eq "without per-process figures, allocations after the context are charged as they are" \
   "alloc rc=0 size=104857600|alloc rc=0 size=104857600" "$(printf '%s\n' "$out" | grep '^alloc' | paste -sd'|')"
 assert_contains "... the job holds its context and 200 MiB" "used=$((712 * MIB))" "$out"
+
+# Lazy module loading: a module's code takes its memory at the first cuModuleGetFunction (2 MiB
+# on the simulated GPU), after the load that libvgpu.so measures; NVML's per-process figure
+# brings it into the job's usage at the next allocation.
+run vgpu run --mem 1G -- graph_probe region linearasync 1M region
+assert_eq "a lazily loaded module is not charged at its load" "region used=$CTX limit=1073741824" \
+  "$(printf '%s\n' "$out" | grep '^region' | sed -n 1p)"
+assert_eq "... and is charged, through NVML's per-process figure, at the next allocation" \
+  "region used=$((CTX + 2 * MIB)) limit=1073741824" "$(printf '%s\n' "$out" | grep '^region' | sed -n 2p)"
