@@ -87,7 +87,8 @@ static struct ctx_probe ctx_begin(CUdevice dev, bool primary)
 /* What the new context cost this process (see the rule above); false when it cannot be told. */
 static bool ctx_cost(const struct ctx_probe *p, uint64_t *cost)
 {
-    uint64_t self1, dev1, others = slot_used(p->dev) - p->slot0;
+    uint64_t self1, dev1, slot1 = slot_used(p->dev);
+    uint64_t others = slot1 > p->slot0 ? slot1 - p->slot0 : 0;   /* other threads' allocations meanwhile */
     if (p->self_ok == 1 && vgpu_nvml_self_used(p->dev, &self1) == 1 && self1 > 0) {
         uint64_t grew = self1 > p->self0 ? self1 - p->self0 : 0;
         *cost = grew > others ? grew - others : 0;
