@@ -100,12 +100,29 @@ void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *
 void vgpu_pool_reconcile_all(void);
 void vgpu_graphmem_reconcile(int dev);
 
-/* ctx.c: after a graph instantiate/launch, charge the growth of the device's graph pool. */
+/* graphmem.c: after a graph instantiate/launch, charge the growth of the device's graph pool. */
 void vgpu_graph_launched(void);
+/* graphmem.c: around a graph launch or upload. _before reserves the growth of the graph pool
+ * the executable graph may need; false (nothing held) when that does not fit in the limit: the
+ * caller returns CUDA_ERROR_OUT_OF_MEMORY without the real call. _after charges the pool's real
+ * growth and returns the reservation; launch says the graph ran (its relaunches need less). */
+#define VGPU_GRAPH_HOLD_DEVS 4
+struct vgpu_graph_hold {
+    int n;
+    struct { int dev; uint64_t held; } d[VGPU_GRAPH_HOLD_DEVS];
+};
+bool vgpu_graph_mem_before(CUgraphExec exec, const char *what, struct vgpu_graph_hold *hold);
+void vgpu_graph_mem_after(CUgraphExec exec, CUresult rc, bool launch, struct vgpu_graph_hold *hold);
 /* nvml.c: device-wide used memory of job device `dev` through NVML (false without NVML). */
 bool vgpu_nvml_device_used(int dev, uint64_t *used);
 /* nvml.c: the context overhead charged for `dev` (the baseline of NVML reconciliation). */
 void vgpu_ctx_overhead_charged(int dev, uint64_t bytes);
+/* nvml.c: this process's own used memory on `dev` as NVML reports it (the driver's per-process
+ * figure): 1 with *used set (0 when the process is not listed), -1 when NVML lists it with
+ * NVML_VALUE_NOT_AVAILABLE (some MIG setups), 0 when NVML cannot be asked. */
+int vgpu_nvml_self_used(int dev, uint64_t *used);
+/* nvml.c: context overhead given back (a context destroyed). */
+void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
 /* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of
  * this process on `dev` and what it has been charged beyond its allocations. */
 void vgpu_nvml_reconcile_maybe(int dev);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hook.h"
@@ -282,10 +283,57 @@ static bool process_used(nvmlDevice_t h, unsigned pid, uint64_t *used)
     bool found = false;
     for (unsigned i = 0; i < n && i < 64; i++)
         if (info[i].pid == pid) {
+            if (info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+                return false;       /* no per-process figure here (MIG, some containers) */
             *used += info[i].usedGpuMemory;
             found = true;
         }
     return found;
+}
+
+int vgpu_nvml_self_used(int dev, uint64_t *used)
+{
+    pthread_once(&init_once, nvml_init);
+    vgpu_nvmlDeviceGetComputeRunningProcesses_v3_fn procs = NV(nvmlDeviceGetComputeRunningProcesses_v3);
+    nvmlDevice_t h;
+    if (!nvml_ok || !procs || !handle_of_dev(dev, &h))
+        return 0;
+    /* A busy GPU can list more processes than a fixed buffer holds: grow it (two-call protocol;
+     * the list can grow between the calls, hence the retries). */
+    nvmlProcessInfo_t small[64], *info = small;
+    unsigned cap = 64, n = cap;
+    nvmlReturn_t rc;
+    for (int tries = 0; (rc = procs(h, &n, info)) == NVML_ERROR_INSUFFICIENT_SIZE && tries < 4; tries++) {
+        if (info != small)
+            free(info);
+        cap = n + 16;
+        n = cap;
+        if (!(info = calloc(cap, sizeof *info)))
+            return 0;
+    }
+    int answer = rc == NVML_SUCCESS ? 1 : 0;
+    unsigned pid = (unsigned)vgpu_proc_host_pid();
+    *used = 0;
+    for (unsigned i = 0; answer == 1 && i < n && i < cap; i++) {
+        if (info[i].pid != pid)
+            continue;
+        if (info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+            answer = -1;
+        else
+            *used += info[i].usedGpuMemory;
+    }
+    if (info != small)
+        free(info);
+    return answer;
+}
+
+void vgpu_ctx_overhead_released(int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
+        return;
+    uint64_t had = atomic_load(&overhead[dev]);
+    while (!atomic_compare_exchange_weak(&overhead[dev], &had, had > bytes ? had - bytes : 0))
+        ;
 }
 
 void vgpu_nvml_reconcile_maybe(int dev)

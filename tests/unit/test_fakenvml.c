@@ -196,19 +196,19 @@ static void test_processes_two_call_and_reaping(void **state)
     assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
     assert_int_equal(n, 1);
     assert_int_equal(v3[0].pid, c.pid);
-    assert_int_equal(v3[0].usedGpuMemory, 1073741824ULL);
+    assert_int_equal(v3[0].usedGpuMemory, 1073741824ULL + 536870912ULL); /* + its context (h100: 512 MiB) */
     assert_int_equal(v3[0].gpuInstanceId, 0xFFFFFFFFu);
     nvmlProcessInfo_v1_t v1[4];
     n = 4;
     assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses)(d, &n, v1), NVML_SUCCESS);
     assert_int_equal(v1[0].pid, c.pid); /* 16-byte records */
-    assert_int_equal(v1[0].usedGpuMemory, 1073741824ULL);
+    assert_int_equal(v1[0].usedGpuMemory, 1073741824ULL + 536870912ULL);
     n = 4;
     assert_int_equal(SYM(nvmlDeviceGetGraphicsRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
     assert_int_equal(n, 0);
     nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
     assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_SUCCESS);
-    assert_int_equal(m2.used, 1073741824ULL);
+    assert_int_equal(m2.used, 1073741824ULL + 536870912ULL);
 
     /* SIGKILL: nothing cleans up, yet the next reader no longer sees the process or its memory */
     kill(c.pid, SIGKILL);
