@@ -68,6 +68,7 @@ static void fill_header(struct vgpu_region_header *h, const char *id, const stru
     h->owner_uid = (uint32_t)geteuid();
     h->creator_pid = (int32_t)getpid();
     h->creator_start = vgpu_proc_start_time(getpid());
+    h->creator_pidns = vgpu_proc_pidns(0);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->created_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;

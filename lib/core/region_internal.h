@@ -34,7 +34,5 @@ static inline bool region_dev_ok(const struct vgpu_region *r, unsigned dev)
 
 /* Maps an open region's file (r->fd, r->path set) in `mode`. region_io.c. */
 int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, struct vgpu_err *e);
-/* Whether the process (pid, start time) recorded in the region is alive. region_slots.c. */
-bool region_process_alive(pid_t pid, uint64_t start);
 
 #endif

@@ -10,22 +10,32 @@
 #include "region_internal.h"
 #include "vgpu/exitcode.h"
 
-bool region_process_alive(pid_t pid, uint64_t start)
+#include <signal.h>
+
+/* The low 24 bits of a PID namespace inode, as kept in owner words (never 0 for a known one). */
+static uint64_t nstag(uint32_t ns)
 {
-    uint64_t now = vgpu_proc_start_time(pid);
-    return now != 0 && now == start;
+    uint32_t t = ns & 0xffffff;
+    return ns && !t ? 1 : t;
 }
 
-static bool pid_exists(pid_t pid)
+/* For CLAIMING and REAPING words: whether the process that wrote the word is gone. Only a
+ * reader of the same namespace (or of a word without a tag) can tell from the pid. */
+static bool word_writer_gone(uint64_t owner)
 {
-    return pid > 0 && vgpu_proc_start_time(pid) != 0;
+    uint32_t tag = vgpu_slot_nstag_of(owner);
+    pid_t pid = vgpu_slot_pid_of(owner);
+    if (tag && tag != nstag(vgpu_proc_view_ns()))
+        return false;
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 /* ---- slots -------------------------------------------------------------------------------- */
 
-static uint64_t owner_word(pid_t pid, unsigned state)
+/* This process's owner word in `state`. */
+static uint64_t own_word(unsigned state)
 {
-    return ((uint64_t)(uint32_t)pid << 8) | state;
+    return nstag(vgpu_proc_pidns(0)) << 40 | ((uint64_t)(uint32_t)getpid() << 8) | state;
 }
 
 static bool slot_ok(const struct vgpu_region *r, int slot)
@@ -56,25 +66,29 @@ static void slot_free(struct vgpu_region *r, struct vgpu_region_slot *s, uint64_
 {
     slot_drain(r, s);
     atomic_store(&s->start_time, 0);
+    atomic_store(&s->host_ns, 0);
     atomic_store(&s->host_pid, 0);
+    atomic_store(&s->pidns, 0);
     /* Only the holder of `expected` frees it; a later takeover changed the word. */
     atomic_compare_exchange_strong(&s->owner, &expected, VGPU_SLOT_FREE);
 }
 
-static int try_claim(struct vgpu_region *r, pid_t pid, uint64_t start, pid_t host)
+static int try_claim(struct vgpu_region *r, const struct vgpu_proc_id *me, pid_t host, uint32_t host_ns)
 {
     for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
         struct vgpu_region_slot *s = &r->use->slot[i];
         uint64_t o = atomic_load(&s->owner);
         if (o != VGPU_SLOT_FREE)
             continue;
-        if (!atomic_compare_exchange_strong(&s->owner, &o, owner_word(pid, VGPU_SLOT_CLAIMING)))
+        if (!atomic_compare_exchange_strong(&s->owner, &o, own_word(VGPU_SLOT_CLAIMING)))
             continue;
         for (unsigned d = 0; d < VGPU_REGION_MAX_DEVICES; d++)
             atomic_store(&s->used[d], 0);
-        atomic_store(&s->start_time, start);
+        atomic_store(&s->start_time, me->start);
+        atomic_store(&s->pidns, me->pidns);
         atomic_store(&s->host_pid, host);
-        atomic_store(&s->owner, owner_word(pid, VGPU_SLOT_LIVE));
+        atomic_store(&s->host_ns, host_ns);
+        atomic_store(&s->owner, own_word(VGPU_SLOT_LIVE));
         return i;
     }
     return -1;
@@ -86,12 +100,26 @@ int vgpu_region_attach(struct vgpu_region *r, struct vgpu_err *e)
         vgpu_err_set(e, VGPU_EXIT_FAIL, "no job region is open");
         return -1;
     }
-    pid_t pid = getpid();
-    uint64_t start = vgpu_proc_start_time(pid);
-    pid_t host = vgpu_proc_host_pid();
-    int slot = try_claim(r, pid, start, host);
+    struct vgpu_proc_id me;
+    vgpu_proc_self(&me);
+    /* host_pid is our pid in the creator's namespace: known when we live in it, or when our
+     * /proc is its (NSpid's first entry); otherwise a reader there fills it in. A region of an
+     * older vgpu (no creator_pidns): NSpid's first entry, as it always was. */
+    uint32_t cns = r->hdr->creator_pidns;
+    pid_t host = 0;
+    uint32_t host_ns = 0;
+    if (!cns) {
+        host = vgpu_proc_host_pid();
+    } else if (me.host_ns == cns) {
+        host = me.host_pid;
+        host_ns = cns;
+    } else if (me.pidns == cns) {
+        host = me.pid;
+        host_ns = cns;
+    }
+    int slot = try_claim(r, &me, host, host_ns);
     if (slot < 0 && vgpu_region_reap(r) > 0)
-        slot = try_claim(r, pid, start, host);
+        slot = try_claim(r, &me, host, host_ns);
     if (slot < 0)
         vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "the job region %s has no free process slot (%d live processes)",
                      r->path, VGPU_REGION_MAX_SLOTS);
@@ -106,7 +134,7 @@ void vgpu_region_detach(struct vgpu_region *r, int slot)
     uint64_t o = atomic_load(&s->owner);
     if (vgpu_slot_state_of(o) != VGPU_SLOT_LIVE || vgpu_slot_pid_of(o) != getpid())
         return;
-    uint64_t reaping = owner_word(getpid(), VGPU_SLOT_REAPING);
+    uint64_t reaping = own_word(VGPU_SLOT_REAPING);
     if (atomic_compare_exchange_strong(&s->owner, &o, reaping))
         slot_free(r, s, reaping);
 }
@@ -128,7 +156,9 @@ int vgpu_region_reserve(struct vgpu_region *r, int slot, unsigned dev, uint64_t 
             errno = EOVERFLOW;
             return -1;
         }
-        if (limit && next > limit) {
+        /* The job's memory outside the limiter counts against the limit too. */
+        uint64_t outside = atomic_load_explicit(&u->outside_bytes, memory_order_relaxed);
+        if (limit && (next > limit || outside > limit - next)) {
             errno = ENOSPC;
             return -1;
         }
@@ -161,29 +191,58 @@ int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t 
 
 /* ---- reaping --------------------------------------------------------------------------------- */
 
+/* The slot's process as recorded, with its host pid when it is valid. */
+static void slot_id(const struct vgpu_region *r, const struct vgpu_region_slot *s, pid_t pid,
+                    struct vgpu_proc_id *id)
+{
+    id->pid = pid;
+    id->pidns = atomic_load(&s->pidns);
+    id->start = atomic_load(&s->start_time);
+    uint32_t hns = atomic_load_explicit(&s->host_ns, memory_order_acquire);
+    id->host_ns = hns;
+    id->host_pid = hns == r->hdr->creator_pidns ? atomic_load(&s->host_pid) : 0;
+    if (!hns)
+        id->host_ns = 0;
+}
+
+/* Judges a LIVE slot; a reader in the creator's namespace that found the process records its
+ * host pid there (first writer wins; every such reader finds the same pid). */
+static enum vgpu_liveness slot_liveness(struct vgpu_region *r, struct vgpu_region_slot *s, uint64_t o)
+{
+    struct vgpu_proc_id id;
+    slot_id(r, s, vgpu_slot_pid_of(o), &id);
+    pid_t seen = 0;
+    enum vgpu_liveness l = vgpu_proc_liveness(&id, &seen);
+    uint32_t cns = r->hdr->creator_pidns;
+    if (l == VGPU_PROC_ALIVE && seen > 0 && cns && atomic_load(&s->host_ns) != cns &&
+        vgpu_proc_view_ns() == cns && atomic_load(&s->owner) == o) {
+        atomic_store(&s->host_pid, seen);
+        atomic_store_explicit(&s->host_ns, cns, memory_order_release);
+    }
+    return l;
+}
+
 int vgpu_region_reap(struct vgpu_region *r)
 {
     if (!r || !r->use)
         return 0;
-    pid_t me = getpid();
     int reaped = 0;
     for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
         struct vgpu_region_slot *s = &r->use->slot[i];
         uint64_t o = atomic_load(&s->owner);
         unsigned st = vgpu_slot_state_of(o);
-        pid_t pid = vgpu_slot_pid_of(o);
         bool dead;
         switch (st) {
         case VGPU_SLOT_FREE:
             continue;
-        case VGPU_SLOT_LIVE:
-            dead = !region_process_alive(pid, atomic_load(&s->start_time));
+        case VGPU_SLOT_LIVE:         /* only a proven death: a live process's usage is never dropped */
+            dead = slot_liveness(r, s, o) == VGPU_PROC_DEAD;
             break;
         case VGPU_SLOT_CLAIMING:     /* the claimer died between its CAS and going live */
-            dead = !pid_exists(pid);
+            dead = word_writer_gone(o);
             break;
         case VGPU_SLOT_REAPING:      /* a reaper died mid-reap: take over */
-            dead = pid != me && !pid_exists(pid);
+            dead = o != own_word(VGPU_SLOT_REAPING) && word_writer_gone(o);
             break;
         default:                     /* garbage: reclaim it */
             dead = true;
@@ -191,7 +250,7 @@ int vgpu_region_reap(struct vgpu_region *r)
         }
         if (!dead)
             continue;
-        uint64_t mine = owner_word(me, VGPU_SLOT_REAPING);
+        uint64_t mine = own_word(VGPU_SLOT_REAPING);
         if (!atomic_compare_exchange_strong(&s->owner, &o, mine))
             continue;                /* someone else changed it first */
         slot_free(r, s, mine);
@@ -229,8 +288,10 @@ unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *hos
         if (n < max) {
             if (pids)
                 pids[n] = vgpu_slot_pid_of(o);
-            if (host_pids)
-                host_pids[n] = atomic_load(&s->host_pid);
+            if (host_pids) {
+                uint32_t hns = atomic_load_explicit(&s->host_ns, memory_order_acquire);
+                host_pids[n] = hns == r->hdr->creator_pidns ? atomic_load(&s->host_pid) : 0;
+            }
         }
         n++;
     }
@@ -239,5 +300,47 @@ unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *hos
 
 bool vgpu_region_creator_alive(const struct vgpu_region *r)
 {
-    return r && r->hdr && r->hdr->creator_pid > 0 && region_process_alive(r->hdr->creator_pid, r->hdr->creator_start);
+    if (!r || !r->hdr || r->hdr->creator_pid <= 0)
+        return false;
+    struct vgpu_proc_id id = { .pid = r->hdr->creator_pid, .pidns = r->hdr->creator_pidns,
+                               .start = r->hdr->creator_start };
+    return vgpu_proc_liveness(&id, NULL) != VGPU_PROC_DEAD;
+}
+
+unsigned vgpu_region_roots(const struct vgpu_region *r, pid_t *roots, unsigned max)
+{
+    unsigned n = 0;
+    if (!r || !r->hdr || !r->use || max == 0)
+        return 0;
+    uint32_t view = vgpu_proc_view_ns(), cns = r->hdr->creator_pidns;
+    if (r->hdr->creator_pid > 0 && (!cns || cns == view))
+        roots[n++] = r->hdr->creator_pid;
+    for (int i = 0; i < VGPU_REGION_MAX_SLOTS && n < max; i++) {
+        const struct vgpu_region_slot *s = &r->use->slot[i];
+        uint64_t o = atomic_load(&s->owner);
+        if (vgpu_slot_state_of(o) != VGPU_SLOT_LIVE)
+            continue;
+        uint32_t pns = atomic_load(&s->pidns), hns = atomic_load_explicit(&s->host_ns, memory_order_acquire);
+        if (!pns || pns == view)
+            roots[n++] = vgpu_slot_pid_of(o);
+        else if (hns && hns == view && hns == cns)
+            roots[n++] = atomic_load(&s->host_pid);
+    }
+    return n;
+}
+
+void vgpu_region_set_outside(struct vgpu_region *r, unsigned dev, uint64_t bytes, pid_t one_pid, unsigned count)
+{
+    if (!r || !r->use || !region_dev_ok(r, dev))
+        return;
+    struct vgpu_region_dev_usage *u = &r->use->dev[dev];
+    atomic_store(&u->outside_pid, one_pid);
+    atomic_store(&u->outside_count, count);
+    atomic_store(&u->outside_bytes, bytes);
+    atomic_store(&u->outside_at_ns, region_monotonic_ns());
+}
+
+uint64_t vgpu_region_outside(const struct vgpu_region *r, unsigned dev)
+{
+    return r && r->use && region_dev_ok(r, dev) ? atomic_load(&r->use->dev[dev].outside_bytes) : 0;
 }
