@@ -20,12 +20,13 @@ static uint64_t nstag(uint32_t ns)
 }
 
 /* For CLAIMING and REAPING words: whether the process that wrote the word is gone. Only a
- * reader of the same namespace (or of a word without a tag) can tell from the pid. */
+ * reader of the same namespace (or of a word without a tag) can tell from the pid (kill(2)
+ * takes pids of the caller's own namespace, whatever /proc shows). */
 static bool word_writer_gone(uint64_t owner)
 {
     uint32_t tag = vgpu_slot_nstag_of(owner);
     pid_t pid = vgpu_slot_pid_of(owner);
-    if (tag && tag != nstag(vgpu_proc_view_ns()))
+    if (tag && tag != nstag(vgpu_proc_pidns(0)))
         return false;
     return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
 }

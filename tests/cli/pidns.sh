@@ -17,6 +17,7 @@ wait_text() {
   done
 }
 job_used() { vgpu ps --json | jq '.jobs[-1].gpus[0].mem_used_bytes'; }
+job_nvml() { vgpu ps --json | jq '.jobs[-1].gpus[0].nvml_used_bytes'; }
 # 3 GiB + the fake's 512 MiB context.
 held=$((3 * 1073741824 + 536870912))
 
@@ -36,6 +37,7 @@ assert_eq "... and again: no reader reaped it as dead" "$held" "$(job_used)"
 inner_host=$(pgrep -P "$(cat "$T_DIR/unshare.pid")" | head -n1)
 assert_eq "vgpu ps --json shows its host pid" "$inner_host" \
   "$(vgpu ps --json | jq '.jobs[-1].processes[] | select(.pid == 1) | .host_pid')"
+assert_eq "the driver's view (NVML, by host pid) counts it too" "$held" "$(job_nvml)"
 
 echo go > "$T_DIR/go"
 wait_text "$T_DIR/second.done" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
