@@ -34,6 +34,15 @@ assert_eq "ps --json: the process, by pid" "$opid $((3 * GiB + ctx)) 0" \
 assert_eq "the job's NVML figure includes it" $((3 * GiB + ctx)) "$(printf '%s' "$out" | jq '.jobs[-1].gpus[0].nvml_used_bytes')"
 run vgpu ps
 assert_contains "ps flags the job" "! 3.50 GiB outside the limiter (pid $opid)" "$out"
+run vgpu top --once --json
+assert_eq "top --json: the job's memory outside the limiter" "$((3 * GiB + ctx)) 1" \
+  "$(printf '%s' "$out" | jq -r '.jobs[-1] | "\(.outside_bytes) \(.outside_processes)"')"
+assert_eq "top --json: the process is the job's, outside the limiter" "true" \
+  "$(printf '%s' "$out" | jq -r --argjson p "$opid" --arg j "$(vgpu ps -q | tail -n1)" \
+     '.processes[] | select(.pid == $p) | .job == $j and .outside_limiter')"
+assert_eq "top --json: in the job's NVML figure" $((3 * GiB + ctx)) "$(printf '%s' "$out" | jq '.jobs[-1].nvml_used_bytes')"
+run env COLUMNS=200 vgpu top --once
+assert_contains "top flags the job" "! 3.50 GiB outside the limiter (pid $opid)" "$out"
 
 echo go > "$T_DIR/go"
 wait_text "$T_DIR/second" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"

@@ -232,6 +232,9 @@ uint64_t vgpu_region_mem_used(const struct vgpu_region *r, unsigned dev);
 /* Live processes (LIVE slots), into pids[] (their own pids) and host_pids[] (pids in the
  * creator's namespace, 0 while unknown), up to max; returns the count (may exceed max). */
 unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *host_pids, unsigned max);
+/* The pid of slot `slot`'s process in the caller's view (its /proc, kill(2) when the caller's
+ * /proc is its own); 0 when unknown (another PID namespace, host pid not resolved). */
+pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot);
 /* True unless the creator (`vgpu run`) is proven dead (vgpu_proc_liveness). */
 bool vgpu_region_creator_alive(const struct vgpu_region *r);
 /* The creator's and every live slot's pid in the caller's view (for vgpu_proc_descends): those
