@@ -74,3 +74,41 @@ assert_contains "the job's GPU under another ordinal is still limited (768 MiB +
   "alloc rc=2" "$out"
 run vgpu run --gpu 0 --mem 1G -- env CUDA_VISIBLE_DEVICES="$gpu1,$gpu0" ALLOC_PROBE_DEVICE=1 alloc_probe alloc 256M meminfo
 assert_contains "... and its view is the job's slice" "total=1073741824" "$out"
+
+# Another user (nobody) on the same simulated GPU (VGPU_FAKE_SHARED): its job's child outside
+# the limiter is found by nobody's own vgpu ps and counted against nobody's limit.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  use_scenario h100
+  bin=$(mktemp -d /tmp/vgpu-outside-bin.XXXXXX)
+  cp "$VGPU_BUILD/vgpu" "$VGPU_BUILD/libvgpu.so" "$VGPU_BUILD"/fakegpu/* "$VGPU_BUILD"/tests/progs/* "$bin/"
+  chmod -R a+rX "$bin"; chmod 0755 "$bin"
+  nb=$(mktemp -d /tmp/vgpu-outside-nobody.XXXXXX); chown nobody:nogroup "$nb"; chmod 0700 "$nb"
+  shared=outside-$$-$RANDOM
+  trap 'rm -rf "$bin" "$nb"; rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
+  as_nobody() {
+    setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME=/ PATH="$bin:/usr/bin:/bin" \
+      LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
+      VGPU_STATE_DIR="$nb/state" VGPU_LIBRARY="$bin/libvgpu.so" "$@"
+  }
+  as_nobody sh -c 'mkdir -m 0700 "$0/state" && mkfifo "$0/go"' "$nb"
+  as_nobody vgpu run --mem 2G -- sh -c '
+    env -u LD_PRELOAD alloc_probe alloc 1G hold > "$0/outside" 2>&1 & echo $! > "$0/outside.pid"
+    read x < "$0/go"
+    alloc_probe alloc 512M > "$0/second" 2>&1; echo done >> "$0/second"
+    kill -KILL $(cat "$0/outside.pid")' "$nb" > "$T_DIR/nobody.out" 2>&1 &
+  runner=$!
+  wait_text "$nb/outside" holding || not_ok "nobody's child without LD_PRELOAD holds 1 GiB" "$(cat "$T_DIR/nobody.out")"
+  run as_nobody vgpu ps --json
+  assert_eq "nobody's vgpu ps finds nobody's memory outside the limiter" $((GiB + ctx)) \
+    "$(printf '%s' "$out" | jq '.jobs[-1].outside_bytes')"
+  run env LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" "$bin/vgpu" top --once --json
+  assert_eq "root's vgpu top sees nobody's process on the shared GPU" "$(cat "$nb/outside.pid")" \
+    "$(printf '%s' "$out" | jq --argjson p "$(cat "$nb/outside.pid")" '.processes[] | select(.pid == $p) | .pid')"
+  echo go > "$nb/go"
+  wait_text "$nb/second" done || not_ok "nobody's second process ran" "$(cat "$T_DIR/nobody.out")"
+  assert_contains "nobody's job is refused what would pass its limit (1.5 + 0.5 + 0.5 > 2 GiB)" "alloc rc=2" \
+    "$(cat "$nb/second")"
+  wait "$runner"
+else
+  skip "another user's job outside the limiter" "needs root and setpriv"
+fi
