@@ -106,8 +106,7 @@ static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
                 bytes[i] = infos[i].usedGpuMemory;
             }
         }
-        if (pids && bytes) {
-            vgpu_outside_find(v->r, pids, bytes, count, &v->outside[d]);
+        if (pids && bytes && vgpu_outside_find(v->r, pids, bytes, count, &v->outside[d])) {
             v->nvml_used[d] += v->outside[d].bytes;
             /* The job's processes learn it from here too (they count it against the limit). */
             vgpu_region_set_outside((struct vgpu_region *)v->r, d, v->outside[d].bytes,

@@ -255,7 +255,8 @@ static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r)
                 bytes[n++] = m->procs[i].gpu_mem;
             }
         struct vgpu_outside o;
-        vgpu_outside_find(r, pids, bytes, n, &o);
+        if (!vgpu_outside_find(r, pids, bytes, n, &o))
+            return;                     /* NVML's pids are not ours to read (another PID namespace) */
         vgpu_region_set_outside(r, d, o.bytes, o.count ? o.pid[0] : 0, o.count);
         if (!o.count)
             continue;

@@ -61,19 +61,19 @@ static bool in_slots(const struct vgpu_region *r, pid_t pid)
     return false;
 }
 
-void vgpu_outside_find(const struct vgpu_region *r, const unsigned *pids, const uint64_t *bytes, unsigned n,
+bool vgpu_outside_find(const struct vgpu_region *r, const unsigned *pids, const uint64_t *bytes, unsigned n,
                        struct vgpu_outside *out)
 {
     memset(out, 0, sizeof *out);
-    if (!r || !r->hdr || !r->use || n == 0)
-        return;
+    if (!r || !r->hdr || !r->use)
+        return false;
     uint32_t cns = r->hdr->creator_pidns;
     if (cns && vgpu_proc_view_ns() != cns)
-        return;                         /* NVML's pids are not pids of our /proc */
+        return false;                   /* NVML's pids are not pids of our /proc */
     pid_t roots[MAX_ROOTS];
-    unsigned nroots = vgpu_region_roots(r, roots, MAX_ROOTS);
+    unsigned nroots = n ? vgpu_region_roots(r, roots, MAX_ROOTS) : 0;
     if (nroots == 0)
-        return;
+        return true;
     for (unsigned i = 0; i < n; i++) {
         pid_t pid = (pid_t)pids[i];
         if (pid <= 1 || in_slots(r, pid) || !vgpu_proc_descends(pid, roots, nroots))
@@ -85,4 +85,5 @@ void vgpu_outside_find(const struct vgpu_region *r, const unsigned *pids, const 
         out->count++;
         out->bytes += bytes[i];
     }
+    return true;
 }

@@ -157,20 +157,20 @@ uint32_t vgpu_proc_pidns(pid_t pid)
 
 uint32_t vgpu_proc_view_ns(void)
 {
-    /* (pid << 32 | ns): recomputed in a new process (fork), where it may differ. */
+    /* (pid << 32 | ns), 0 unknown; recomputed in a new process (fork), where it may differ. */
     static _Atomic uint64_t cached;
-    uint64_t c = atomic_load_explicit(&cached, memory_order_relaxed);
+    static _Atomic pid_t cached_for;
     pid_t me = getpid();
-    if (c && (pid_t)(c >> 32) == me)
-        return (uint32_t)c;
+    if (atomic_load_explicit(&cached_for, memory_order_acquire) == me)
+        return (uint32_t)atomic_load_explicit(&cached, memory_order_relaxed);
     pid_t first = 0, last = 0;
     uint32_t ns;
     if (nspid(0, &first, &last) > 1)
         ns = ns_of_path("/proc/1/ns/pid");  /* pid 1 of /proc's namespace lives in it */
     else
         ns = vgpu_proc_pidns(0);
-    if (ns)
-        atomic_store_explicit(&cached, (uint64_t)(uint32_t)me << 32 | ns, memory_order_relaxed);
+    atomic_store_explicit(&cached, ns, memory_order_relaxed);
+    atomic_store_explicit(&cached_for, me, memory_order_release);
     return ns;
 }
 

@@ -310,8 +310,8 @@ static bool scan_processes(struct vgpu_region *r, nvmlDevice_t h, int jdev, unsi
     }
     if (jdev >= 0) {
         struct vgpu_outside o;
-        vgpu_outside_find(r, pids, bytes, n, &o);
-        vgpu_region_set_outside(r, (unsigned)jdev, o.bytes, o.count ? o.pid[0] : 0, o.count);
+        if (vgpu_outside_find(r, pids, bytes, n, &o))
+            vgpu_region_set_outside(r, (unsigned)jdev, o.bytes, o.count ? o.pid[0] : 0, o.count);
     }
     return found;
 }

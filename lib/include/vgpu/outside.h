@@ -12,6 +12,7 @@
 #ifndef VGPU_OUTSIDE_H
 #define VGPU_OUTSIDE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -27,10 +28,11 @@ struct vgpu_outside {
 };
 
 /* From one job device's NVML process list (pids[i] with bytes[i], as NVML reports them: host
- * pids), the job's processes outside the limiter. Finds nothing when the caller's /proc does not
- * show the pids NVML reports (the caller lives in another PID namespace than the job's
- * creator). Reads /proc only for pids that are not the job's known processes. */
-void vgpu_outside_find(const struct vgpu_region *r, const unsigned *pids, const uint64_t *bytes, unsigned n,
+ * pids), the job's processes outside the limiter. false (and nothing found) when the caller
+ * cannot tell: its /proc does not show the pids NVML reports (it lives in another PID namespace
+ * than the job's creator); then it must not record anything. Reads /proc only for pids that
+ * are not the job's known processes. */
+bool vgpu_outside_find(const struct vgpu_region *r, const unsigned *pids, const uint64_t *bytes, unsigned n,
                        struct vgpu_outside *out);
 
 #endif
