@@ -6,6 +6,10 @@ static const char usage[] =
     "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
     "processes (NVML), core limit, and age.\n"
     "Processes that died are reaped first, so their memory no longer counts.\n"
+    "GPU processes that descend from a job but run without the limiter (a child that unset\n"
+    "LD_PRELOAD, a static binary) count in the job's NVML figure and are flagged under its\n"
+    "row: '! 3.2 GiB outside the limiter (pid 1234)'; the job's own allocations are refused\n"
+    "while the whole is over its limit.\n"
     "A job whose command has ended is shown for 60 s more, with its status in the PIDS column\n"
     "('exited 3', 'killed SIGTERM') and no memory in use, so that vgpu wait can still get it.\n"
     "\n"
@@ -33,6 +37,7 @@ static const char usage[] =
 #include "vgpu/json.h"
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
+#include "vgpu/outside.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
@@ -56,6 +61,7 @@ struct job_view {
     int32_t host_pids[MAX_PIDS];
     bool nvml_ok[VGPU_REGION_MAX_DEVICES];
     uint64_t nvml_used[VGPU_REGION_MAX_DEVICES];
+    struct vgpu_outside outside[VGPU_REGION_MAX_DEVICES];  /* its GPU processes outside the limiter */
     uint64_t age_s;
     bool exited;                          /* the command ended: nothing of it counts any more */
     char log[4200];                       /* the job's output log (vgpu run --detach), or "" */
@@ -89,10 +95,25 @@ static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
             continue;
         }
         v->nvml_ok[d] = true;
-        for (unsigned i = 0; i < count && infos; i++)
+        unsigned *pids = calloc(count + 1, sizeof *pids);
+        uint64_t *bytes = calloc(count + 1, sizeof *bytes);
+        for (unsigned i = 0; i < count && infos; i++) {
             for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++)
                 if ((unsigned)v->host_pids[p] == infos[i].pid)
                     v->nvml_used[d] += infos[i].usedGpuMemory;
+            if (pids && bytes) {
+                pids[i] = infos[i].pid;
+                bytes[i] = infos[i].usedGpuMemory;
+            }
+        }
+        if (pids && bytes && vgpu_outside_find(v->r, pids, bytes, count, &v->outside[d])) {
+            v->nvml_used[d] += v->outside[d].bytes;
+            /* The job's processes learn it from here too (they count it against the limit). */
+            vgpu_region_set_outside((struct vgpu_region *)v->r, d, v->outside[d].bytes,
+                                    v->outside[d].count ? v->outside[d].pid[0] : 0, v->outside[d].count);
+        }
+        free(pids);
+        free(bytes);
         free(infos);
     }
 }
@@ -213,6 +234,26 @@ static uint64_t get_core(const struct job_view *v, unsigned d, bool *ok)
     return c;
 }
 
+/* "  ! 3.2 GiB outside the limiter (pid 1234)" under a job with such processes. */
+static void print_outside(const struct job_view *v)
+{
+    uint64_t total = 0;
+    unsigned count = 0;
+    char list[128] = "";
+    size_t n = 0;
+    for (unsigned d = 0; d < vgpu_region_device_count(v->r); d++) {
+        total += v->outside[d].bytes;
+        count += v->outside[d].count;
+        for (unsigned i = 0; i < v->outside[d].count && i < VGPU_OUTSIDE_MAX_PIDS && n < sizeof list - 16; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? ", " : "", (int)v->outside[d].pid[i]);
+    }
+    if (!count)
+        return;
+    char size[32];
+    printf("  ! %s outside the limiter (%s %s%s)\n", vgpu_format_size(total, size, sizeof size),
+           count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "");
+}
+
 static void print_row(const struct job_view *v)
 {
     const struct vgpu_region_header *h = v->r->hdr;
@@ -263,6 +304,7 @@ static void print_row(const struct job_view *v)
     printf("%-12s  %-14.14s  %-8.8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %-5s  %-7s  %s\n", h->id,
            h->name[0] ? h->name : "-", user_name(v->r->file_uid, user, sizeof user), pids, gpus, lim, used, nvu, core,
            share, throt, age);
+    print_outside(v);
 }
 
 static struct json_object *json_job(const struct job_view *v)
@@ -291,13 +333,14 @@ static struct json_object *json_job(const struct job_view *v)
     for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++) {
         struct json_object *po = json_object_new_object();
         vgpu_json_i64(po, "pid", v->pids[p]);
-        vgpu_json_i64(po, "host_pid", v->host_pids[p]);
+        vgpu_json_u64_or_null(po, "host_pid", v->host_pids[p] > 0, (uint64_t)v->host_pids[p]);
         json_object_array_add(pids, po);
     }
     json_object_object_add(o, "processes", pids);
     struct json_object *gpus = json_object_new_array();
     unsigned ndev = vgpu_region_device_count(v->r);
-    uint64_t sum_used = 0;
+    uint64_t sum_used = 0, sum_outside = 0;
+    struct json_object *outside = json_object_new_array();
     for (unsigned d = 0; d < ndev; d++) {
         const struct vgpu_region_dev_limits *dl = &h->dev[d];
         struct json_object *g = json_object_new_object();
@@ -313,6 +356,15 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64(g, "mem_used_bytes", used);
         vgpu_json_u64(g, "mem_peak_bytes", atomic_load(&v->r->use->dev[d].peak));
         vgpu_json_u64_or_null(g, "nvml_used_bytes", v->nvml_ok[d], v->nvml_used[d]);
+        vgpu_json_u64_or_null(g, "outside_bytes", v->nvml_ok[d], v->outside[d].bytes);
+        sum_outside += v->outside[d].bytes;
+        for (unsigned i = 0; i < v->outside[d].count && i < VGPU_OUTSIDE_MAX_PIDS; i++) {
+            struct json_object *po = json_object_new_object();
+            vgpu_json_i64(po, "pid", v->outside[d].pid[i]);
+            vgpu_json_u64(po, "job_index", d);
+            vgpu_json_u64(po, "used_bytes", v->outside[d].pid_bytes[i]);
+            json_object_array_add(outside, po);
+        }
         uint64_t core = get_core(v, d, &ok);
         vgpu_json_u64_or_null(g, "core_limit_percent", ok, core);
         uint32_t pol = atomic_load(&dl->core_policy);
@@ -323,6 +375,8 @@ static struct json_object *json_job(const struct job_view *v)
     }
     json_object_object_add(o, "gpus", gpus);
     vgpu_json_u64(o, "mem_used_bytes", sum_used);
+    vgpu_json_u64(o, "outside_bytes", sum_outside);
+    json_object_object_add(o, "outside_processes", outside);
     return o;
 }
 

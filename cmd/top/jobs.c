@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/outside.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
 
@@ -85,9 +86,7 @@ static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
         uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
         if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)
             continue;
-        pid_t hp = atomic_load_explicit(&sl->host_pid, memory_order_relaxed);
-        if (hp <= 0)
-            hp = vgpu_slot_pid_of(owner);
+        pid_t hp = vgpu_region_slot_view_pid(r, (int)s);
         nproc++;
         bool listed = false;
         for (size_t i = 0; i < nvml_end; i++)
@@ -235,8 +234,49 @@ static void close_unlisted(void)
         }
 }
 
+/* The job's GPU processes outside the limiter (vgpu/outside.h): NVML's processes on its GPUs
+ * that belong to no job yet and descend from it. Marked as the job's, summed, and recorded in
+ * the region, where the job's own processes count them against the limit. */
+static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r)
+{
+    const struct vgpu_region_header *h = r->hdr;
+    unsigned ndev = vgpu_region_device_count(r);
+    struct top_job *jb = &m->jobs[j];
+    for (unsigned d = 0; d < ndev; d++) {
+        int g = find_gpu(m, h->dev[d].uuid);
+        if (g < 0)
+            continue;
+        unsigned pids[128];
+        uint64_t bytes[128];
+        unsigned n = 0;
+        for (size_t i = 0; i < m->nproc && n < 128; i++)
+            if (m->procs[i].job < 0 && m->procs[i].gpu == g && (m->procs[i].valid & TOP_PV_MEM)) {
+                pids[n] = (unsigned)m->procs[i].pid;
+                bytes[n++] = m->procs[i].gpu_mem;
+            }
+        struct vgpu_outside o;
+        if (!vgpu_outside_find(r, pids, bytes, n, &o))
+            return;                     /* NVML's pids are not ours to read (another PID namespace) */
+        vgpu_region_set_outside(r, d, o.bytes, o.count ? o.pid[0] : 0, o.count);
+        if (!o.count)
+            continue;
+        for (unsigned k = 0; k < o.count && k < VGPU_OUTSIDE_MAX_PIDS; k++)
+            for (size_t i = 0; i < m->nproc; i++)
+                if (m->procs[i].job < 0 && m->procs[i].gpu == g && m->procs[i].pid == o.pid[k]) {
+                    m->procs[i].job = (int)j;
+                    m->procs[i].outside = true;
+                }
+        jb->mem_outside += o.bytes;
+        if (!jb->outside_count)
+            jb->outside_pid = o.pid[0];
+        jb->outside_count += o.count;
+    }
+}
+
 void top_jobs_read(struct top_model *m)
 {
+    static struct vgpu_region *regions[TOP_MAX_JOBS];
+    memset(regions, 0, sizeof regions);
     char dir[4096];
     struct vgpu_err e;
     if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
@@ -280,10 +320,15 @@ void top_jobs_read(struct top_model *m)
         vgpu_region_reap_maybe(r);   /* a dead process's slot: at most one walk a second */
         fill_job(m, jb, r, &next[nnext++], now);
         job_procs(m, (int)m->njob, r);
+        regions[m->njob] = r;
         m->njob++;
     }
     memcpy(prev_tab, next, nnext * sizeof next[0]);
     nprev = nnext;
+    if (m->nvml == TOP_NVML_OK)
+        for (unsigned j = 0; j < m->njob; j++)
+            if (regions[j])
+                job_outside(m, j, regions[j]);
 }
 
 static int open_admin(const struct top_job *j, struct vgpu_region *r, struct vgpu_err *e)
@@ -339,8 +384,10 @@ size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *st
         uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
         if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)
             continue;
-        pid_t hp = atomic_load(&sl->host_pid);
-        pids[n] = hp > 0 ? hp : vgpu_slot_pid_of(owner);
+        pid_t hp = vgpu_region_slot_view_pid(&r, (int)s);
+        if (hp <= 0)
+            continue;                   /* in a namespace we cannot see: never a guess */
+        pids[n] = hp;
         starts[n] = atomic_load(&sl->start_time);
         n++;
     }
