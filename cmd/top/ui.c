@@ -375,7 +375,7 @@ static void draw(struct ui *u)
     switch (u->prompt) {
     case PR_FILTER: snprintf(foot, sizeof foot, "Filter: %s", u->input); break;
     case PR_GPUS: snprintf(foot, sizeof foot, "GPUs to show (e.g. 0,2 or all): %s", u->input); break;
-    case PR_MEM: snprintf(foot, sizeof foot, "Memory limit (e.g. 4G, 0 = none): %s", u->input); break;
+    case PR_MEM: snprintf(foot, sizeof foot, "Memory limit (4G, 50%%, none): %s", u->input); break;
     case PR_DELAY: snprintf(foot, sizeof foot, "Refresh interval in seconds: %s", u->input); break;
     case PR_KILL:
         snprintf(foot, sizeof foot, "Send SIG%s to %s? y/n (1-6: TERM KILL INT HUP STOP CONT)", sig_name(u->kill.sig),
@@ -464,20 +464,17 @@ static void change_core(struct ui *u, int delta)
         snprintf(u->msg, sizeof u->msg, "select a job first (Tab to the job panel)");
         return;
     }
-    int pct = (int)(j->core_limit_pct ? j->core_limit_pct : 100) + delta;
-    if (j->core_limit_pct == 0 && delta > 0) {
-        snprintf(u->msg, sizeof u->msg, "job %s has no core limit", j->name);
-        return;
-    }
-    if (pct < 5)
-        pct = 5;
-    if (pct > 100)
-        pct = 100;
+    /* Relative to the region's limit, not to the last sample: a second key pressed before
+     * the next sample would otherwise undo the first (30 -5 +5 gave 35). */
     struct vgpu_err e;
-    if (top_job_set_core(j, (unsigned)pct, &e) < 0)
+    unsigned pct;
+    int r = top_job_change_core(j, delta, &pct, &e);
+    if (r < 0)
         snprintf(u->msg, sizeof u->msg, "%s", e.msg);
+    else if (r == 0)
+        snprintf(u->msg, sizeof u->msg, "job %s has no core limit", j->name);
     else
-        snprintf(u->msg, sizeof u->msg, "job %s: core limit %d%%", j->name, pct);
+        snprintf(u->msg, sizeof u->msg, "job %s: core limit %u%%", j->name, pct);
     top_sampler_wake(u->s);
 }
 
@@ -517,13 +514,12 @@ static void finish_prompt(struct ui *u)
     case PR_GPUS: apply_gpus(u, in); break;
     case PR_MEM: {
         const struct top_job *j = sel_job(u);
-        uint64_t bytes;
         if (!j)
             snprintf(u->msg, sizeof u->msg, "no job selected");
-        else if (vgpu_parse_size(in, &bytes, "memory limit", &e) < 0 || top_job_set_mem(j, bytes, &e) < 0)
+        else if (top_job_set_mem(j, in, &e) < 0)
             snprintf(u->msg, sizeof u->msg, "%s", e.msg);
         else
-            snprintf(u->msg, sizeof u->msg, "job %s: memory limit %s", j->name, bytes ? in : "none");
+            snprintf(u->msg, sizeof u->msg, "job %s: memory limit %s", j->name, in);
         top_sampler_wake(u->s);
         break;
     }

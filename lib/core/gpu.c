@@ -236,15 +236,35 @@ int vgpu_gpus_select(const struct vgpu_gpu_list *list, const char *sel, struct v
     if (strlen(sel) >= sizeof buf)
         return fail_sel(list, "--gpu: selector too long", e);
     snprintf(buf, sizeof buf, "%s", sel);
+    /* strtok_r would skip empty fields, and add() drops repeats: both would let a list mean
+     * something other than what was typed ("0,0,1" is then two GPUs, and IDX:SIZE lists that
+     * count the job's GPUs go wrong). Refuse them. */
+    size_t blen = strlen(buf);
+    char what[400];
+    if (buf[0] == ',' || buf[blen - 1] == ',' || strstr(buf, ",,")) {
+        snprintf(what, sizeof what, "--gpu: '%.200s' has an empty entry (a stray comma)", sel);
+        return fail_sel(list, what, e);
+    }
+    bool has_comma = strchr(buf, ',') != NULL;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ')
             tok++;
         if (strcasecmp(tok, "all") == 0) {
+            if (has_comma) {
+                snprintf(what, sizeof what, "--gpu: '%.200s': 'all' already names every GPU; give it alone", sel);
+                return fail_sel(list, what, e);
+            }
             select_all(list, out);
             continue;
         }
+        unsigned before = out->count;
         if (select_one(list, tok, out, e) < 0)
             return -1;
+        if (out->count == before) {
+            snprintf(what, sizeof what, "--gpu: '%.200s' names the same GPU twice ('%.60s'); give each GPU once", sel,
+                     tok);
+            return fail_sel(list, what, e);
+        }
     }
     if (out->count == 0)
         return fail_sel(list, "--gpu: empty GPU selector", e);

@@ -22,6 +22,17 @@ expect() { # desc text [seconds]
   if wait_for "$2" "${3:-5}"; then ok "$1"; else not_ok "$1" "missing: $2"$'\n'"$(pane)"; fi
 }
 keys() { tm send-keys -t t "$@"; }
+# The region's value, polled until it is what is wanted: a loaded machine may take seconds to
+# redraw, so the deadline is generous and only a wrong value at the deadline fails.
+expect_json() { # desc jq-filter value [seconds]
+  local i n=$(( ${4:-20} * 10 )) v=
+  for ((i = 0; i < n; i++)); do
+    v=$(vgpu top --once --json 2>/dev/null | jq -r "$2" 2>/dev/null)
+    [ "$v" = "$3" ] && { ok "$1"; return; }
+    sleep 0.1
+  done
+  not_ok "$1" "expected $3, got '$v'"
+}
 
 # A GPU process (through the simulated libcuda) outside any job, and a job with a core limit.
 cat >"$T_DIR/hold.py" <<'PY'
@@ -80,15 +91,28 @@ keys Escape
 # Live core-limit change on the job panel (Tab: processes -> GPUs -> jobs).
 keys Tab Tab
 keys -
-expect "core limit lowered" "core limit 25%"
-run vgpu top --once --json
-assert_eq "the region holds the new core limit" 25 "$(jq '.jobs[] | select(.name == "screenjob") | .core_limit_percent' <<<"$out")"
+expect_json "the region holds the lowered core limit" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 25
+expect "core limit lowered" "core limit 25%" 20
 keys +
-expect "core limit raised" "core limit 30%"
+# The region first (the condition), then the message, each with a deadline: it failed once in
+# three runs on a loaded machine when only the message was awaited for 5 s.
+expect_json "the region holds the raised core limit" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 30
+expect "core limit raised" "core limit 30%" 20
+
+# The m key takes what vgpu limit --mem takes, with the same check: 200G on an 80 GB GPU is
+# refused with vgpu limit's reason, and 2G is set.
+keys m
+expect "m: the prompt" "Memory limit"
+keys C-u 2 0 0 G Enter
+expect "m 200G: refused as vgpu limit refuses it" "is larger than" 20
+run vgpu top --once --json
+assert_eq "m 200G: the limit is unchanged" 4294967296 "$(jq '.jobs[] | select(.name == "screenjob") | .mem_limit_bytes' <<<"$out")"
+keys m
+keys C-u 2 G Enter
+expect_json "m 2G: the region holds 2G" '.jobs[] | select(.name == "screenjob") | .mem_limit_bytes' 2147483648
 
 # Resize to 80x24 and back.
 tm resize-window -t t -x 80 -y 24
-sleep 0.5
 expect "80x24: the job panel" "screenjob"
 expect "80x24: the process panel" "PID USER"
 w=$(pane | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')

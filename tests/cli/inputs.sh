@@ -1,0 +1,84 @@
+# Every input gets the right answer (issue 13): each bad size, percentage, name, list or word
+# gets its own reason, with the accepted range or form, and no "did you mean" unless it is close.
+. "$(dirname "$0")/lib.sh"
+
+# --- sizes: the real reason, with and without --gpu (placement) -----------------------------
+for gpu in "" "--gpu 0"; do
+  for bad in 4Q -1 1.5 0x10 +4G 99999999T; do
+    # shellcheck disable=SC2086
+    run vgpu run $gpu --mem "$bad" -- true
+    assert_rc "run ${gpu:-(placing)} --mem '$bad' exits 125" 125
+    assert_not_contains "run ${gpu:-(placing)} --mem '$bad': no placement excuse" "vgpu needs a size" "$err"
+    assert_contains "run ${gpu:-(placing)} --mem '$bad' quotes the bad text" "'$bad'" "$err"
+  done
+  run vgpu run $gpu --mem "" -- true
+  assert_contains "run ${gpu:-(placing)} --mem '' says it is empty" "empty size" "$err"
+  run vgpu run $gpu --mem 50 -- true
+  assert_rc "run ${gpu:-(placing)} --mem 50 (no unit, 50 bytes) is refused" 125
+  assert_contains "run ${gpu:-(placing)} --mem 50 says to write the unit" "write the unit" "$err"
+done
+run vgpu run --mem 99999999T -- true
+assert_contains "a too large size says the largest" "at most 16 EiB" "$err"
+run vgpu run --mem -- true
+assert_rc "run --mem -- CMD (no value) exits 125" 125
+assert_contains "run --mem -- CMD says --mem needs a value" "option '--mem' needs a value" "$err"
+run vgpu run --gpu 0 --mem 2097152 -- true
+assert_rc "a bare number of at least 1 MiB is bytes" 0
+
+# --- names and lists ----------------------------------------------------------------------------
+run vgpu run --name "" -- true
+assert_rc "run --name '' is refused" 125
+assert_contains "run --name '' gives the length range" "1 to 63" "$err"
+run vgpu run --mem 0:4G, -- true
+assert_rc "run --mem 0:4G, (trailing comma) is refused" 125
+assert_contains "a stray comma in --mem is named" "stray comma" "$err"
+use_scenario mixed
+run vgpu run --gpu 0,0,1 -- true
+assert_rc "run --gpu 0,0,1 (a GPU twice) is refused" 125
+assert_contains "run --gpu 0,0,1 says a GPU is named twice" "same GPU twice" "$err"
+run vgpu run --gpu 0,1, -- true
+assert_contains "run --gpu 0,1, (stray comma) is refused" "stray comma" "$err"
+use_scenario h100
+
+# --- percentages and seconds: the range stated is the range accepted --------------------------
+for v in 0 101; do
+  run vgpu run --core $v -- true
+  assert_rc "run --core $v exits 125" 125
+  assert_contains "run --core $v states 1 to 100" "from 1 to 100" "$err"
+done
+run vgpu run --gpu 0 --mem 0% -- true
+assert_contains "run --mem 0% states 1 to 100" "from 1 to 100" "$err"
+run vgpu limit nosuchjob --core 0
+assert_contains "limit --core 0 states 1 to 100, or none" "from 1 to 100" "$err"
+for v in 0 nan inf 1e3 -5; do
+  run vgpu wait --timeout "$v" x
+  assert_rc "wait --timeout $v exits 2" 2
+  assert_contains "wait --timeout $v states the range" "above 0 and at most" "$err"
+done
+
+# --- suggestions only when close --------------------------------------------------------------
+run vgpu bogus
+assert_not_contains "vgpu bogus suggests nothing" "did you mean" "$err"
+run vgpu rnu
+assert_contains "vgpu rnu suggests run" "did you mean 'run'" "$err"
+run vgpu run --priority urgent --core 5 -- true
+assert_not_contains "--priority urgent suggests nothing" "did you mean" "$err"
+assert_contains "--priority urgent lists the words" "use low, normal or high" "$err"
+run vgpu run --core-policy bogus --core 5 -- true
+assert_not_contains "--core-policy bogus suggests nothing" "did you mean" "$err"
+run vgpu run --core-policy sfot --core 5 -- true
+assert_contains "--core-policy sfot suggests soft" "did you mean 'soft'" "$err"
+run vgpu timeslice set bogus
+assert_not_contains "timeslice set bogus suggests nothing" "did you mean" "$err"
+
+# --- help is a command too --------------------------------------------------------------------
+run vgpu help --help
+assert_rc "help --help exits 0" 0
+assert_contains "help --help lists the commands" "Commands:" "$out"
+ln -s "$VGPU_BUILD/vgpu" "$T_DIR/vgpu-help"
+run "$T_DIR/vgpu-help"
+assert_rc "a vgpu-help link exits 0" 0
+assert_contains "a vgpu-help link lists the commands" "Commands:" "$out"
+run vgpu help run extra
+assert_rc "help with two commands is refused" 2
+
