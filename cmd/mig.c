@@ -44,7 +44,8 @@ static const char usage[] =
     "\n"
     "Exit status: 0 done or nothing to do; 1 failed; 2 bad usage, unknown GPU or profile;\n"
     "3 libnvidia-ml.so.1 not found; 4 driver not loaded; 5 no GPU; 6 permission denied (root\n"
-    "needed); 7 in use; 8 no such instance; 9 no free placement; 10 mode change pending.\n";
+    "needed); 7 in use; 8 no such instance; 9 no free placement; 10 mode change pending; 12 a\n"
+    "GPU is lost.\n";
 
 #include <errno.h>
 #include <stdarg.h>
@@ -119,6 +120,16 @@ static struct json_object *failed_doc(const char *verb, const struct opts *o)
     return doc;
 }
 
+/* The first lost or unreachable GPU the verb would work on: said, and its status (12). */
+static int first_lost(const struct ctx *c)
+{
+    char why[128];
+    for (unsigned k = 0; k < c->n; k++)
+        if (vgpu_gpu_trouble(&c->list->gpu[c->pos[k]], why, sizeof why))
+            return mig_gpu_lost(&c->list->gpu[c->pos[k]]);
+    return 0;
+}
+
 static const char *const verb_names[] = { "status", "profiles", "list", "enable", "disable", "create",
                                           "destroy", "apply", "export", NULL };
 
@@ -181,6 +192,8 @@ static int run_verb(const struct opts *op, int argc, char **argv, const char **v
         rc = mig_report(&e);
     else if (mig_select_physical(&cx, o.gpu, &e) < 0)
         rc = mig_report(&e);
+    else if (strcmp(verb, "status") && (rc = first_lost(&cx)) != 0)
+        ;   /* status shows a lost GPU's row; every other verb stops before doing anything */
     else if (!strcmp(verb, "status"))
         rc = mig_status(&cx);
     else if (!strcmp(verb, "profiles"))

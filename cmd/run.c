@@ -515,6 +515,26 @@ static int cmd_run(int argc, char **argv)
         vgpu_fail(rc, "no GPU selected%s", gpu ? "" : ": the driver lists none");
         goto out;
     }
+    {
+        /* A lost GPU is said by name: a GPU chosen by hand cannot take the job, and placement
+         * chooses among the others (it fails saying so when none is left). */
+        unsigned usable = 0;
+        const struct vgpu_gpu *lost = NULL;
+        char why[128];
+        for (unsigned d = 0; d < sel.count; d++) {
+            const struct vgpu_gpu *g = &list->gpu[sel.pos[d]];
+            if (!vgpu_gpu_trouble(g, why, sizeof why))
+                usable++;
+            else if (!lost)
+                lost = g;
+        }
+        if (lost && (!placing || usable == 0)) {
+            vgpu_gpu_trouble(lost, why, sizeof why);
+            vgpu_fail(rc, "GPU %u %s, so the job cannot run there; %s (vgpu list shows the GPUs)", lost->index, why,
+                      placing ? "no other GPU is usable" : "choose another GPU with --gpu");
+            goto out;
+        }
+    }
     if (placing) {
         unsigned chosen;
         if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||

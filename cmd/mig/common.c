@@ -119,6 +119,15 @@ int mig_select_physical(struct ctx *c, const char *sel, struct vgpu_err *e)
     return 0;
 }
 
+int mig_gpu_lost(const struct vgpu_gpu *g)
+{
+    char why[128];
+    vgpu_gpu_trouble(g, why, sizeof why);
+    return mig_fail(VGPU_EXIT_GPU_LOST, "GPU %u %s; its MIG state cannot be read or changed: see 'nvidia-smi -q -i "
+                    "%u' and the kernel log (Xid errors); a reset (nvidia-smi -r -i %u) or a reboot brings it back",
+                    g->index, why, g->index, g->index);
+}
+
 const char *mig_onoff(unsigned m)
 {
     return m ? "enabled" : "disabled";

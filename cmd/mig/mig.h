@@ -51,6 +51,8 @@ int mig_out_err(void);
 int mig_finish(struct json_object *doc, int rc);
 int mig_parent_pos(const struct vgpu_gpu_list *list, unsigned pos);
 int mig_select_physical(struct ctx *c, const char *sel, struct vgpu_err *e);
+/* A lost or unreachable GPU: says so (stderr, and the --json error); returns 12. */
+int mig_gpu_lost(const struct vgpu_gpu *g);
 const char *mig_onoff(unsigned m);
 double mig_gib(uint64_t mb);
 

@@ -64,6 +64,21 @@ int mig_status(struct ctx *c)
     for (unsigned k = 0; k < c->n; k++) {
         struct vgpu_err e;
         const struct vgpu_gpu *gp = &c->list->gpu[c->pos[k]];
+        char why[128];
+        if (vgpu_gpu_trouble(gp, why, sizeof why)) {
+            /* Its row says so, and so do stderr and the exit status (vgpu(1): 12). */
+            if (c->o->json) {
+                struct json_object *o = json_object_new_object();
+                vgpu_json_u64(o, "index", gp->index);
+                vgpu_json_str(o, "name", NULL);
+                vgpu_json_bool(o, "lost", true);
+                json_object_array_add(arr, o);
+            } else {
+                printf("%-4u GPU %s\n", gp->index, why);
+            }
+            rc = mig_gpu_lost(gp);
+            continue;
+        }
         if (vgpu_mig_read(c->nv, gp, c->mg, &e) < 0) {
             rc = mig_report(&e);
             continue;
@@ -76,6 +91,7 @@ int mig_status(struct ctx *c)
         if (c->o->json) {
             struct json_object *o = json_object_new_object();
             mig_gpu_head_json(o, g);
+            vgpu_json_bool(o, "lost", false);
             mode_json(o, g);
             struct json_object *gis = json_object_new_array();
             for (unsigned i = 0; i < g->ngi; i++)

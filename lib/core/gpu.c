@@ -35,8 +35,18 @@ static void fill_common(struct vgpu_nvml *nv, nvmlDevice_t h, struct vgpu_gpu *g
 {
     g->handle = h;
     g->compute_mode = -1;
-    nv->nvmlDeviceGetUUID(h, g->uuid, sizeof g->uuid);
-    nv->nvmlDeviceGetName(h, g->name, sizeof g->name);
+    /* A lost GPU still has a handle, but every query answers GPU_IS_LOST: say so, rather
+     * than show a row of empty fields as if it were a GPU without a name. */
+    nvmlReturn_t rc = nv->nvmlDeviceGetUUID(h, g->uuid, sizeof g->uuid);
+    if (rc == NVML_ERROR_GPU_IS_LOST) {
+        g->uuid[0] = 0;
+        g->lost = true;
+        return;
+    }
+    if (rc != NVML_SUCCESS)
+        g->uuid[0] = 0;
+    if (nv->nvmlDeviceGetName(h, g->name, sizeof g->name) != NVML_SUCCESS)
+        g->name[0] = 0;
     fill_memory(nv, h, g);
     if (nv->nvmlDeviceGetComputeMode) {
         nvmlComputeMode_t cm;
@@ -61,12 +71,19 @@ int vgpu_gpus_enumerate(struct vgpu_nvml *nv, struct vgpu_gpu_list *out, struct 
         g->index = i;
         if (rc != NVML_SUCCESS) {
             /* A lost or inaccessible GPU stays in the list, so indexes keep their meaning. */
-            snprintf(g->name, sizeof g->name, "(unavailable: %s)", vgpu_nvml_strerror(nv, rc));
+            if (rc == NVML_ERROR_GPU_IS_LOST)
+                g->lost = true;
+            else
+                snprintf(g->unreachable, sizeof g->unreachable, "%s", vgpu_nvml_strerror(nv, rc));
             g->compute_mode = -1;
             out->count++;
             continue;
         }
         fill_common(nv, h, g);
+        if (g->lost) {
+            out->count++;
+            continue;
+        }
         if (nv->nvmlDeviceGetPciInfo_v3) {
             nvmlPciInfo_t pci;
             if (nv->nvmlDeviceGetPciInfo_v3(h, &pci) == NVML_SUCCESS)
@@ -100,6 +117,34 @@ int vgpu_gpus_enumerate(struct vgpu_nvml *nv, struct vgpu_gpu_list *out, struct 
         }
     }
     return 0;
+}
+
+const char *vgpu_gpu_trouble(const struct vgpu_gpu *g, char *buf, size_t len)
+{
+    if (g->lost)
+        snprintf(buf, len, "is lost (it stopped answering the driver)");
+    else if (g->unreachable[0])
+        snprintf(buf, len, "cannot be reached (NVML: %s)", g->unreachable);
+    else
+        return NULL;
+    return buf;
+}
+
+int vgpu_gpus_report_lost(const struct vgpu_gpu_list *list, const struct vgpu_gpu_sel *sel)
+{
+    int rc = 0;
+    unsigned n = sel ? sel->count : list->count;
+    for (unsigned i = 0; i < n; i++) {
+        const struct vgpu_gpu *g = &list->gpu[sel ? sel->pos[i] : i];
+        char why[128];
+        if (!vgpu_gpu_trouble(g, why, sizeof why))
+            continue;
+        vgpu_error("GPU %u %s; its jobs cannot use it: see 'nvidia-smi -q -i %u' and the kernel log (Xid "
+                   "errors); a reset (nvidia-smi -r -i %u) or a reboot brings it back", g->index, why, g->index,
+                   g->index);
+        rc = VGPU_EXIT_GPU_LOST;
+    }
+    return rc;
 }
 
 void vgpu_gpus_describe(const struct vgpu_gpu_list *list, char *buf, size_t len)
