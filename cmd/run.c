@@ -61,6 +61,7 @@ static const char usage[] =
 #include "mps/mpsrec.h"
 #include "cmd.h"
 #include "common.h"
+#include "run/libcheck.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -633,7 +634,9 @@ static int cmd_run(int argc, char **argv)
     free(refs);
     if (same)
         goto out;
-    if (vgpu_run_find_library(statedir, library, sizeof library, &e) < 0) {
+    if (vgpu_run_find_library(statedir, library, sizeof library, &e) < 0 ||
+        vgpu_run_check_library(library, getenv("VGPU_LIBRARY") && *getenv("VGPU_LIBRARY") ? "VGPU_LIBRARY" : NULL,
+                               &e) < 0) {
         rc = run_fail(&e);
         goto out;
     }

@@ -82,3 +82,13 @@ assert_contains "a vgpu-help link lists the commands" "Commands:" "$out"
 run vgpu help run extra
 assert_rc "help with two commands is refused" 2
 
+
+# --- VGPU_LIBRARY must be libvgpu.so (it was preloaded whatever it was: no limits, no warning) ---
+for lib in /lib/x86_64-linux-gnu/libm.so.6 "$VGPU_BUILD/fakegpu/libcuda.so.1" /etc/hostname "$T_DIR"; do
+  [ -e "$lib" ] || continue
+  run env VGPU_LIBRARY="$lib" vgpu run --gpu 0 --mem 1G -- true
+  assert_rc "VGPU_LIBRARY=$lib: refused with 125" 125
+  assert_contains "VGPU_LIBRARY=$lib: says it is not libvgpu.so" "is not libvgpu.so" "$err"
+done
+run env VGPU_LIBRARY="$VGPU_BUILD/libvgpu.so" vgpu run --gpu 0 --mem 1G -- true
+assert_rc "VGPU_LIBRARY=build/libvgpu.so: runs" 0
