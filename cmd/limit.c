@@ -15,8 +15,11 @@ static const char usage[] =
     "\n"
     "Only the job's owner and root may change it.\n"
     "\n"
-    "Exit status: 0 changed; 2 bad option, size or GPU; 6 another user's job; 8 no such job (or it\n"
-    "has ended); 11 the job's state file is corrupt.\n";
+    "JOB is looked up as an exact id, then a name, then a unique id start; a word that names one\n"
+    "job and starts another's id is ambiguous (an error: give the full id).\n"
+    "\n"
+    "Exit status: 0 changed; 2 bad option, size or GPU, or an ambiguous JOB; 6 another user's\n"
+    "job; 8 no such job (or it has ended); 11 the job's region file is damaged (which, and why).\n";
 
 #include <errno.h>
 #include <stdio.h>
