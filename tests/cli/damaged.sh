@@ -4,8 +4,13 @@
 . "$(dirname "$0")/lib.sh"
 
 jobs=$VGPU_STATE_DIR/jobs
+# Detached jobs are not the shell's children: their supervisors are killed by pid at the end.
+sups=()
+sup_of() { vgpu ps --json | jq -r --arg j "$1" '.jobs[] | select(.id == $j) | .creator_pid'; }
+trap 'kill "${sups[@]}" 2>/dev/null; t_cleanup' EXIT
 id=$(vgpu run -d --gpu 0 --name first -- sleep 120)
 [ -n "$id" ] && ok "a job runs" || not_ok "a job runs"
+sups+=("$(sup_of "$id")")
 
 # A 0-byte region.
 : >"$jobs/bbbbbbbbbbbb.region"
@@ -22,13 +27,12 @@ rm -f "$jobs/bbbbbbbbbbbb.region"
 
 # A truncated region of a running job.
 id2=$(vgpu run -d --gpu 0 -- sleep 120)
-sup2=$(vgpu ps --json | jq -r --arg j "$id2" '.jobs[] | select(.id == $j) | .creator_pid')
+sups+=("$(sup_of "$id2")")
 truncate -s 100 "$jobs/$id2.region"
 run vgpu wait "$id2"
 assert_rc "wait on a truncated running job: 11" 11
 assert_contains "wait names the truncated region" "$id2.region is damaged" "$err"
 rm -f "$jobs/$id2.region"
-kill "$sup2" 2>/dev/null
 
 # A copy under another name is not a second job, and limit does not change it.
 cp "$jobs/$id.region" "$jobs/aaaaaaaaaaaa.region"
@@ -42,6 +46,7 @@ rm -f "$jobs/aaaaaaaaaaaa.region"
 # Lookup order: a name that is the start of another job's id is ambiguous.
 prefix=${id:0:4}
 id3=$(vgpu run -d --gpu 0 --name "$prefix" -- sleep 120)
+sups+=("$(sup_of "$id3")")
 run vgpu limit "$prefix" --mem 1G
 assert_rc "a name that starts another job's id: 2" 2
 assert_contains "the ambiguity names both jobs" "name of job $id3" "$err"
@@ -51,4 +56,3 @@ assert_rc "the full id still works" 0
 run vgpu limit first --mem 1G
 assert_rc "a name that is no id's start still works" 0
 
-vgpu ps -q | while read -r j; do kill "$(jq -r --arg j "$j" '.jobs[] | select(.id == $j) | .creator_pid' < <(vgpu ps --json))" 2>/dev/null; done
