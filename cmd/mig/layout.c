@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "common.h"
 #include "mig/mig.h"
@@ -66,9 +67,21 @@ int mig_export(struct ctx *c)
 static char *read_file(const char *path, struct vgpu_err *e)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
+    /* The same status for every FILE that is not a layout one can read: 2 (a bad argument) when
+     * it is missing or not a file, 6 when permission is denied, 1 only for an I/O error. */
     if (!f) {
-        vgpu_err_set(e, errno == ENOENT ? VGPU_EXIT_USAGE : VGPU_EXIT_FAIL, "cannot read %s: %s", path,
-                     strerror(errno));
+        int err = errno;
+        vgpu_err_set(e, err == EACCES || err == EPERM ? VGPU_EXIT_PERMISSION : err == ENOENT || err == ENOTDIR ||
+                     err == EISDIR ? VGPU_EXIT_USAGE : VGPU_EXIT_FAIL, "cannot read the layout %s: %s%s", path,
+                     strerror(err), err == ENOENT ? " (vgpu mig export writes one)" : "");
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (f != stdin)
+            fclose(f);
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "cannot read the layout %s: it is a directory; give a layout file (vgpu mig "
+                     "export writes one)", path);
         return NULL;
     }
     size_t cap = 4096, len = 0;
@@ -109,6 +122,11 @@ static char *read_file(const char *path, struct vgpu_err *e)
         return NULL;
     }
     buf[len] = 0;
+    if (strlen(buf) != len) {
+        free(buf);
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s is not a layout: it has a NUL byte (a binary file?)", path);
+        return NULL;
+    }
     return buf;
 }
 

@@ -143,6 +143,9 @@ static int do_ci_profiles(struct ctx *c, struct json_object *arr)
     const struct vgpu_mig_gpu *g = c->mg;
     char *end;
     unsigned long id = strtoul(c->o->gi, &end, 10);
+    /* Not a number is a bad argument (2), as for destroy; a number that is no instance is 8. */
+    if (!*c->o->gi || *end || c->o->gi[0] < '0' || c->o->gi[0] > '9')
+        return mig_usage_err("--gi: '%s' is not a GPU instance ID (a number: see 'vgpu mig list')", c->o->gi);
     const struct vgpu_mig_gi *gi = NULL;
     for (unsigned i = 0; *c->o->gi && !*end && i < g->ngi; i++)
         if (g->gi[i].id == id)

@@ -92,3 +92,32 @@ for lib in /lib/x86_64-linux-gnu/libm.so.6 "$VGPU_BUILD/fakegpu/libcuda.so.1" /e
 done
 run env VGPU_LIBRARY="$VGPU_BUILD/libvgpu.so" vgpu run --gpu 0 --mem 1G -- true
 assert_rc "VGPU_LIBRARY=build/libvgpu.so: runs" 0
+
+# --- vgpu mig apply reads exactly one layout document from a file ------------------------------
+export VGPU_FAKE_ROOT=1
+vgpu mig export >"$T_DIR/layout.json"
+run vgpu mig apply --dry-run "$T_DIR/layout.json"
+assert_rc "mig apply of an exported layout: 0" 0
+{ cat "$T_DIR/layout.json"; echo garbage; } >"$T_DIR/l-garbage.json"
+run vgpu mig apply "$T_DIR/l-garbage.json"
+assert_rc "mig apply of a layout followed by garbage: 2" 2
+assert_contains "mig apply says there is more after the document" "more after its JSON document" "$err"
+cat "$T_DIR/layout.json" "$T_DIR/layout.json" >"$T_DIR/l-two.json"
+run vgpu mig apply "$T_DIR/l-two.json"
+assert_rc "mig apply of two documents: 2" 2
+echo '{"schema":1,"gpus":[]}' >"$T_DIR/l-empty.json"
+run vgpu mig apply "$T_DIR/l-empty.json"
+assert_rc "mig apply of a layout naming no GPU: 2" 2
+assert_contains "mig apply says the layout is empty" "nothing to apply" "$err"
+run vgpu mig apply "$T_DIR"
+assert_rc "mig apply of a directory: 2, as a missing file" 2
+assert_contains "mig apply says it is a directory" "is a directory" "$err"
+run vgpu mig apply "$T_DIR/nonexistent.json"
+assert_rc "mig apply of a missing file: 2" 2
+run vgpu mig create --gpu 0 1g.10gb:abc
+assert_contains "mig create quotes the bad placement" "'abc'" "$err"
+run vgpu mig profiles --gpu 0 --gi abc
+assert_rc "mig profiles --gi abc: 2, as destroy abc" 2
+run vgpu mig destroy --gpu 0 abc
+assert_rc "mig destroy abc: 2" 2
+unset VGPU_FAKE_ROOT
