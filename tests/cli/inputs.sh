@@ -121,3 +121,22 @@ assert_rc "mig profiles --gi abc: 2, as destroy abc" 2
 run vgpu mig destroy --gpu 0 abc
 assert_rc "mig destroy abc: 2" 2
 unset VGPU_FAKE_ROOT
+
+# --- vgpu shell and vgpu completion take exactly what they document ---------------------------
+run vgpu shell "$T_DIR"
+assert_rc "shell DIR: 2" 2
+assert_contains "shell DIR says it is a directory" "is a directory" "$err"
+run vgpu shell "$T_DIR/nonexistent"
+assert_rc "shell of a missing script: 2" 2
+printf 'exit abc\n' >"$T_DIR/exit.vgpu"
+run vgpu shell "$T_DIR/exit.vgpu"
+assert_rc "a script line 'exit abc': 2" 2
+assert_contains "exit abc says the range" "from 0 to 255" "$err"
+printf 'exit 3\n' >"$T_DIR/exit3.vgpu"
+run vgpu shell "$T_DIR/exit3.vgpu"
+assert_rc "a script line 'exit 3': 3" 3
+run vgpu shell -c list extra
+assert_rc "shell -c list extra: 2" 2
+assert_contains "shell -c list extra names the extra argument" "'extra'" "$err"
+run vgpu completion bash extra
+assert_rc "completion bash extra: 2" 2
