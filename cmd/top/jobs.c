@@ -241,8 +241,10 @@ void top_jobs_read(struct top_model *m)
     char dir[4096];
     struct vgpu_err e;
     if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
-        if (e.code != VGPU_EXIT_NOT_FOUND)
+        if (e.code != VGPU_EXIT_NOT_FOUND) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+            m->jobs_code = e.code;
+        }
         return;
     }
     uint64_t now = mono_ns();
@@ -251,6 +253,7 @@ void top_jobs_read(struct top_model *m)
         size_t n = 0;
         if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+            m->jobs_code = e.code;
             return;
         }
         free(list_refs);

@@ -74,6 +74,51 @@ static void put_line(int y, int x, int w, const char *text, attr_t a)
     attroff(a);
 }
 
+/* Splits text into lines of at most w bytes, breaking at spaces where it can. Returns the
+ * number of lines (at most max); starts[i]/lens[i] give each. */
+static int wrap_lines(const char *text, int w, int max, const char **starts, int *lens)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p && n < max && w > 0) {
+        while (*p == ' ')
+            p++;
+        int len = (int)strlen(p);
+        if (len > w) {
+            len = w;
+            for (int k = w; k > w / 2; k--)
+                if (p[k] == ' ') {
+                    len = k;
+                    break;
+                }
+        }
+        starts[n] = p;
+        lens[n] = len;
+        n++;
+        p += len;
+    }
+    return n;
+}
+
+/* A message that does not fit one line is wrapped upward from row `last`, over what is drawn
+ * there, never cut at the screen's width (an error must be read whole). */
+static void put_wrapped_up(int last, int w, const char *text, attr_t a)
+{
+    const char *starts[16];
+    int lens[16];
+    int n = wrap_lines(text, w, last + 1 < 16 ? last + 1 : 16, starts, lens);
+    attron(a);
+    for (int i = 0; i < n; i++) {
+        int y = last - (n - 1) + i;
+        move(y, 0);
+        clrtoeol();
+        addnstr(starts[i], lens[i]);
+        for (int k = lens[i]; k < w; k++)
+            addch(' ');
+    }
+    attroff(a);
+}
+
 static int job_index(const struct top_model *m, const char *id)
 {
     for (unsigned j = 0; m && j < m->njob; j++)
@@ -335,7 +380,15 @@ static void draw(struct ui *u)
     struct top_layout L;
     top_layout_compute(&in, &L);
     if (L.too_small) {
-        mvaddnstr(0, 0, "vgpu top: the terminal is too small (40x10 at least)", cols);
+        /* Wrapped over the rows there are, so that even 20x5 shows the whole message. */
+        char small[200];
+        snprintf(small, sizeof small, "vgpu top: the terminal is %dx%d, too small: it needs 40x10 at least. "
+                 "Enlarge it, or use vgpu top --once. q quits.", cols, rows);
+        const char *starts[16];
+        int lens[16];
+        int n = wrap_lines(small, cols, rows < 16 ? rows : 16, starts, lens);
+        for (int i = 0; i < n; i++)
+            mvaddnstr(i, 0, starts[i], lens[i]);
         refresh();
         return;
     }
@@ -390,7 +443,10 @@ static void draw(struct ui *u)
                      (u->focus == P_JOBS ? u->jdesc : u->pdesc) ? "v" : "^");
         break;
     }
-    put_line(L.footer.y, 0, cols, foot, u->prompt == PR_KILL ? A_BOLD : A_REVERSE);
+    if ((int)strlen(foot) > cols && u->prompt == PR_NONE)
+        put_wrapped_up(L.footer.y, cols, foot, A_REVERSE);
+    else
+        put_line(L.footer.y, 0, cols, foot, u->prompt == PR_KILL ? A_BOLD : A_REVERSE);
     if (u->prompt == PR_KILL) {
         set_color(u, C_BAD, true);
         mvchgat(L.footer.y, 0, cols, A_BOLD, u->color ? C_BAD : 0, NULL);

@@ -140,3 +140,18 @@ assert_rc "shell -c list extra: 2" 2
 assert_contains "shell -c list extra names the extra argument" "'extra'" "$err"
 run vgpu completion bash extra
 assert_rc "completion bash extra: 2" 2
+
+# --- vgpu top --once fits COLUMNS, and fails as vgpu ps does when jobs cannot be read ----------
+for c in 30 40 80; do
+  run env COLUMNS=$c vgpu top --once
+  w=$(awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }' <<<"$out")
+  [ "$w" -le "$c" ] && ok "top --once at COLUMNS=$c: no line wider" || not_ok "top --once at COLUMNS=$c: no line wider" "widest: $w"
+done
+run env VGPU_STATE_DIR=/etc/passwd vgpu ps
+ps_rc=$rc
+run env VGPU_STATE_DIR=/etc/passwd vgpu top --once
+assert_rc "top --once with an unreadable state directory exits as vgpu ps ($ps_rc)" "$ps_rc"
+assert_contains "top --once says why on stderr" "no job data" "$err"
+run env VGPU_FAKE_FAIL=gpu_lost=0 vgpu top --once
+assert_rc "top --once with a lost GPU: 12" 12
+assert_contains "top --once names the lost GPU on stderr" "GPU 0 is lost" "$err"

@@ -145,3 +145,13 @@ else
   not_ok "no library: the banner" "$(tm capture-pane -p -t t2)"
 fi
 tm send-keys -t t2 q
+
+# A 20x5 terminal: the whole "too small" message, wrapped, not "vgpu top: the termin".
+# (after t2 has gone: a server whose last session is ending could take t3 down with it)
+for i in $(seq 50); do tm has-session -t t2 2>/dev/null || break; sleep 0.1; done
+tm kill-server 2>/dev/null
+tm new-session -d -s t3 -x 20 -y 5 "vgpu top"
+small=""
+for i in $(seq 50); do small=$(tm capture-pane -p -t t3 | tr '\n' ' '); case "$small" in *"10 at least"*) break ;; esac; sleep 0.1; done
+assert_contains "20x5: the too-small message is whole" "too small: it needs 40x10 at" "$(tr -s ' ' <<<"$small")"
+tm send-keys -t t3 q
