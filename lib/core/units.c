@@ -179,6 +179,23 @@ int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc,
     return 0;
 }
 
+const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len)
+{
+    size_t n = strlen(text);
+    if (n <= w)
+        return text;
+    if (w == 0 || len < 2) {
+        if (len)
+            buf[0] = 0;
+        return buf;
+    }
+    size_t keep = w - 1 < len - 2 ? w - 1 : len - 2;
+    memcpy(buf, text, keep);
+    buf[keep] = '+';
+    buf[keep + 1] = 0;
+    return buf;
+}
+
 char *vgpu_format_size(uint64_t bytes, char *buf, size_t len)
 {
     static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };

@@ -155,3 +155,24 @@ assert_contains "top --once says why on stderr" "no job data" "$err"
 run env VGPU_FAKE_FAIL=gpu_lost=0 vgpu top --once
 assert_rc "top --once with a lost GPU: 12" 12
 assert_contains "top --once names the lost GPU on stderr" "GPU 0 is lost" "$err"
+
+# --- vgpu ps fits the terminal, marks cut names, and freezes an ended job's GPU% --------------
+id=$(vgpu run -d --gpu 0 --name a-name-longer-than-fourteen --mem 4G --core 50 -- core_loop -t 2)
+for c in 80 120; do
+  run env COLUMNS=$c vgpu ps
+  w=$(awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }' <<<"$out")
+  [ "$w" -le "$c" ] && ok "ps at COLUMNS=$c: no line wider (widest $w)" || not_ok "ps at COLUMNS=$c: no line wider" "$out"
+done
+run env COLUMNS=200 vgpu ps
+assert_contains "ps marks a cut name with +" "a-name-longer+" "$out"
+# GPU% once the job has ended, and again 2 s of age later: the same.
+for i in $(seq 200); do [ "$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .state')" = exited ] && break; sleep 0.1; done
+share() { COLUMNS=200 vgpu ps | awk -v id="$1" '$1 == id { print $11 }'; }  # PIDS is "exited N": two words
+first=$(share "$id")
+age0=$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .age_seconds')
+for i in $(seq 100); do
+  age=$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .age_seconds')
+  [ "$age" -ge $((age0 + 2)) ] && break; sleep 0.1
+done
+assert_match "the ended job has a GPU%" '^[0-9]+%$' "$first"
+assert_eq "an ended job's GPU% is frozen at its end" "$first" "$(share "$id")"

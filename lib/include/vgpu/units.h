@@ -37,6 +37,10 @@ int vgpu_parse_mem_limit(const char *text, uint64_t *bytes, const char *what, st
 int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *out,
                          struct vgpu_err *e);
 
+/* text when it fits in w characters, else its first w-1 and a '+' (written into buf), so a cut
+ * name never passes for a whole one; "" when w is 0. ASCII text (names are sanitized). */
+const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len);
+
 /* "4.00 GiB", "512 MiB", "1023 B": binary units, at most 3 significant decimals. */
 char *vgpu_format_size(uint64_t bytes, char *buf, size_t len);
 /* "4G"-style compact form used in tables: "4G", "1.5G", "512M". */
