@@ -281,8 +281,11 @@ static int run_child(struct vgpu_region *r, char **argv)
         execvp(argv[0], argv);
         int err = errno;
         bool missing = err == ENOENT || err == ENOTDIR;
+        /* A name with a '/' is a path: PATH was not searched, so do not say it was. */
+        bool path = strchr(argv[0], '/') != NULL;
         vgpu_fail(0, "cannot run '%s': %s%s", argv[0], strerror(err),
-                  missing ? " (not found in PATH)" : err == EACCES ? " (not executable?)" : "");
+                  missing ? (path ? " (check the path)" : " (not found in PATH)")
+                          : err == EACCES ? " (not executable?)" : "");
         _exit(missing ? VGPU_EXIT_RUN_NOTFOUND : VGPU_EXIT_RUN_NOEXEC);
     }
     child_pid = pid;

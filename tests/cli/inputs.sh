@@ -176,3 +176,27 @@ for i in $(seq 100); do
 done
 assert_match "the ended job has a GPU%" '^[0-9]+%$' "$first"
 assert_eq "an ended job's GPU% is frozen at its end" "$first" "$(share "$id")"
+
+# --- wording: each message says what is true ---------------------------------------------------
+run vgpu run -- /nonexistent/cmd
+assert_rc "run of a missing path: 127" 127
+assert_not_contains "a path is not said to be looked up in PATH" "in PATH" "$err"
+run vgpu run -- nonexistent-cmd-xyz
+assert_contains "a bare name is said to be looked up in PATH" "not found in PATH" "$err"
+run env VGPU_MPS_CONTROL=/nonexistent vgpu mps start --log-dir "$T_DIR/mpslog"
+assert_not_contains "VGPU_MPS_CONTROL=/nonexistent: not 'on PATH'" "on PATH" "$err"
+assert_contains "VGPU_MPS_CONTROL=/nonexistent: says to fix the variable" "set VGPU_MPS_CONTROL" "$err"
+run env VGPU_FAKE_MPS_FAULT=exit vgpu mps start --pipe-dir "$T_DIR/pipe" --log-dir "$T_DIR/mpslog"
+assert_rc "a failed mps start: 1" 1
+assert_not_contains "a failed mps start prints no compute-mode note" "note:" "$out"
+run env VGPU_STATE_DIR=/ vgpu run -- true
+assert_not_contains "VGPU_STATE_DIR=/: no '//' path" "//" "$err"
+assert_contains "VGPU_STATE_DIR=/: refused with the reason" "cannot be /" "$err"
+run env VGPU_STATE_DIR="$VGPU_STATE_DIR/" vgpu ps
+assert_rc "VGPU_STATE_DIR with a trailing / works" 0
+
+# --- the simulated MPS daemon: an ordinary file as its pipe directory is refused, not chmod'ed --
+: >"$T_DIR/pipefile"; chmod 600 "$T_DIR/pipefile"
+run vgpu mps start --pipe-dir "$T_DIR/pipefile" --log-dir "$T_DIR/mpslog"
+assert_rc "mps start with a file as the pipe directory fails" 1
+assert_eq "the file keeps its mode" "600" "$(stat -c %a "$T_DIR/pipefile")"
