@@ -38,3 +38,15 @@ assert_rc "mixed, GPU 0 lost: vgpu run --mem 1G is placed elsewhere" 0
 unset VGPU_FAKE_FAIL
 run vgpu list
 assert_rc "no GPU lost: list exits 0" 0
+
+# vgpu timeslice too (use_scenario h100: GPU 0 is the only one).
+use_scenario h100
+export VGPU_FAKE_FAIL=gpu_lost=0
+run vgpu timeslice get
+assert_rc "vgpu timeslice get: 12" 12
+assert_contains "vgpu timeslice get names the lost GPU" "GPU 0 is lost" "$err"
+run vgpu timeslice get --json
+assert_eq "vgpu timeslice get --json: name is null" "null" "$(jq -r '.gpus[0].name' <<<"$out")"
+run env VGPU_FAKE_ROOT=1 vgpu timeslice set long
+assert_rc "vgpu timeslice set on a lost GPU: 12" 12
+unset VGPU_FAKE_FAIL
