@@ -532,17 +532,17 @@ static int cmd_mps(int argc, char **argv)
             break;
         }
         case 'c':
-            if (vgpu_parse_percent(optarg, &o.core, "--core", &e) < 0)
+            /* 1..100: an MPS client needs some SMs; the message states that range. */
+            if (vgpu_parse_percent_range(optarg, 1, 100, &o.core, "--core", &e) < 0)
                 return vgpu_err_report(&e);
-            if (o.core == 0)
-                return vgpu_fail(VGPU_EXIT_USAGE, "--core must be 1..100 (an MPS client needs some SMs)");
             o.has_core = true;
             break;
         case 'm':
-            if (vgpu_parse_size(optarg, &o.mem, "--mem", &e) < 0)
+            if (vgpu_parse_mem_limit(optarg, &o.mem, "--mem", &e) < 0)
                 return vgpu_err_report(&e);
             if (o.mem < VGPU_MIB)
-                return vgpu_fail(VGPU_EXIT_USAGE, "--mem must be at least 1M for MPS's pinned memory limit");
+                return vgpu_fail(VGPU_EXIT_USAGE, "--mem: '%s' is less than 1M, the least MPS's pinned memory limit "
+                                 "can be; give a size such as 2G", optarg);
             o.has_mem = true;
             break;
         case VGPU_OPT_HELP: return 0;
