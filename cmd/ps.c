@@ -4,7 +4,8 @@ static const char usage[] =
     "\n"
     "List the jobs started with vgpu run: id, name, owner, live processes, GPUs, memory limit,\n"
     "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
-    "processes (NVML), core limit, and age.\n"
+    "processes (NVML), core limit, GPU time share (frozen at the job's end), and age. The\n"
+    "table fits COLUMNS or the terminal (not a pipe); a cut value ends in '+'.\n"
     "Processes that died are reaped first, so their memory no longer counts.\n"
     "GPU processes that descend from a job but run without the limiter (a child that unset\n"
     "LD_PRELOAD, a static binary) count in the job's NVML figure and are flagged under its\n"
@@ -33,6 +34,7 @@ static const char usage[] =
 #include <time.h>
 
 #include "cmd.h"
+#include "ps/table.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/json.h"
 #include "vgpu/log.h"
@@ -63,6 +65,7 @@ struct job_view {
     uint64_t nvml_used[VGPU_REGION_MAX_DEVICES];
     struct vgpu_outside outside[VGPU_REGION_MAX_DEVICES];  /* its GPU processes outside the limiter */
     uint64_t age_s;
+    uint64_t life_ns;                     /* running time: to its end once it has ended */
     bool exited;                          /* the command ended: nothing of it counts any more */
     char log[4200];                       /* the job's output log (vgpu run --detach), or "" */
 };
@@ -136,6 +139,11 @@ static void gather(struct vgpu_nvml *nv, const struct vgpu_region *r, struct job
             v->log[0] = '\0';
     }
     v->exited = atomic_load(&r->hdr->state) == VGPU_JOB_EXITED;
+    /* GPU% is GPU time over the time the job ran: frozen at its end (it was divided by the
+     * growing age, so an ended 50% job showed 6% twenty seconds later). */
+    uint64_t ended = v->exited ? atomic_load(&r->hdr->exited_realtime_ns) : 0;
+    uint64_t until = ended && ended < now ? ended : now;
+    v->life_ns = until > created ? until - created : 0;
     if (v->exited) {
         /* The job is over: processes it left behind no longer belong to it. */
         v->npids = 0;
@@ -235,7 +243,7 @@ static uint64_t get_core(const struct job_view *v, unsigned d, bool *ok)
 }
 
 /* "  ! 3.2 GiB outside the limiter (pid 1234)" under a job with such processes. */
-static void print_outside(const struct job_view *v)
+static void print_outside(struct ps_table *t, const struct job_view *v)
 {
     uint64_t total = 0;
     unsigned count = 0;
@@ -249,12 +257,23 @@ static void print_outside(const struct job_view *v)
     }
     if (!count)
         return;
-    char size[32];
-    printf("  ! %s outside the limiter (%s %s%s)\n", vgpu_format_size(total, size, sizeof size),
-           count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "");
+    char size[32], line[PS_TABLE_CELL];
+    snprintf(line, sizeof line, "  ! %s outside the limiter (%s %s%s)", vgpu_format_size(total, size, sizeof size),
+             count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "");
+    if (ps_table_note(t, line) < 0)
+        vgpu_warn("out of memory: a job's processes outside the limiter are not shown");
 }
 
-static void print_row(const struct job_view *v)
+/* The table's columns (cmd/ps/table.c fits them to the terminal). */
+enum { C_ID, C_NAME, C_USER, C_PIDS, C_GPUS, C_LIMIT, C_USED, C_NVML, C_CORE, C_SHARE, C_THROTL, C_AGE, NCOL };
+static const struct ps_col columns[NCOL] = {
+    [C_ID] = { "ID", 12, 12, 0 },         [C_NAME] = { "NAME", 6, 14, 1 },      [C_USER] = { "USER", 4, 8, 2 },
+    [C_PIDS] = { "PIDS", 4, 0, 3 },       [C_GPUS] = { "GPUS", 4, 0, 0 },       [C_LIMIT] = { "MEM LIMIT", 9, 0, 0 },
+    [C_USED] = { "USED", 4, 0, 0 },       [C_NVML] = { "NVML USED", 9, 0, 0 },  [C_CORE] = { "CORE", 4, 0, 0 },
+    [C_SHARE] = { "GPU%", 4, 0, 0 },      [C_THROTL] = { "THROTL", 6, 0, 0 },   [C_AGE] = { "AGE", 3, 0, 0 },
+};
+
+static void print_row(struct ps_table *t, const struct job_view *v)
 {
     const struct vgpu_region_header *h = v->r->hdr;
     char user[64], pids[96] = "", gpus[96] = "", lim[96], used[96], nvu[96], core[64] = "", age[32];
@@ -296,15 +315,19 @@ static void print_row(const struct job_view *v)
         best = g > best ? g : best;
         waited += atomic_load(&v->r->use->dev[d].throttled_ns);
     }
-    if (any_core && v->age_s)
-        snprintf(share, sizeof share, "%llu%%", (unsigned long long)(best / 10000000ULL / v->age_s));
+    if (any_core && v->life_ns >= 1000000000ULL)
+        snprintf(share, sizeof share, "%llu%%", (unsigned long long)(best * 100 / v->life_ns));
     if (any_core)
         snprintf(throt, sizeof throt, "%.1fs", waited / 1e9);
     vgpu_format_duration(v->age_s, age, sizeof age);
-    printf("%-12s  %-14.14s  %-8.8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %-5s  %-7s  %s\n", h->id,
-           h->name[0] ? h->name : "-", user_name(v->r->file_uid, user, sizeof user), pids, gpus, lim, used, nvu, core,
-           share, throt, age);
-    print_outside(v);
+    const char *cells[NCOL] = {
+        [C_ID] = h->id, [C_NAME] = h->name[0] ? h->name : "-", [C_USER] = user_name(v->r->file_uid, user, sizeof user),
+        [C_PIDS] = pids, [C_GPUS] = gpus, [C_LIMIT] = lim, [C_USED] = used, [C_NVML] = nvu, [C_CORE] = core,
+        [C_SHARE] = share, [C_THROTL] = throt, [C_AGE] = age,
+    };
+    if (ps_table_add(t, cells) < 0)
+        vgpu_warn("out of memory: job %s is not shown", h->id);
+    print_outside(t, v);
 }
 
 static struct json_object *json_job(const struct job_view *v)
@@ -422,10 +445,9 @@ static int cmd_ps(int argc, char **argv)
     if (json) {
         doc = vgpu_json_doc();
         jobs = json_object_new_array();
-    } else if (!quiet) {
-        printf("%-12s  %-14s  %-8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %-5s  %-7s  %s\n", "ID", "NAME", "USER", "PIDS",
-               "GPUS", "MEM LIMIT", "USED", "NVML USED", "CORE", "GPU%", "THROTL", "AGE");
     }
+    struct ps_table table;
+    ps_table_init(&table, columns, NCOL);
     unsigned hidden = 0;
     struct job_view *v = malloc(sizeof *v);
     for (size_t i = 0; i < n && v; i++) {
@@ -449,7 +471,7 @@ static int cmd_ps(int argc, char **argv)
             if (json)
                 json_object_array_add(jobs, json_job(v));
             else
-                print_row(v);
+                print_row(&table, v);
         }
         vgpu_region_close(&r);
     }
@@ -466,6 +488,9 @@ static int cmd_ps(int argc, char **argv)
             return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
         return 0;
     }
+    if (!quiet)
+        ps_table_print(stdout, &table, ps_table_width());
+    ps_table_free(&table);
     if (fflush(stdout) == EOF)
         return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
     return 0;

@@ -16,6 +16,7 @@
 #include "vgpu/outside.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
+#include "vgpu/units.h"
 
 /* GPU time seen at the previous sample, per job, for the share over the last interval. */
 struct prev { char id[VGPU_JOB_ID_LEN]; uint64_t gpu_ns, at_ns; };
@@ -280,8 +281,10 @@ void top_jobs_read(struct top_model *m)
     char dir[4096];
     struct vgpu_err e;
     if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
-        if (e.code != VGPU_EXIT_NOT_FOUND)
+        if (e.code != VGPU_EXIT_NOT_FOUND) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+            m->jobs_code = e.code;
+        }
         return;
     }
     uint64_t now = mono_ns();
@@ -290,6 +293,7 @@ void top_jobs_read(struct top_model *m)
         size_t n = 0;
         if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+            m->jobs_code = e.code;
             return;
         }
         free(list_refs);
@@ -359,14 +363,44 @@ int top_job_set_core(const struct top_job *j, unsigned pct, struct vgpu_err *e)
     return rc;
 }
 
-int top_job_set_mem(const struct top_job *j, uint64_t bytes, struct vgpu_err *e)
+int top_job_change_core(const struct top_job *j, int delta, unsigned *pct, struct vgpu_err *e)
 {
     struct vgpu_region r;
     if (open_admin(j, &r, e) < 0)
         return -1;
+    unsigned cur = atomic_load(&r.hdr->dev[0].core_limit);
+    if (cur == 0 && delta > 0) {
+        vgpu_region_close(&r);
+        return 0;
+    }
+    int v = (int)(cur ? cur : 100) + delta;
+    v = v < 5 ? 5 : v > 100 ? 100 : v;
     int rc = 0;
-    for (unsigned d = 0; d < vgpu_region_device_count(&r) && rc == 0; d++)
-        rc = vgpu_region_set_mem_limit(&r, d, bytes, e);
+    for (unsigned d = 0; d < vgpu_region_device_count(&r) && rc == 0; d++) {
+        enum vgpu_core_policy pol = (enum vgpu_core_policy)atomic_load(&r.hdr->dev[d].core_policy);
+        rc = vgpu_region_set_core_limit(&r, d, (unsigned)v, pol, e);
+    }
+    vgpu_region_close(&r);
+    *pct = (unsigned)v;
+    return rc < 0 ? -1 : 1;
+}
+
+int top_job_set_mem(const struct top_job *j, const char *text, struct vgpu_err *e)
+{
+    struct vgpu_region r;
+    if (open_admin(j, &r, e) < 0)
+        return -1;
+    /* The check vgpu limit makes (cmd/common.c), on every GPU before changing any. */
+    uint64_t bytes[VGPU_REGION_MAX_DEVICES];
+    unsigned n = vgpu_region_device_count(&r);
+    int rc = 0;
+    for (unsigned d = 0; d < n && rc == 0; d++) {
+        char desc[160];
+        snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r.hdr->dev[d].uuid);
+        rc = vgpu_mem_limit_value(text, r.hdr->dev[d].mem_total, desc, true, &bytes[d], e);
+    }
+    for (unsigned d = 0; d < n && rc == 0; d++)
+        rc = vgpu_region_set_mem_limit(&r, d, bytes[d], e);
     vgpu_region_close(&r);
     return rc;
 }

@@ -71,8 +71,10 @@ static void remove_job(const char *region_path)
     }
 }
 
-int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
-                   struct vgpu_err *e)
+/* damaged: also list the regions that cannot be read (damaged set, why in `damaged_why`), for
+ * vgpu_jobs_find to name them; vgpu_jobs_list leaves them out (and counts them). */
+static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                     bool damaged, struct vgpu_err *e)
 {
     char dir[3800];
     *out = NULL;
@@ -127,8 +129,32 @@ int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *coun
                 n++;            /* another user's job: listed by id and owner only */
                 continue;
             }
+            /* Damaged: say why (VGPU_LOG=debug, as vgpu ps suggests), and keep it for find. */
+            vgpu_debug("damaged job region %s: %s", ref->path, oe.msg);
             if (corrupt)
                 (*corrupt)++;
+            if (damaged) {
+                ref->damaged = true;
+                snprintf(ref->damaged_why, sizeof ref->damaged_why, "%s", oe.msg);
+                n++;
+            }
+            continue;
+        }
+        /* A region copied or renamed under another id would be a second live job with the same
+         * id, and vgpu limit would change the copy: its id must be its file name. */
+        if (strncmp(r.hdr->id, ref->id, sizeof ref->id) != 0) {
+            char why[300];
+            snprintf(why, sizeof why, "the region's job id is '%.*s', not its file name's '%s' (a copy or a "
+                     "renamed file?); remove it", (int)sizeof r.hdr->id, r.hdr->id, ref->id);
+            vgpu_debug("damaged job region %s: %s", ref->path, why);
+            vgpu_region_close(&r);
+            if (corrupt)
+                (*corrupt)++;
+            if (damaged) {
+                ref->damaged = true;
+                snprintf(ref->damaged_why, sizeof ref->damaged_why, "%s", why);
+                n++;
+            }
             continue;
         }
         if (reap_is_stale(&r, now, keep)) {
@@ -153,13 +179,42 @@ int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *coun
     return 0;
 }
 
+int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                   struct vgpu_err *e)
+{
+    return list_jobs(statedir, out, count, corrupt, false, e);
+}
+
+/* The lookup order (vgpu-limit(1), vgpu-wait(1)): exact id, then name, then unique id prefix.
+ * A key that is the name of one job and the exact id or the id start of another is ambiguous:
+ * an error, never a silent choice. */
+static bool id_starts(const struct vgpu_job_ref *j, const char *key)
+{
+    return *key && strncmp(j->id, key, strlen(key)) == 0;
+}
+
 int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
                    struct vgpu_err *e)
 {
     struct vgpu_job_ref *refs;
     size_t n;
-    if (vgpu_jobs_list(statedir, &refs, &n, NULL, e) < 0)
+    if (list_jobs(statedir, &refs, &n, NULL, true, e) < 0)
         return -1;
+    const struct vgpu_job_ref *named = NULL;
+    for (size_t i = 0; i < n && !named; i++)
+        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0 && refs[i].state != VGPU_JOB_EXITED)
+            named = &refs[i];
+    for (size_t i = n; i-- > 0 && !named;)
+        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
+            named = &refs[i];
+    for (size_t i = 0; named && i < n; i++)
+        if (&refs[i] != named && id_starts(&refs[i], key)) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "'%s' is ambiguous: it is the name of job %s and the %s of job %s; give "
+                         "the full id of the one you mean (see vgpu ps)", key, named->id,
+                         strcmp(refs[i].id, key) == 0 ? "id" : "start of the id", refs[i].id);
+            free(refs);
+            return -1;
+        }
     const struct vgpu_job_ref *hit = NULL;
     size_t prefix_hits = 0;
     const struct vgpu_job_ref *prefix_hit = NULL;
@@ -167,14 +222,9 @@ int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode 
         if (strcmp(refs[i].id, key) == 0)
             hit = &refs[i];
     /* A name may be reused once its job has ended: the job that has not ended wins, else the
-     * newest (refs are sorted oldest first). */
-    for (size_t i = 0; i < n && !hit; i++)
-        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0 &&
-            refs[i].state != VGPU_JOB_EXITED)
-            hit = &refs[i];
-    for (size_t i = n; i-- > 0 && !hit;)
-        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
-            hit = &refs[i];
+     * newest (refs are sorted oldest first); see `named` above. */
+    if (!hit)
+        hit = named;
     if (!hit && *key) {
         for (size_t i = 0; i < n; i++)
             if (strncmp(refs[i].id, key, strlen(key)) == 0) {
@@ -206,6 +256,12 @@ int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode 
                          key, list);
         else
             vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s': no job of yours is running (see vgpu ps)", key);
+        free(refs);
+        return -1;
+    }
+    if (hit->damaged) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job %s cannot be used: its region file %s is damaged: %s", hit->id, hit->path,
+                     hit->damaged_why);
         free(refs);
         return -1;
     }

@@ -178,8 +178,11 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
     double lim = j->core_limit_pct ? j->core_limit_pct : 100;
     top_fmt_bar(sharebar, sizeof sharebar, (unsigned)bw, j->share_valid ? j->share_pct / lim : 0);
     vgpu_format_duration(j->throttled_ns / 1000000000, thr, sizeof thr);
-    snprintf(buf, len, "%-12.12s %-8.8s %-5.5s %-11s [%s] %-8s [%s] %6s %4d %5u%s", j->name, j->owner, j->gpus, mem,
-             membar, share, sharebar, thr, j->priority, j->nproc, flag);
+    /* A cut name or owner ends in '+', so it never passes for a whole one. */
+    char nm[16], ow[16], gp[16];
+    snprintf(buf, len, "%-12s %-8s %-5s %-11s [%s] %-8s [%s] %6s %4d %5u%s", vgpu_fit_text(j->name, 12, nm, sizeof nm),
+             vgpu_fit_text(j->owner, 8, ow, sizeof ow), vgpu_fit_text(j->gpus, 5, gp, sizeof gp), mem, membar, share,
+             sharebar, thr, j->priority, j->nproc, flag);
     return clip(buf, len, width);
 }
 
@@ -211,8 +214,9 @@ char *top_row_proc(char *buf, size_t len, int width, const struct top_model *m, 
         snprintf(cpu, sizeof cpu, "%.1f", p->cpu_pct);
     else
         snprintf(cpu, sizeof cpu, "N/A");
-    snprintf(buf, len, "%7d %-8.8s %-12.12s %-7s %8s %4s %5s  %s", (int)p->pid, p->user, job, gpu, mem, sm, cpu,
-             p->cmd);
+    char us[16], jb[16];
+    snprintf(buf, len, "%7d %-8s %-12s %-7s %8s %4s %5s  %s", (int)p->pid, vgpu_fit_text(p->user, 8, us, sizeof us),
+             vgpu_fit_text(job, 12, jb, sizeof jb), gpu, mem, sm, cpu, p->cmd);
     return clip(buf, len, width);
 }
 

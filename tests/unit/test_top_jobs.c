@@ -83,8 +83,12 @@ static void test_jobs(void **state)
 
     /* live limit changes, as the + - m keys do */
     assert_int_equal(top_job_set_core(j, 25, &e), 0);
-    assert_int_equal(top_job_set_mem(j, 8ULL << 30, &e), 0);
+    assert_int_equal(top_job_set_mem(j, "8G", &e), 0);
     assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 25);
+    assert_int_equal(atomic_load(&r.hdr->dev[0].mem_limit), 8ULL << 30);
+    /* the m key's check is vgpu limit's: more than the GPU has is refused, nothing changes */
+    assert_int_equal(top_job_set_mem(j, "200G", &e), -1);
+    assert_non_null(strstr(e.msg, "is larger than"));
     assert_int_equal(atomic_load(&r.hdr->dev[0].mem_limit), 8ULL << 30);
     /* another owner's job is refused before anything is opened; as root (the suite's usual
      * case) that is checked in a child that has become an unprivileged user, and root itself

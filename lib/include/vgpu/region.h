@@ -267,6 +267,8 @@ struct vgpu_job_ref {
     uint64_t created_ns;                /* CLOCK_REALTIME (the file's mtime when unreadable) */
     bool readable;                      /* false: another user's job (0600): only id/owner known */
     unsigned state;                     /* enum vgpu_job_state (readable jobs only) */
+    bool damaged;                       /* vgpu_jobs_find only: the region cannot be used, */
+    char damaged_why[512];              /* ... because of this */
 };
 
 /* How long an EXITED job stays listed (so that vgpu wait started late still gets its status):
@@ -280,10 +282,12 @@ struct vgpu_job_ref {
 int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
                    struct vgpu_err *e);
 
-/* Finds one job by exact id, unique id prefix or exact name, and opens it in `mode`. A name
- * shared by an ended job and a later one means the job that has not ended, else the newest.
- * VGPU_EXIT_NOT_FOUND (listing the jobs), VGPU_EXIT_USAGE (ambiguous prefix), or
- * VGPU_EXIT_PERMISSION (another user's job). 0, or -1 with e set. */
+/* Finds one job by exact id, else exact name, else unique id prefix, and opens it in `mode`.
+ * A name shared by an ended job and a later one means the job that has not ended, else the
+ * newest. A key that names one job and is (the start of) another's id is ambiguous.
+ * VGPU_EXIT_NOT_FOUND (listing the jobs), VGPU_EXIT_USAGE (ambiguous), VGPU_EXIT_PERMISSION
+ * (another user's job), or VGPU_EXIT_STATE (its region is damaged: which file, and why; a
+ * region whose id is not its file name counts as damaged). 0, or -1 with e set. */
 int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
                    struct vgpu_err *e);
 

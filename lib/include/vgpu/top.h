@@ -104,6 +104,7 @@ struct top_model {
     char driver_version[80];
     char cuda_version[16];
     char jobs_msg[512];         /* why jobs could not be read (empty when ok) */
+    int jobs_code;              /* its exit status (vgpu(1)), as vgpu ps would exit; 0 when ok */
     unsigned ngpu;
     struct top_gpu gpus[TOP_MAX_GPUS];
     unsigned njob;
