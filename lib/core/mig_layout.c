@@ -1,4 +1,6 @@
 /* The declarative MIG layout of `vgpu mig apply` and `vgpu mig export` (see vgpu/mig.h). */
+#include <ctype.h>
+#include <limits.h>
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,10 +66,32 @@ static int parse_instance(struct json_object *v, struct vgpu_mig_layout_gpu *g, 
 int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct vgpu_err *e)
 {
     memset(out, 0, sizeof *out);
-    enum json_tokener_error jerr;
-    struct json_object *doc = json_tokener_parse_verbose(text, &jerr);
-    if (!doc) {
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout is not valid JSON: %s", json_tokener_error_desc(jerr));
+    /* One document, and nothing after it but white space: json_tokener_parse() stops after the
+     * first value and ignores the rest, so "{...} {...}" (two layouts pasted into one file) was
+     * applied as the first alone (found by tests/fuzz/fuzz_mig_layout). */
+    struct json_tokener *tok = json_tokener_new();
+    if (!tok) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory reading the layout");
+        return -1;
+    }
+    size_t len = strlen(text);
+    /* len + 1: the terminating NUL ends a number at the very end, as json_tokener_parse() does. */
+    struct json_object *doc = json_tokener_parse_ex(tok, text, len >= INT_MAX ? INT_MAX : (int)len + 1);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (!doc || jerr != json_tokener_success) {
+        json_object_put(doc);
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout is not valid JSON: %s",
+                     json_tokener_error_desc(doc ? jerr : jerr == json_tokener_continue ? json_tokener_error_parse_eof : jerr));
+        return -1;
+    }
+    while (end < len && isspace((unsigned char)text[end]))
+        end++;
+    if (end < len) {
+        json_object_put(doc);
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout has more after its JSON document (at byte %zu): one file holds "
+                     "one layout object", end);
         return -1;
     }
     int rc = -1;
