@@ -182,31 +182,47 @@ int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode 
     size_t n;
     if (vgpu_jobs_list(statedir, &refs, &n, NULL, e) < 0)
         return -1;
-    const struct vgpu_job_ref *hit = NULL;
-    size_t prefix_hits = 0;
-    const struct vgpu_job_ref *prefix_hit = NULL;
+    /* The lookup order (vgpu-limit(1)): an exact id; else a name; else a unique start of an id.
+     * An exact id always wins: ids are unique, and an id must reach its job whatever another job
+     * is called. A key that is one job's name and the start of another's id is ambiguous. */
+    const struct vgpu_job_ref *hit = NULL, *name_hit = NULL, *prefix_hit = NULL;
+    size_t prefix_hits = 0, klen = strlen(key);
     for (size_t i = 0; i < n && !hit; i++)
         if (strcmp(refs[i].id, key) == 0)
             hit = &refs[i];
     /* A name may be reused once its job has ended: the job that has not ended wins, else the
      * newest (refs are sorted oldest first). */
-    for (size_t i = 0; i < n && !hit; i++)
+    for (size_t i = 0; i < n && !name_hit; i++)
         if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0 &&
             refs[i].state != VGPU_JOB_EXITED)
-            hit = &refs[i];
-    for (size_t i = n; i-- > 0 && !hit;)
+            name_hit = &refs[i];
+    for (size_t i = n; i-- > 0 && !name_hit;)
         if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
-            hit = &refs[i];
-    if (!hit && *key) {
+            name_hit = &refs[i];
+    if (!hit && *key)
         for (size_t i = 0; i < n; i++)
-            if (strncmp(refs[i].id, key, strlen(key)) == 0) {
+            if (strncmp(refs[i].id, key, klen) == 0) {
                 prefix_hits++;
                 prefix_hit = &refs[i];
             }
+    if (!hit && name_hit && prefix_hits && (prefix_hits > 1 || prefix_hit != name_hit)) {
+        const struct vgpu_job_ref *other = prefix_hit != name_hit ? prefix_hit : NULL;
+        for (size_t i = 0; i < n && !other; i++)
+            if (&refs[i] != name_hit && strncmp(refs[i].id, key, klen) == 0)
+                other = &refs[i];
+        vgpu_err_set(e, VGPU_EXIT_USAGE,
+                     "'%s' is ambiguous: it is the name of job %s and the start of the id of job %s; give the full id "
+                     "of the one you mean", key, name_hit->id, other ? other->id : "?");
+        free(refs);
+        return -1;
+    }
+    if (!hit)
+        hit = name_hit;
+    if (!hit && prefix_hits) {
         if (prefix_hits > 1) {
             char list[300] = "";
             for (size_t i = 0, used = 0; i < n && used < sizeof list - 20; i++)
-                if (strncmp(refs[i].id, key, strlen(key)) == 0)
+                if (strncmp(refs[i].id, key, klen) == 0)
                     used += (size_t)snprintf(list + used, sizeof list - used, " %s", refs[i].id);
             vgpu_err_set(e, VGPU_EXIT_USAGE, "job id prefix '%s' is ambiguous: it matches%s; give more digits", key,
                          list);
