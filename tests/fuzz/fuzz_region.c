@@ -2,16 +2,19 @@
  * every process of a job run on a file that the job's own user can write. The first input byte
  * picks the file's length: the input as it is (truncated files), padded to the size a region
  * has, or padded to the size its header claims (capped at 64 MiB); the rest is the file. A region
- * that opens is then read the ways the readers read it, and reaped. Invariants: what the reader
- * reports stays within the region's fixed bounds. */
+ * that opens is then read the ways the readers read it, and reaped; and the state directory that
+ * holds it is listed and searched as vgpu ps and vgpu limit do (lib/core/jobs.c), which may remove
+ * it as stale. Invariants: what the readers report stays within the region's fixed bounds. */
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fuzz.h"
 
 #include "vgpu/region.h"
 
-static char path[64];
+static char dir[64], path[128];
 
 static void write_file(const uint8_t *data, size_t size, uint8_t mode)
 {
@@ -35,8 +38,14 @@ static void write_file(const uint8_t *data, size_t size, uint8_t mode)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!path[0])
-        snprintf(path, sizeof path, "/dev/shm/vgpu-fuzz-region.%d", (int)getpid());
+    if (!path[0]) {
+        snprintf(dir, sizeof dir, "/dev/shm/vgpu-fuzz-region.%d", (int)getpid());
+        snprintf(path, sizeof path, "%s/jobs/0123456789ab.region", dir);
+        char jobs[80];
+        snprintf(jobs, sizeof jobs, "%s/jobs", dir);
+        if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || (mkdir(jobs, 0700) != 0 && errno != EEXIST))
+            abort();
+    }
     if (size < 1)
         return 0;
     write_file(data + 1, size - 1, data[0]);
@@ -61,5 +70,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FUZZ_ASSERT(e.code != 0 && memchr(e.msg, 0, sizeof e.msg));
     }
+    struct vgpu_job_ref *refs = NULL;
+    size_t n = 0;
+    unsigned corrupt = 0;
+    if (vgpu_jobs_list(dir, &refs, &n, &corrupt, &e) == 0) {
+        FUZZ_ASSERT(n <= 1 && corrupt <= 1);
+        for (size_t i = 0; i < n; i++)
+            FUZZ_ASSERT(memchr(refs[i].name, 0, sizeof refs[i].name) && memchr(refs[i].id, 0, sizeof refs[i].id));
+        free(refs);
+    }
+    if (vgpu_jobs_find(dir, "0123", VGPU_REGION_JOB, &r, &e) == 0)
+        vgpu_region_close(&r);
     return 0;
 }
