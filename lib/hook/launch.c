@@ -67,7 +67,8 @@ VGPU_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *la
     vgpu_cuLaunchCooperativeKernelMultiDevice_fn real = REAL(cuLaunchCooperativeKernelMultiDevice);
     if (__builtin_expect(!real, 0))
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (__builtin_expect(vgpu_job_core_limited(), 0) && launchParamsList)
+    /* More parts than a job can have GPUs: the driver refuses the call; do not read them first. */
+    if (__builtin_expect(vgpu_job_core_limited(), 0) && launchParamsList && numDevices <= VGPU_REGION_MAX_DEVICES)
         for (unsigned int i = 0; i < numDevices; i++)
             vgpu_limiter_gate(stream_device(launchParamsList[i].hStream), launchParamsList[i].hStream, false);
     return real(launchParamsList, numDevices, flags);
