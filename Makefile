@@ -5,6 +5,7 @@
 #   make asan       the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
 #   make demo       run the main job on the real GPU, or on the simulated one when there is none
 #   make bench      benchmarks, printed as tables
+#   make fuzz       the libFuzzer harnesses of tests/fuzz, FUZZ_SECONDS each (default 60; needs clang)
 #   make install    PREFIX=/usr/local DESTDIR=   (also PREFIX/lib/tmpfiles.d/vgpu.conf)
 #   make deb        build/deb/vgpu_VERSION_ARCH.deb (dpkg-buildpackage + debhelper; see debian/)
 #   make deps       install the Debian packages the build and the tests need (root), or print the line
@@ -70,7 +71,7 @@ FAKE_BINS := $(patsubst tests/fakegpu/tools/%.c,$(BUILD)/fakegpu/%,$(FAKE_TOOLS)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
 
-.PHONY: all test asan demo bench install uninstall deps clean check-deps completions deb
+.PHONY: all test asan demo bench install uninstall deps clean check-deps completions deb fuzz fuzz-build deps-fuzz
 # Keep every object: the test programs' and tools' objects are intermediates of pattern rules,
 # and make would otherwise delete them after each build and recompile them the next time.
 .SECONDARY:
@@ -190,6 +191,32 @@ demo:
 bench: all
 	@bash bench/run.sh $(BUILD)
 
+# ---- fuzzing ------------------------------------------------------------------------------------
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c) against libvgpucore.a built by clang with coverage and
+# the sanitizers into build-fuzz/ (clang's -Wformat=2 also wants format attributes on v*printf
+# wrappers, which gcc does not: -Wno-format-nonliteral there). clang and its libFuzzer runtime are needed here only, not by
+# `make test`: `make deps-fuzz` installs them, and `make fuzz` says so when they are missing.
+FUZZ_SECONDS  ?= 60
+FUZZ_CC       ?= clang
+FUZZ_BUILD    := build-fuzz
+FUZZ_PACKAGES := clang libclang-rt-14-dev
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_BINS     := $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+fuzz: fuzz-build
+	@bash tests/fuzz/run.sh run $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz-build:
+	@bash tests/fuzz/run.sh check $(FUZZ_CC) $(FUZZ_PACKAGES)
+	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
+	  SANITIZE="$(FUZZ_SAN) -fsanitize=fuzzer-no-link -Wno-format-nonliteral" $(FUZZ_BUILD)/libvgpucore.a
+	@$(MAKE) -s --no-print-directory $(FUZZ_BINS)
+
+$(FUZZ_BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_BUILD)/libvgpucore.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -O1 -g -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -Ilib/include -Ilib/hook \
+	  $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_BUILD)/libvgpucore.a -o $@ -ljson-c -ldl -lpthread -lm
+
 # ---- packaging ----------------------------------------------------------------------------------
 install: $(VGPU_BIN) $(HOOK_LIB)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -239,6 +266,9 @@ completions: $(VGPU_BIN)
 deps:
 	@bash tests/deps.sh install $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES)
 
+deps-fuzz:
+	@bash tests/deps.sh install $(FUZZ_PACKAGES)
+
 deps-if-root:
 	@bash tests/deps.sh auto $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES)
 
@@ -246,4 +276,4 @@ check-deps:
 	@bash tests/deps.sh check $(DEB_PACKAGES)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -24,23 +25,53 @@ const char *vgpu_mps_state_dir(void)
     return dir;
 }
 
-static void rec_path(char *buf, size_t len)
+/* The record lives in the state directory and is reached through its checked handle
+ * (vgpu/statedir.h): never through a symlink, never by a predictable temporary name opened
+ * without O_EXCL. */
+#define REC_NAME "mps.json"
+
+static int rec_dir(struct vgpu_statedir *sd, bool create, struct vgpu_err *e)
 {
-    snprintf(buf, len, "%s/mps.json", vgpu_mps_state_dir());
+    return vgpu_statedir_open(sd, create, e);
 }
 
 int vgpu_mps_rec_load(struct vgpu_mps_rec *rec, struct vgpu_err *e)
 {
     memset(rec, 0, sizeof *rec);
-    char path[4200];
-    rec_path(path, sizeof path);
-    if (access(path, F_OK) < 0) {
-        vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no MPS record in %s", path);
+    struct vgpu_statedir sd;
+    if (rec_dir(&sd, false, e) < 0) {
+        if (e->code == VGPU_EXIT_NOT_FOUND)
+            vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no MPS record: no state directory yet");
         return -1;
     }
-    struct json_object *doc = json_object_from_file(path), *v;
-    if (!doc) {
-        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s", path);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" REC_NAME, sd.path);
+    struct stat st;
+    int fd = vgpu_dir_open(sd.fd, REC_NAME, O_RDONLY, &st);
+    vgpu_statedir_close(&sd);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no MPS record in %s", path);
+        else
+            vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s: %s (remove it)", path,
+                         errno == EINVAL ? "not a regular file" : strerror(errno));
+        return -1;
+    }
+    char text[16384];
+    size_t n = 0;
+    for (ssize_t got; n < sizeof text - 1 && (got = read(fd, text + n, sizeof text - 1 - n)) != 0;) {
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    text[n] = 0;
+    struct json_object *doc = n < sizeof text - 1 ? json_tokener_parse(text) : NULL, *v;
+    if (!doc || !json_object_is_type(doc, json_type_object)) {
+        json_object_put(doc);
+        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s: not a JSON object of at most 16 KiB (remove it)", path);
         return -1;
     }
     if (json_object_object_get_ex(doc, "pipe_dir", &v))
@@ -52,8 +83,8 @@ int vgpu_mps_rec_load(struct vgpu_mps_rec *rec, struct vgpu_err *e)
     if (json_object_object_get_ex(doc, "all_gpus", &v))
         rec->all_gpus = json_object_get_boolean(v);
     if (json_object_object_get_ex(doc, "gpus", &v) && json_object_is_type(v, json_type_array)) {
-        size_t n = json_object_array_length(v);
-        for (size_t i = 0; i < n && i < VGPU_MPS_REC_GPUS; i++)
+        size_t k = json_object_array_length(v);
+        for (size_t i = 0; i < k && i < VGPU_MPS_REC_GPUS; i++)
             snprintf(rec->gpus[rec->ngpus++], sizeof rec->gpus[0], "%s",
                      json_object_get_string(json_object_array_get_idx(v, i)));
     }
@@ -67,9 +98,11 @@ int vgpu_mps_rec_load(struct vgpu_mps_rec *rec, struct vgpu_err *e)
 
 int vgpu_mps_rec_save(const struct vgpu_mps_rec *rec, struct vgpu_err *e)
 {
-    char path[4200], tmp[4300];
-    rec_path(path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+    struct vgpu_statedir sd;
+    if (rec_dir(&sd, true, e) < 0)
+        return -1;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, REC_NAME ".%d.tmp", (int)getpid());
     struct json_object *doc = vgpu_json_doc();
     vgpu_json_str(doc, "pipe_dir", rec->pipe_dir);
     vgpu_json_str(doc, "log_dir", rec->log_dir);
@@ -80,26 +113,39 @@ int vgpu_mps_rec_save(const struct vgpu_mps_rec *rec, struct vgpu_err *e)
         json_object_array_add(arr, json_object_new_string(rec->gpus[i]));
     json_object_object_add(doc, "gpus", arr);
     const char *text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    int rc = -1;
+    int fd = vgpu_dir_create(sd.fd, tmp, O_WRONLY, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        unlinkat(sd.fd, tmp, 0);        /* left by a dead vgpu with our pid, in our own directory */
+        fd = vgpu_dir_create(sd.fd, tmp, O_WRONLY, 0600);
+    }
+    int rc = -1, err = errno;
     if (fd >= 0) {
         size_t n = strlen(text);
-        if (write(fd, text, n) == (ssize_t)n && write(fd, "\n", 1) == 1 && close(fd) == 0 && rename(tmp, path) == 0)
+        bool written = write(fd, text, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+        err = errno;
+        if (close(fd) == 0 && written && renameat(sd.fd, tmp, sd.fd, REC_NAME) == 0)
             rc = 0;
-        else
-            unlink(tmp);
+        else {
+            if (written)
+                err = errno;
+            unlinkat(sd.fd, tmp, 0);
+        }
     }
     if (rc < 0)
-        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot write %s: %s", path, strerror(errno));
+        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot write %s/" REC_NAME ": %s", sd.path, strerror(err));
+    vgpu_statedir_close(&sd);
     json_object_put(doc);
     return rc;
 }
 
 void vgpu_mps_rec_remove(void)
 {
-    char path[4200];
-    rec_path(path, sizeof path);
-    unlink(path);
+    struct vgpu_statedir sd;
+    struct vgpu_err e;
+    if (rec_dir(&sd, false, &e) < 0)
+        return;
+    unlinkat(sd.fd, REC_NAME, 0);
+    vgpu_statedir_close(&sd);
 }
 
 /* ---- status ------------------------------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* GPU enumeration through NVML and `--gpu` selection (see vgpu/gpu.h). */
 #include "vgpu/gpu.h"
+#include "vgpu/watchdog.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -59,8 +60,11 @@ int vgpu_gpus_enumerate(struct vgpu_nvml *nv, struct vgpu_gpu_list *out, struct 
 {
     memset(out, 0, sizeof *out);
     unsigned count = 0;
+    /* Bounded (vgpu/watchdog.h): a GPU that fell off the bus can hang these queries. */
+    vgpu_watchdog_arm("listing the GPUs through NVML");
     nvmlReturn_t rc = nv->nvmlDeviceGetCount_v2(&count);
     if (rc != NVML_SUCCESS) {
+        vgpu_watchdog_disarm();
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot count the GPUs (NVML: %s)", vgpu_nvml_strerror(nv, rc));
         return -1;
     }
@@ -116,6 +120,7 @@ int vgpu_gpus_enumerate(struct vgpu_nvml *nv, struct vgpu_gpu_list *out, struct 
             out->count++;
         }
     }
+    vgpu_watchdog_disarm();
     return 0;
 }
 

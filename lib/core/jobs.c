@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/statedir.h"
 
 static int by_creation(const void *a, const void *b)
 {
@@ -58,16 +60,18 @@ static bool reap_is_stale(struct vgpu_region *r, uint64_t now, uint64_t keep)
     return !vgpu_region_creator_alive(r) && vgpu_region_pids(r, NULL, NULL, 0) == 0;
 }
 
-/* Removes a stale job: its region, and its output log (vgpu run --detach) beside it. */
-static void remove_job(const char *region_path)
+/* Removes a stale job: its region, and its output log (vgpu run --detach) beside it. By name
+ * in the checked jobs directory: unlinkat never follows a symlink, and the directory cannot be
+ * swapped under us (a path would have reached wherever a swapped jobs/ pointed). */
+static void remove_job(int jobs, const char *region_name)
 {
-    char log[4200];
-    size_t len = strlen(region_path);
-    unlink(region_path);
-    if (len > 7 && len - 7 + 5 < sizeof log) {
-        memcpy(log, region_path, len - 7);
+    char log[VGPU_JOB_ID_LEN + 8];
+    size_t len = strlen(region_name);
+    unlinkat(jobs, region_name, 0);
+    if (len > 7 && len - 7 + 5 <= sizeof log) {
+        memcpy(log, region_name, len - 7);
         memcpy(log + len - 7, ".log", 5);
-        unlink(log);
+        unlinkat(jobs, log, 0);
     }
 }
 
@@ -81,13 +85,26 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
     *count = 0;
     if (corrupt)
         *corrupt = 0;
-    snprintf(dir, sizeof dir, "%s/jobs", statedir);
-    DIR *d = opendir(dir);
+    /* The state directory and jobs/ are opened as checked handles (vgpu/statedir.h): a jobs/ that
+     * is a symlink, or another user's, is refused rather than listed and reaped. */
+    struct vgpu_statedir sd;
+    if (vgpu_statedir_open_path(&sd, statedir, false, e) < 0)
+        return e->code == VGPU_EXIT_NOT_FOUND ? 0 : -1;
+    int jobs = vgpu_statedir_sub(sd.fd, sd.path, "jobs", false, e);
+    if (strlen(sd.path) > sizeof dir - 8) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "the state directory path is too long: %s", sd.path);
+        if (jobs >= 0)
+            close(jobs);
+        jobs = -1;
+    }
+    snprintf(dir, sizeof dir, "%.3790s/jobs", sd.path);
+    vgpu_statedir_close(&sd);
+    if (jobs < 0)
+        return e->code == VGPU_EXIT_NOT_FOUND ? 0 : -1;     /* ENOENT: no job was ever started here */
+    DIR *d = fdopendir(jobs);
     if (!d) {
-        if (errno == ENOENT)
-            return 0;           /* no job was ever started here */
-        vgpu_err_set(e, errno == EACCES ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL, "cannot list the jobs in %s: %s",
-                     dir, strerror(errno));
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot list the jobs in %s: %s", dir, strerror(errno));
+        close(jobs);
         return -1;
     }
     size_t cap = 0, n = 0;
@@ -116,8 +133,13 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
         memcpy(ref->id, de->d_name, len - 7);
         snprintf(ref->path, sizeof ref->path, "%s/%s", dir, de->d_name);
         struct stat st;
-        if (lstat(ref->path, &st) < 0)
+        if (fstatat(jobs, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;           /* removed meanwhile */
+        if (!S_ISREG(st.st_mode)) {
+            if (corrupt)
+                (*corrupt)++;   /* a symlink or a FIFO named like a job: never opened */
+            continue;
+        }
         ref->owner = st.st_uid;
         ref->created_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
         struct vgpu_region r;
@@ -158,7 +180,7 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
             continue;
         }
         if (reap_is_stale(&r, now, keep)) {
-            remove_job(ref->path);
+            remove_job(jobs, de->d_name);
             vgpu_region_close(&r);
             continue;
         }

@@ -1,4 +1,6 @@
 /* The declarative MIG layout of `vgpu mig apply` and `vgpu mig export` (see vgpu/mig.h). */
+#include <ctype.h>
+#include <limits.h>
 #include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -3,11 +3,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "vgpu/exitcode.h"
 #include "vgpu/smi.h"
@@ -30,21 +34,60 @@ const char *vgpu_mps_default_log_dir(void)
     return s && *s ? s : VGPU_MPS_DEFAULT_LOG_DIR;
 }
 
+/* The uid a process runs as (real uid, from /proc/PID/status), or -1. */
+static long proc_uid(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return -1;
+    }
+    long uid = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Uid: %ld", &uid) == 1)
+            break;
+    fclose(f);
+    return uid;
+}
+
 pid_t vgpu_mps_daemon_pid(const char *pipe_dir)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", pipe_dir, VGPU_MPS_PID_FILE);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    /* The pipe directory is often /tmp/nvidia-mps, which anyone can create first, and root's
+     * 'vgpu mps stop --force' signals the pid found here: so the file must be a regular file (not
+     * followed if a symlink, not waited on if a FIFO), and the process it names must run as the
+     * file's owner. A user can then name only their own processes. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
         return 0;
-    long pid = 0;
-    int n = fscanf(f, "%ld", &pid);
-    fclose(f);
-    if (n != 1 || pid <= 1)
+    struct stat st;
+    char buf[32];
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *end;
+    errno = 0;
+    long pid = strtol(buf, &end, 10);
+    while (*end == '\n' || *end == ' ')
+        end++;
+    if (errno || end == buf || *end || pid <= 1 || pid > INT32_MAX)
         return 0;
     /* EPERM: alive, but another user's (a root daemon seen by a user): still running. */
     if (kill((pid_t)pid, 0) < 0 && errno != EPERM)
         return 0;
+    if (proc_uid((pid_t)pid) != (long)st.st_uid) {
+        vgpu_warn("ignoring %s: it names pid %ld, which does not run as the file's owner (uid %u); remove the file "
+                  "if no MPS daemon uses %s", path, pid, (unsigned)st.st_uid, pipe_dir);
+        return 0;
+    }
     return (pid_t)pid;
 }
 

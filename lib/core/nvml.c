@@ -1,6 +1,7 @@
 /* The NVML loader (see vgpu/nvml.h). dlopen by SONAME, versioned symbols, init, and the four
  * ways it can fail told apart (reference/nvml.md §1 and §11). vgpu only. */
 #include "vgpu/nvml.h"
+#include "vgpu/watchdog.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -118,7 +119,10 @@ struct vgpu_nvml *vgpu_nvml_open(struct vgpu_err *e)
         }
         memcpy((char *)nv + syms[i].off, &f, sizeof f);
     }
+    /* Bounded (vgpu/watchdog.h): on a wedged driver these never return. */
+    vgpu_watchdog_arm("NVML's nvmlInit");
     nvmlReturn_t rc = nv->nvmlInit_v2();
+    vgpu_watchdog_disarm();
     if (rc != NVML_SUCCESS) {
         init_failed(nv, rc, e);
         dlclose(dl);
@@ -126,7 +130,9 @@ struct vgpu_nvml *vgpu_nvml_open(struct vgpu_err *e)
         return NULL;
     }
     unsigned count = 0;
+    vgpu_watchdog_arm("NVML's nvmlDeviceGetCount");
     rc = nv->nvmlDeviceGetCount_v2(&count);
+    vgpu_watchdog_disarm();
     if (rc != NVML_SUCCESS || count == 0) {
         if (rc != NVML_SUCCESS)
             init_failed(nv, rc, e);

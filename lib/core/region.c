@@ -146,6 +146,15 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot set up the job region %s: %s", tmp, strerror(errno));
         goto fail;
     }
+    /* Every block now: a page of a sparse file that cannot be allocated when first written (a full
+     * file system) kills the writer, vgpu run or a process of the job, with SIGBUS. */
+    int ferr = posix_fallocate(fd, 0, (off_t)size);
+    if (ferr) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot set up the job region %s: %s%s", tmp, strerror(ferr),
+                     ferr == ENOSPC ? " (the state directory's file system is full: free space there, or set "
+                                      "VGPU_STATE_DIR)" : "");
+        goto fail;
+    }
     r->fd = fd;
     snprintf(r->path, sizeof r->path, "%s", tmp);
     r->file_uid = geteuid();

@@ -1,6 +1,8 @@
 /* gate.h: the compute limiter's hook point. Every launch path of libvgpu.so (cuLaunchKernel,
  * cuLaunchKernelEx, cuLaunchCooperativeKernel, cuLaunchHostFunc, cuGraphLaunch and their _ptsz
- * variants, launch.c) calls vgpu_launch_gate(stream, per_thread) before the real launch.
+ * variants; the legacy cuLaunch, cuLaunchGrid and cuLaunchGridAsync; launch.c) calls
+ * vgpu_launch_gate(stream, per_thread) before the real launch, and
+ * cuLaunchCooperativeKernelMultiDevice calls the limiter once per device.
  *
  *  - `stream` is exactly what the application passed (NULL, CU_STREAM_LEGACY,
  *    CU_STREAM_PER_THREAD or a handle); `per_thread` is true for the _ptsz variants (stream 0

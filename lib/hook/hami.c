@@ -103,7 +103,9 @@ static int create_at(const char *path, const struct hami_limits *l, struct vgpu_
     }
     size_t size = VGPU_REGION_SIZE;
     struct vgpu_region_header *h = MAP_FAILED;
-    if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)size) == 0)
+    /* posix_fallocate: every block now, so that a full file system is an error here rather than
+     * SIGBUS in whichever process first writes an unallocated page of the mapping. */
+    if (fchmod(fd, 0600) == 0 && ftruncate(fd, (off_t)size) == 0 && (errno = posix_fallocate(fd, 0, (off_t)size)) == 0)
         h = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (h == MAP_FAILED) {
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot set up %s: %s", tmp, strerror(errno));

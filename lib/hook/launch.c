@@ -3,6 +3,8 @@
  * limit the added cost is the gate's one predictable branch. */
 #include "gate.h"
 #include "hook.h"
+#include "limiter.h"
+#include "vgpu/region.h"
 
 #define GATED(sym, pt, stream, args)                            \
     vgpu_##sym##_fn real = REAL(sym);                           \
@@ -35,6 +37,58 @@ VGPU_EXPORT CUresult cuLaunchCooperativeKernel(KERNEL_PARAMS)
 VGPU_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(KERNEL_PARAMS)
 {
     GATED(cuLaunchCooperativeKernel_ptsz, true, hStream, (KERNEL_ARGS))
+}
+
+/* The job device of a stream: its context's device. A job of one GPU has only device 0; else
+ * the context is made current for one cuCtxGetDevice (a rare, deprecated path: the cost does not
+ * matter). -1 when unknown: the limiter then uses the current context's device. */
+static int stream_device(CUstream s)
+{
+    struct vgpu_region *r = vgpu_job();
+    if (r && vgpu_region_device_count(r) == 1)
+        return 0;
+    vgpu_cuStreamGetCtx_fn get = (vgpu_cuStreamGetCtx_fn)vgpu_real_cuda_sym("cuStreamGetCtx");
+    vgpu_cuCtxPushCurrent_v2_fn push = (vgpu_cuCtxPushCurrent_v2_fn)vgpu_real_cuda_sym("cuCtxPushCurrent_v2");
+    vgpu_cuCtxPopCurrent_v2_fn pop = (vgpu_cuCtxPopCurrent_v2_fn)vgpu_real_cuda_sym("cuCtxPopCurrent_v2");
+    CUcontext c;
+    if (!get || !push || !pop || get(s, &c) != CUDA_SUCCESS || push(c) != CUDA_SUCCESS)
+        return -1;
+    int dev = vgpu_current_device();
+    pop(&c);
+    return dev;
+}
+
+/* Every device's part of a multi-device cooperative launch passes the gate of its own device
+ * (the stream's); the parts run together, so each waits for its device's turn before any is
+ * submitted. */
+VGPU_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *launchParamsList,
+                                                          unsigned int numDevices, unsigned int flags)
+{
+    vgpu_cuLaunchCooperativeKernelMultiDevice_fn real = REAL(cuLaunchCooperativeKernelMultiDevice);
+    if (__builtin_expect(!real, 0))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    /* More parts than a job can have GPUs: the driver refuses the call; do not read them first. */
+    if (__builtin_expect(vgpu_job_core_limited(), 0) && launchParamsList && numDevices <= VGPU_REGION_MAX_DEVICES)
+        for (unsigned int i = 0; i < numDevices; i++)
+            vgpu_limiter_gate(stream_device(launchParamsList[i].hStream), launchParamsList[i].hStream, false);
+    return real(launchParamsList, numDevices, flags);
+}
+
+/* The launch API of CUDA 2.0 (deprecated, still exported): cuLaunch and cuLaunchGrid run on the
+ * legacy default stream. */
+VGPU_EXPORT CUresult cuLaunch(CUfunction f)
+{
+    GATED(cuLaunch, false, NULL, (f))
+}
+
+VGPU_EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
+{
+    GATED(cuLaunchGrid, false, NULL, (f, grid_width, grid_height))
+}
+
+VGPU_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
+{
+    GATED(cuLaunchGridAsync, false, hStream, (f, grid_width, grid_height, hStream))
 }
 
 VGPU_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)

@@ -52,8 +52,19 @@ VGPU_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
  * pitch alignment of current GPUs), then settle on pitch x height once it is known. */
 static uint64_t pitch_bound(uint64_t width, uint64_t height)
 {
-    uint64_t w = (width + 511) / 512 * 512, b;
-    return __builtin_mul_overflow(w, height, &b) ? UINT64_MAX : b;
+    /* Checked: a width near 2^64 used to wrap to a bound of 0 bytes. UINT64_MAX / 2 is refused
+     * by any limit and cannot wrap when added to what is charged already. */
+    uint64_t w, b;
+    if (__builtin_add_overflow(width, 511, &w) || __builtin_mul_overflow(w / 512 * 512, height, &b))
+        return UINT64_MAX / 2;
+    return b;
+}
+
+/* What the driver's pitch x height really takes (saturating, like pitch_bound). */
+static uint64_t pitched_bytes(uint64_t pitch, uint64_t height)
+{
+    uint64_t b;
+    return __builtin_mul_overflow(pitch, height, &b) ? UINT64_MAX / 2 : b;
 }
 
 static void settle(int dev, uint64_t reserved, uint64_t actual)
@@ -79,7 +90,7 @@ VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
         vgpu_acct_release(dev, bound);
         return rc;
     }
-    uint64_t actual = (uint64_t)*pPitch * Height;
+    uint64_t actual = pitched_bytes(*pPitch, Height);
     if (dev >= 0)
         settle(dev, bound, actual);
     remember(*dptr, dev, actual);
@@ -101,7 +112,7 @@ VGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
         vgpu_acct_release(dev, bound);
         return rc;
     }
-    uint64_t actual = (uint64_t)*pPitch * Height;
+    uint64_t actual = pitched_bytes(*pPitch, Height);
     if (dev >= 0)
         settle(dev, bound, actual);
     remember(*dptr, dev, actual);

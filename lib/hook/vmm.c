@@ -67,28 +67,42 @@ static uint64_t format_bytes(CUarray_format f)
     return 16;                          /* formats we do not name (block-compressed, wider): generous */
 }
 
+/* A size that does not fit in 64 bits is charged as TOO_BIG: more than any GPU has, so any limit
+ * refuses it, yet two of them still add up without wrapping. A wrapped product would have been
+ * charged as a few bytes. */
+#define TOO_BIG (UINT64_MAX / 2)
+
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
-    return (v + a - 1) / a * a;
+    uint64_t t;
+    return __builtin_add_overflow(v, a - 1, &t) ? TOO_BIG : t / a * a;
 }
 
 static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f, unsigned channels)
 {
-    uint64_t row = round_up(w * format_bytes(f) * (channels ? channels : 1), 512);
-    uint64_t b;
+    uint64_t row, b;
+    if (__builtin_mul_overflow(w, format_bytes(f), &row) || __builtin_mul_overflow(row, channels ? channels : 1, &row))
+        return TOO_BIG;
+    row = round_up(row, 512);
     if (__builtin_mul_overflow(row, h ? h : 1, &b) || __builtin_mul_overflow(b, d ? d : 1, &b))
-        return UINT64_MAX / 2;
-    return round_up(b, 64 * 1024);
+        return TOO_BIG;
+    return b >= TOO_BIG ? TOO_BIG : round_up(b, 64 * 1024);
 }
+
+/* A 64-bit extent halves to 1 within 64 levels; the driver refuses more levels than that. The
+ * cap keeps a bogus count (4 billion) from spinning here before the driver can say so. */
+#define MAX_MIP_LEVELS 64
 
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *a, unsigned levels)
 {
     uint64_t w = a->Width, h = a->Height, d = a->Depth, sum = 0;
     bool layered = (a->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+    if (levels > MAX_MIP_LEVELS)
+        levels = MAX_MIP_LEVELS;
     for (unsigned l = 0; l < (levels ? levels : 1); l++) {
         uint64_t b = array_bytes(w, h, d, a->Format, a->NumChannels);
-        if (__builtin_add_overflow(sum, b, &sum))
-            return UINT64_MAX / 2;
+        if (__builtin_add_overflow(sum, b, &sum) || sum >= TOO_BIG)
+            return TOO_BIG;
         w = w > 1 ? w / 2 : 1;
         h = h > 1 ? h / 2 : (h ? 1 : 0);
         if (!layered)

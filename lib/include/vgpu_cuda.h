@@ -425,6 +425,20 @@ typedef struct CUlaunchConfig_st {
     unsigned int numAttrs;
 } CUlaunchConfig;
 
+/* One device's part of cuLaunchCooperativeKernelMultiDevice (CUDA_LAUNCH_PARAMS_v1). */
+typedef struct CUDA_LAUNCH_PARAMS_st {
+    CUfunction function;
+    unsigned int gridDimX;
+    unsigned int gridDimY;
+    unsigned int gridDimZ;
+    unsigned int blockDimX;
+    unsigned int blockDimY;
+    unsigned int blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    void **kernelParams;
+} CUDA_LAUNCH_PARAMS;
+
 /* ---- Graphs and stream capture ---- */
 
 typedef struct CUDA_KERNEL_NODE_PARAMS_st {
@@ -609,6 +623,10 @@ VGPU_CU_ASSERT_OFF(CUlaunchConfig, sharedMemBytes, 24);
 VGPU_CU_ASSERT_OFF(CUlaunchConfig, hStream, 32);
 VGPU_CU_ASSERT_OFF(CUlaunchConfig, attrs, 40);
 VGPU_CU_ASSERT_OFF(CUlaunchConfig, numAttrs, 48);
+VGPU_CU_ASSERT_SIZE(CUDA_LAUNCH_PARAMS, 56);
+VGPU_CU_ASSERT_OFF(CUDA_LAUNCH_PARAMS, sharedMemBytes, 32);
+VGPU_CU_ASSERT_OFF(CUDA_LAUNCH_PARAMS, hStream, 40);
+VGPU_CU_ASSERT_OFF(CUDA_LAUNCH_PARAMS, kernelParams, 48);
 VGPU_CU_ASSERT_SIZE(CUDA_KERNEL_NODE_PARAMS_v1, 56);
 VGPU_CU_ASSERT_OFF(CUDA_KERNEL_NODE_PARAMS_v1, gridDimX, 8);
 VGPU_CU_ASSERT_OFF(CUDA_KERNEL_NODE_PARAMS_v1, sharedMemBytes, 32);

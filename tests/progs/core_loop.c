@@ -1,7 +1,10 @@
 /* core_loop: a saturating GPU job for the compute-limiter tests and benchmarks.
  *
  *   core_loop [-m MODE] [-k US] [-t SEC] [-s N] [-g NODES] [-d SEC]
- *     -m kernel|ex|coop|graph|streams|ptsz   launch path (default kernel)
+ *     -m kernel|ex|coop|graph|streams|ptsz|grid|multi   launch path (default kernel); grid is
+ *              cuLaunchGridAsync (legacy: no kernel parameters, so the fake GPU's kernel time
+ *              comes from VGPU_FAKE_KERNEL_US, which core_loop sets to -k), multi is
+ *              cuLaunchCooperativeKernelMultiDevice on one device
  *     -m rate  the launch path's own cost: -t SEC of back-to-back 0 µs launches, synchronized
  *              every 256; prints "p50_ns=... mean_ns=..." per launch (the median launch is
  *              one made under budget when a limiter is active)
@@ -59,7 +62,7 @@ int main(int argc, char **argv)
         case 'd': late = atof(optarg); break;
         case 'i': idle_us = strtoull(optarg, NULL, 10); break;
         default:
-            fprintf(stderr, "usage: core_loop [-m kernel|ex|coop|graph|streams|ptsz] [-k US] [-t SEC] [-s N] [-g N] [-d SEC]\n");
+            fprintf(stderr, "usage: core_loop [-m kernel|ex|coop|graph|streams|ptsz|grid|multi] [-k US] [-t SEC] [-s N] [-g N] [-d SEC]\n");
             return 2;
         }
     }
@@ -72,6 +75,13 @@ int main(int argc, char **argv)
     CK(cuCtxCreate_v2(&ctx, 0, dev));
     CK(cuModuleLoadData(&mod, "core_loop image"));
     CK(cuModuleGetFunction(&fn, mod, "sleep_us"));
+    CUfunction plain;
+    CK(cuModuleGetFunction(&plain, mod, "plain"));
+    if (!strcmp(mode, "grid")) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", us);
+        setenv("VGPU_FAKE_KERNEL_US", v, 1);
+    }
     void *params[] = { &us };
     CUstream streams[4];
     for (int i = 0; i < 4; i++)
@@ -165,6 +175,12 @@ int main(int argc, char **argv)
             CK(cuLaunchCooperativeKernel(fn, 1, 1, 1, 32, 1, 1, 0, streams[0], params));
         } else if (!strcmp(mode, "graph")) {
             CK(cuGraphLaunch(exec, streams[0]));
+        } else if (!strcmp(mode, "grid")) {
+            CK(cuLaunchGridAsync(plain, 1, 1, streams[0]));
+        } else if (!strcmp(mode, "multi")) {
+            CUDA_LAUNCH_PARAMS p = { .function = fn, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 32,
+                                     .blockDimY = 1, .blockDimZ = 1, .hStream = streams[0], .kernelParams = params };
+            CK(cuLaunchCooperativeKernelMultiDevice(&p, 1, 0));
         } else {
             fprintf(stderr, "core_loop: unknown mode %s\n", mode);
             return 2;

@@ -51,6 +51,19 @@ int main(void)
     printf("cuLaunchHostFunc_ptsz rc=%d\n", cuLaunchHostFunc_ptsz(NULL, host_fn, NULL));
     printf("cuGraphLaunch rc=%d\n", cuGraphLaunch(ge, NULL));
     printf("cuGraphLaunch_ptsz rc=%d\n", cuGraphLaunch_ptsz(ge, NULL));
+    CUstream s;
+    MUST(cuStreamCreate(&s, 0));
+    printf("cuLaunch rc=%d\n", cuLaunch(f));
+    printf("cuLaunchGrid rc=%d\n", cuLaunchGrid(f, 2, 1));
+    printf("cuLaunchGridAsync rc=%d\n", cuLaunchGridAsync(f, 2, 1, s));
+    CUDA_LAUNCH_PARAMS lp;
+    memset(&lp, 0, sizeof lp);
+    lp.function = f;
+    lp.gridDimX = lp.gridDimY = lp.gridDimZ = 1;
+    lp.blockDimX = 32;
+    lp.blockDimY = lp.blockDimZ = 1;
+    lp.hStream = s;
+    printf("cuLaunchCooperativeKernelMultiDevice rc=%d\n", cuLaunchCooperativeKernelMultiDevice(&lp, 1, 0));
     MUST(cuCtxSynchronize());
     return 0;
 }

@@ -120,6 +120,15 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DE
     if (!pHandle || !d || d->Width == 0 || numMipmapLevels == 0 || !format_bytes(d->Format) ||
         (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4))
         return CUDA_ERROR_INVALID_VALUE;
+    /* As the driver: no more levels than halving the largest extent down to 1 takes. */
+    size_t largest = d->Width > d->Height ? d->Width : d->Height;
+    if (!(d->Flags & CUDA_ARRAY3D_LAYERED) && d->Depth > largest)
+        largest = d->Depth;
+    unsigned int most = 1;
+    while (largest >>= 1)
+        most++;
+    if (numMipmapLevels > most)
+        return CUDA_ERROR_INVALID_VALUE;
     bool layered = d->Flags & CUDA_ARRAY3D_LAYERED;
     unsigned long long total = 0;
     size_t w = d->Width, h = d->Height, dep = d->Depth;

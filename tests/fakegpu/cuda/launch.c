@@ -157,6 +157,68 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                   kernelParams, NULL, true, true);
 }
 
+/* The launch API of CUDA 2.0 (deprecated, still exported by the driver). The block shape and
+ * the parameters were set beforehand with cuFuncSetBlockShape and cuParamSet*, which this
+ * simulation does not keep: a legacy launch runs blocks of one thread, and its duration comes
+ * from VGPU_FAKE_KERNEL_US or the shape (a "sleep_us" function cannot be launched this way).
+ * cuLaunch and cuLaunchGrid use the legacy default stream. */
+CUresult cuLaunch(CUfunction f)
+{
+    FC_TRACE();
+    return launch(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL, false, false);
+}
+
+CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
+{
+    FC_TRACE();
+    if (grid_width <= 0 || grid_height <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, (unsigned)grid_width, (unsigned)grid_height, 1, 1, 1, 1, 0, NULL, NULL, NULL, false, false);
+}
+
+CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
+{
+    FC_TRACE();
+    if (grid_width <= 0 || grid_height <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, (unsigned)grid_width, (unsigned)grid_height, 1, 1, 1, 1, 0, hStream, NULL, NULL, false, false);
+}
+
+/* One cooperative kernel on several devices at once: each part names its own stream, which must
+ * be a created stream (not a default one) of a context on a device no other part uses. Each part
+ * is submitted in its stream's context. */
+CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned int numDevices, unsigned int flags)
+{
+    FC_TRACE();
+    if (!list || numDevices == 0 || numDevices > FC_MAX_DEVICES || (flags & ~3u))
+        return CUDA_ERROR_INVALID_VALUE;
+    bool used[FC_MAX_DEVICES] = { false };
+    for (unsigned int i = 0; i < numDevices; i++) {
+        CUstream s = list[i].hStream;
+        if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+            return CUDA_ERROR_INVALID_VALUE;
+        const struct fc_stream *st = (const struct fc_stream *)s;
+        if (st->magic != FC_STREAM_MAGIC || fc_ctx_valid((CUcontext)st->ctx) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_HANDLE;
+        if (used[st->ctx->device])
+            return CUDA_ERROR_INVALID_DEVICE;
+        used[st->ctx->device] = true;
+    }
+    for (unsigned int i = 0; i < numDevices; i++) {
+        const CUDA_LAUNCH_PARAMS *l = &list[i];
+        CUcontext c = (CUcontext)((const struct fc_stream *)l->hStream)->ctx, popped;
+        CUresult r = cuCtxPushCurrent_v2(c);
+        if (r != CUDA_SUCCESS)
+            return r;
+        r = launch(l->function, l->gridDimX, l->gridDimY, l->gridDimZ, l->blockDimX, l->blockDimY, l->blockDimZ,
+                   l->sharedMemBytes, l->hStream, l->kernelParams, NULL, false, true);
+        cuCtxPopCurrent_v2(&popped);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **params, void **extra, bool ptsz)
 {
     if (!config || (config->numAttrs && !config->attrs))

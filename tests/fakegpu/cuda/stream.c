@@ -180,6 +180,26 @@ void fc_stream_destroy_all(struct fc_ctx *ctx)
         }
 }
 
+/* The context a stream belongs to (the current one for the default streams). */
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    FC_TRACE();
+    struct fc_ctx *c;
+    CUresult r = fc_current(&c);
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (hStream == NULL || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD) {
+        if (r == CUDA_SUCCESS)
+            *pctx = (CUcontext)c;
+        return r;
+    }
+    const struct fc_stream *st = (const struct fc_stream *)hStream;
+    if (st->magic != FC_STREAM_MAGIC || fc_ctx_valid((CUcontext)st->ctx) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pctx = (CUcontext)st->ctx;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
     FC_TRACE();
