@@ -83,7 +83,10 @@ static void reap_children(struct soak *s, uint64_t now)
             j->slot_proc[w->slot] = -1;
             j->slot_restart_at[w->slot] = now + (50 + soak_rnd(s, 250)) * 1000000ULL;
         }
-        bool expected = (WIFEXITED(st) && WEXITSTATUS(st) == 0 && (w->termed || now >= s->end_ns)) ||
+        bool ending = w->termed || now >= s->end_ns;
+        /* A SIGTERM that arrives before the worker installed its handler ends it by the signal. */
+        bool expected = (ending && ((WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+                                    (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM))) ||
                         (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && w->killed) ||
                         /* unshare(1) exits 1 when its child dies by a signal (it cannot re-raise SIGKILL). */
                         (w->pidns && w->killed && WIFEXITED(st) && WEXITSTATUS(st) == 1);
@@ -124,10 +127,27 @@ static void check_memory(struct soak *s, struct job *j, uint64_t now)
             s->st.overrun_max = used - limit;
         return;
     }
-    if (j->allow || !j->over_reported)
-        soak_violation(s, V_OVER_LIMIT, "job %s uses %llu bytes, over its limit of %llu (allowed ceiling %llu)%s",
-                       j->name, (unsigned long long)used, (unsigned long long)limit, (unsigned long long)j->allow,
-                       j->drops ? " after live processes' usage was dropped (see live_dropped)" : "");
+    if (j->allow || !j->over_reported) {
+        /* Who holds what: pid:MiB of every slot in use. */
+        char who[400] = "";
+        size_t at = 0;
+        for (unsigned i = 0; i < VGPU_REGION_MAX_SLOTS && at < sizeof who - 24; i++) {
+            uint64_t o = atomic_load(&j->use->slot[i].owner);
+            if (vgpu_slot_state_of(o) != VGPU_SLOT_FREE)
+                at += (size_t)snprintf(who + at, sizeof who - at, " %d:%llu", (int)vgpu_slot_pid_of(o),
+                                       (unsigned long long)(atomic_load(&j->use->slot[i].used[0]) / SOAK_MIB));
+        }
+        /* What can put a job past its limit, besides a lowered limit: a charge libvgpu.so forces
+         * for memory the driver already gave (lib/hook/acct.c vgpu_acct_force), e.g. when NVML
+         * shows a process more than it was charged because its context was measured as a
+         * device-wide NVML delta while other processes freed memory (issue 11 item 1), or after
+         * its slot was reaped while it ran (item 3). */
+        soak_violation(s, V_OVER_LIMIT, "job %s uses %llu bytes, over its limit of %llu (%s)%s; slots (pid:MiB):%s",
+                       j->name, (unsigned long long)used, (unsigned long long)limit,
+                       j->allow ? "past the allowed ceiling after a lowered limit"
+                                : "no limit lowered lately: a charge forced past the limit",
+                       j->drops ? ", after live processes' usage was dropped (see live_dropped)" : "", who);
+    }
     j->allow = 0;
     j->over_reported = true;
 }
