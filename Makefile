@@ -3,6 +3,8 @@
 #   make            build vgpu, libvgpu.so, the simulated GPU and the test programs (into build/)
 #   make test       build and run the whole suite; ends with "N passed, N failed"
 #   make asan       the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make tsan       the hook's concurrent tests under ThreadSanitizer (build-tsan/)
+#   make soak       2 users x 4 jobs x 4 processes under chaos on the simulated GPU, SOAK_SECONDS=60
 #   make demo       run the main job on the real GPU, or on the simulated one when there is none
 #   make bench      benchmarks, printed as tables
 #   make fuzz       the libFuzzer harnesses of tests/fuzz, FUZZ_SECONDS each (default 60; needs clang)
@@ -71,7 +73,7 @@ FAKE_BINS := $(patsubst tests/fakegpu/tools/%.c,$(BUILD)/fakegpu/%,$(FAKE_TOOLS)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
 
-.PHONY: all test asan demo bench install uninstall deps clean check-deps completions deb fuzz fuzz-build deps-fuzz
+.PHONY: all test asan tsan soak demo bench install uninstall deps clean check-deps completions deb fuzz fuzz-build deps-fuzz
 # Keep every object: the test programs' and tools' objects are intermediates of pattern rules,
 # and make would otherwise delete them after each build and recompile them the next time.
 .SECONDARY:
@@ -217,6 +219,31 @@ $(FUZZ_BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_BUILD)/libvgpucore
 	$(FUZZ_CC) -O1 -g -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -Ilib/include -Ilib/hook \
 	  $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_BUILD)/libvgpucore.a -o $@ -ljson-c -ldl -lpthread -lm
 
+# ---- the soak (issue 11): many jobs of two users under chaos on the simulated GPU -----------------
+# make soak [SOAK_SECONDS=N]: tests/cli/soak.sh at length (make test runs it for 18 s). tests/soak/*.c is
+# the driver; tests/soak/worker.c its worker program (linked against libcuda.so.1, as tests/progs are).
+SOAK_SECONDS ?= 60
+SOAK_SRC  := $(filter-out tests/soak/worker.c,$(wildcard tests/soak/*.c))
+SOAK_BINS := $(BUILD)/tests/soak/soak $(BUILD)/tests/soak/soak_worker
+all: $(SOAK_BINS)
+
+$(BUILD)/tests/soak/soak: $(call obj,$(SOAK_SRC)) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) -lpthread
+
+$(BUILD)/tests/soak/soak_worker: $(BUILD)/obj/tests/soak/worker.o $(BUILD)/fakegpu/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(LDFLAGS) -L$(BUILD)/fakegpu -l:libcuda.so.1 -ldl -lpthread
+
+soak:
+	@$(MAKE) --no-print-directory all
+	@VGPU_TEST_VERBOSE=1 VGPU_SOAK_SECONDS=$(SOAK_SECONDS) bash tests/run.sh $(BUILD) cli/soak
+
+# ---- ThreadSanitizer: the hook's concurrent tests (tests/tsan.sh lists them) into build-tsan/ -----------
+tsan:
+	CFLAGS="-O1 -g" $(MAKE) BUILD=build-tsan SANITIZE="-fsanitize=thread" all
+	@bash tests/tsan.sh build-tsan
+
 # ---- packaging ----------------------------------------------------------------------------------
 install: $(VGPU_BIN) $(HOOK_LIB)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -276,4 +303,4 @@ check-deps:
 	@bash tests/deps.sh check $(DEB_PACKAGES)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-tsan
