@@ -222,11 +222,17 @@ int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode 
     size_t n;
     if (list_jobs(statedir, &refs, &n, NULL, true, e) < 0)
         return -1;
+    /* An exact id always names its job: ids are unique, and an id must reach its job whatever
+     * another job is called. Then a name; then a unique start of an id (vgpu-limit(1)). */
+    const struct vgpu_job_ref *exact = NULL;
+    for (size_t i = 0; i < n && !exact; i++)
+        if (strcmp(refs[i].id, key) == 0)
+            exact = &refs[i];
     const struct vgpu_job_ref *named = NULL;
-    for (size_t i = 0; i < n && !named; i++)
+    for (size_t i = 0; i < n && !named && !exact; i++)
         if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0 && refs[i].state != VGPU_JOB_EXITED)
             named = &refs[i];
-    for (size_t i = n; i-- > 0 && !named;)
+    for (size_t i = n; i-- > 0 && !named && !exact;)
         if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
             named = &refs[i];
     for (size_t i = 0; named && i < n; i++)

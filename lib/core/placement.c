@@ -50,8 +50,11 @@ int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want
     }
     if (best >= 0 || !overcommit)
         return best;
-    /* Overcommitted: the one where it hurts least. */
+    /* Overcommitted: the one where it hurts least, among those large enough to hold the job at
+     * all (a smaller GPU with less promised would fail the job outright). */
     for (unsigned i = 0; i < n; i++) {
+        if (c[i].total < want)
+            continue;
         int64_t li = (int64_t)c[i].total - (int64_t)c[i].promised;
         if (best < 0 || li > (int64_t)c[best].total - (int64_t)c[best].promised)
             best = (int)i;

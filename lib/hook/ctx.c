@@ -50,11 +50,12 @@ struct ctx_probe {
     bool dev_ok;
 };
 
+/* This process's accounted use on CUDA device `dev` (mapped to the job's device by UUID). */
 static uint64_t slot_used(int dev)
 {
     struct vgpu_region *r = vgpu_job();
-    int slot = vgpu_job_slot();
-    return r && slot >= 0 ? atomic_load(&r->use->slot[slot].used[dev]) : 0;
+    int slot = vgpu_job_slot(), jdev = vgpu_job_dev(dev);
+    return r && slot >= 0 && jdev >= 0 ? atomic_load(&r->use->slot[slot].used[jdev]) : 0;
 }
 
 static bool primary_active(CUdevice dev)
@@ -70,7 +71,8 @@ static bool primary_active(CUdevice dev)
 static struct ctx_probe ctx_begin(CUdevice dev, bool primary)
 {
     struct ctx_probe p = { dev, false, 0, 0, 0, 0, false };
-    if (!vgpu_job() || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES || (unsigned)dev >= vgpu_region_device_count(vgpu_job()))
+    /* dev is a CUDA ordinal: a child may have reordered CUDA_VISIBLE_DEVICES (vgpu_job_dev). */
+    if (!vgpu_job() || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
         return p;
     pthread_mutex_lock(&ctx_lock);
     if (primary && primary_active(dev)) {
@@ -113,7 +115,9 @@ static bool ctx_end(struct ctx_probe *p, CUresult rc, CUcontext ctx)
         return true;
     bool ok = true;
     uint64_t cost = 0;
-    if (rc == CUDA_SUCCESS && ctx_cost(p, &cost) && cost) {
+    if (rc == CUDA_SUCCESS && vgpu_job_dev(p->dev) < 0) {
+        ok = false;   /* not one of the job's GPUs (vgpu_job_dev said so): no memory there at all */
+    } else if (rc == CUDA_SUCCESS && ctx_cost(p, &cost) && cost) {
         if (!vgpu_acct_reserve_measured(p->dev, cost, "context creation")) {
             ok = false;
         } else {

@@ -128,3 +128,5 @@ assert_eq "a lazily loaded module is not charged at its load" "region used=$CTX 
   "$(printf '%s\n' "$out" | grep '^region' | sed -n 1p)"
 assert_eq "... and is charged, through NVML's per-process figure, at the next allocation" \
   "region used=$((CTX + 2 * MIB)) limit=1073741824" "$(printf '%s\n' "$out" | grep '^region' | sed -n 2p)"
+
+done_testing

@@ -56,3 +56,5 @@ assert_rc "the full id still works" 0
 run vgpu limit first --mem 1G
 assert_rc "a name that is no id's start still works" 0
 
+
+done_testing

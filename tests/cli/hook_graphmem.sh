@@ -75,3 +75,5 @@ probe linearasync 500M linearasync 500M linearasync 500M region
 assert_eq "cuMemAlloc memory freed with cuMemFreeAsync is given back (3 x 500 MiB in a 1 GiB job)" \
   "linearasync rc=0|linearasync rc=0|linearasync rc=0" "$(printf '%s\n' "$out" | grep '^linearasync' | paste -sd'|')"
 assert_eq "... and the job holds only its context" "region used=$((512 * MIB)) limit=1073741824" "$(line region)"
+
+done_testing

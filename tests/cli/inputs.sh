@@ -200,3 +200,5 @@ assert_rc "VGPU_STATE_DIR with a trailing / works" 0
 run vgpu mps start --pipe-dir "$T_DIR/pipefile" --log-dir "$T_DIR/mpslog"
 assert_rc "mps start with a file as the pipe directory fails" 1
 assert_eq "the file keeps its mode" "600" "$(stat -c %a "$T_DIR/pipefile")"
+
+done_testing

@@ -50,3 +50,5 @@ assert_eq "vgpu timeslice get --json: name is null" "null" "$(jq -r '.gpus[0].na
 run env VGPU_FAKE_ROOT=1 vgpu timeslice set long
 assert_rc "vgpu timeslice set on a lost GPU: 12" 12
 unset VGPU_FAKE_FAIL
+
+done_testing

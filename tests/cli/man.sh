@@ -35,3 +35,5 @@ sentence vgpu-ps.1 '{"schema": 1, "jobs": [...]}'
 sentence vgpu.1 'Leading zeros are decimal, never octal: 010G is 10 GiB.'
 sentence vgpu.1 'must be at least 1048576 (1 MiB)'
 sentence vgpu-run.1 'A number without a unit is bytes and must be at least 1048576 (1 MiB)'
+
+done_testing

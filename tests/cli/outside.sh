@@ -112,3 +112,5 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 else
   skip "another user's job outside the limiter" "needs root and setpriv"
 fi
+
+done_testing

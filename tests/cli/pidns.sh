@@ -61,3 +61,5 @@ assert_eq "without --mount-proc too, vgpu ps counts its memory" $((1073741824 + 
 kill -KILL "$(pgrep -P "$(pgrep -P $runner | head -n1)" | head -n1)"
 wait "$runner" 2>/dev/null
 true
+
+done_testing

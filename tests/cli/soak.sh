@@ -88,4 +88,4 @@ else not_ok "... the steady jobs' shares were checked" "$report"; fi
 assert_eq "the soak exits 0 when nothing was violated, 1 otherwise" \
   "$([ "$(printf '%s\n' "$report" | sed -n 's/^total violations //p')" = 0 ] && echo 0 || echo 1)" "$rc"
 
-echo "1..$T_N"
+done_testing
