@@ -582,8 +582,22 @@ static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, 
     int64_t credit = vgpu_sched_credit_at(cr, ct, cap, now);
     int64_t q = (int64_t)vgpu_sched_quantum(cap);
     /* Only an entitled waiter preempts; anyone waiting asks the holder to give back a lease it is
-     * not using (idle lease time is charged, and would be lost to everyone). */
-    bool urgent = credit >= q && (ld_prio(mine) > ld_prio(theirs) || credit >= 2 * q - q / 2);
+     * not using (idle lease time is charged, and would be lost to everyone). "Under its cap" is
+     * credit near the burst; a waiter under its cap preempts only a holder that is not (caps
+     * adding up to more than 100 % leave two saturating jobs both under their caps: they would
+     * take the lease from each other at every turn). */
+    bool urgent = credit >= q && ld_prio(mine) > ld_prio(theirs);
+    if (!urgent && credit >= q && credit >= 2 * q - q / 2 && ld_prio(mine) == ld_prio(theirs)) {
+        unsigned hcap = ld_cap(theirs);
+        int64_t hcr;
+        uint64_t hct;
+        ld_credit(theirs, hcap, now, &hcr, &hct);
+        int64_t hq = (int64_t)vgpu_sched_quantum(hcap);
+        uint64_t start = atomic_load(&f->lease_start);
+        int64_t held = start < now ? (int64_t)(now - start) : 0;
+        int64_t theirs_now = vgpu_sched_credit_at(hcr, hct, hcap, now) - held;   /* not settled yet */
+        urgent = theirs_now < 2 * hq - hq / 2;
+    }
     if (urgent) {
         /* The lease passes now; the holder sees it gone at its next launch (or its helper, woken
          * below), stops launching and charges its time until its queued work is done. That work

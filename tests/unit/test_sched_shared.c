@@ -132,6 +132,26 @@ static void test_priority_preempts(void **state)
     teardown_two(&t);
 }
 
+static void test_both_under_cap_take_turns(void **state)
+{
+    (void)state;
+    /* Caps adding up to more than 100 %: the holder is under its cap too (credit at its burst),
+     * so the waiter only asks; no lease is taken at every turn. */
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    setup_two(&t, 0, 0, 2 * Q(30), now);
+    atomic_store(&t.s.f->jobs[t.ja].credit, 2 * Q(70));
+    atomic_store(&t.s.f->jobs[t.ja].credit_t, now);
+    uint64_t deadline = atomic_load(&t.s.f->lease_end);
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end));
+    assert_int_equal(atomic_load(&t.s.f->lease_end), deadline);
+    assert_int_equal(atomic_load(&t.s.f->preemptions), 0);
+    assert_true(vgpu_sched_wanted(&t.s, now));
+    /* once the holder has used its lease down below one and a half quanta, it may be preempted */
+    assert_true(vgpu_sched_try_acquire(&t.s, t.pb, now + (uint64_t)Q(70), &lease, &end));
+    teardown_two(&t);
+}
+
 static void test_same_job_never_preempts(void **state)
 {
     (void)state;
@@ -220,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_idle_waiter_preempts),
         cmocka_unit_test(test_busy_waiter_only_asks),
         cmocka_unit_test(test_priority_preempts),
+        cmocka_unit_test(test_both_under_cap_take_turns),
         cmocka_unit_test(test_same_job_never_preempts),
         cmocka_unit_test(test_garbage_is_bounded),
         cmocka_unit_test(test_segment_life),
