@@ -413,9 +413,11 @@ void vgpu_sched_retire(struct vgpu_sched *s)
          * segment instead of joining one that is going away; whoever attached before is counted. */
         if (!any_proc(f, now)) {
             atomic_store(&f->closing, 1);
-            struct shmid_ds ds;
-            bool removed = shmctl(s->shmid, IPC_STAT, &ds) == 0 && ds.shm_nattch <= 1 && !any_proc(f, now) &&
-                           shmctl(s->shmid, IPC_RMID, NULL) == 0;
+            /* Not by the attach count: processes that retired at exit keep the segment mapped
+             * until they are gone, and two leaving together each counted the other. Whoever
+             * attached meanwhile has an entry (seen here), or checks after attaching
+             * (vgpu_sched_removed) and opens the schedule anew. */
+            bool removed = !any_proc(f, now) && shmctl(s->shmid, IPC_RMID, NULL) == 0;
             if (!removed)
                 atomic_store(&f->closing, 0);
         }
@@ -435,6 +437,16 @@ void vgpu_sched_close(struct vgpu_sched *s)
     s->f = NULL;
     s->fd = -1;
     s->shmid = -1;
+}
+
+bool vgpu_sched_removed(struct vgpu_sched *s)
+{
+    struct shmid_ds ds;
+    if (!s->f || s->shmid < 0)
+        return false;
+    if (shmctl(s->shmid, IPC_STAT, &ds) != 0)
+        return errno == EIDRM || errno == EINVAL;
+    return (ds.shm_perm.mode & SHM_DEST) != 0;
 }
 
 static bool job_has_procs(const struct vgpu_sched_file *f, unsigned job)

@@ -62,9 +62,9 @@ struct dstate {
     int job, proc;
     _Atomic uint64_t lease;      /* the lease word we hold, 0 when none */
     _Atomic uint64_t end;        /* its deadline */
-    uint64_t start;
+    _Atomic uint64_t start;     /* when the lease was granted (read by the helper without d->mu) */
     _Atomic uint32_t touched;    /* a launch came since the helper last looked (idle detection) */
-    uint64_t idle_since;         /* the helper first saw the lease idle (0: not idle); helper only */
+    _Atomic uint64_t idle_since; /* the helper first saw the lease idle (0: not idle) */
     uint64_t bypass_until;       /* the schedule looked damaged: launch unscheduled until then */
     bool warned_stall;
     CUcontext ctx;               /* the context current at the grant (for draining) */
@@ -222,14 +222,22 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
         return false;
     }
     struct vgpu_err e = { 0 };
-    if (vgpu_sched_open(&d->s, uuid, &e) != 0) {
-        vgpu_error("%s: %s; GPU time on %s is NOT limited", vgpu_job_label(), e.msg, uuid);
-        return false;
-    }
     struct limits x = read_limits(r, dev);
-    d->job = vgpu_sched_job(&d->s, job_key(r), x.cap ? x.cap : 1, x.soft, x.prio, vgpu_now_ns());
-    if (d->job >= 0)
-        d->proc = vgpu_sched_attach(&d->s, (unsigned)d->job, getpid(), vgpu_proc_start_time(getpid()));
+    /* The last user of a schedule may remove it just as we join: then join the new one. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (vgpu_sched_open(&d->s, uuid, &e) != 0) {
+            vgpu_error("%s: %s; GPU time on %s is NOT limited", vgpu_job_label(), e.msg, uuid);
+            return false;
+        }
+        d->job = vgpu_sched_job(&d->s, job_key(r), x.cap ? x.cap : 1, x.soft, x.prio, vgpu_now_ns());
+        d->proc = d->job >= 0 ? vgpu_sched_attach(&d->s, (unsigned)d->job, getpid(), vgpu_proc_start_time(getpid()))
+                              : -1;
+        if (d->proc < 0 || !vgpu_sched_removed(&d->s))
+            break;
+        vgpu_sched_detach(&d->s, d->proc);
+        vgpu_sched_close(&d->s);
+        d->proc = -1;
+    }
     if (d->job < 0 || d->proc < 0) {
         vgpu_error("%s: the GPU scheduler of %s is full (%d jobs, %d processes at most); GPU time of this "
                    "process is NOT limited", vgpu_job_label(), uuid, VGPU_SCHED_MAX_JOBS, VGPU_SCHED_MAX_PROCS);
@@ -284,7 +292,7 @@ static void drain_and_release(struct dstate *d, int dev)
     uint64_t now = vgpu_now_ns();
     /* A lease taken by preemption shares the GPU with the preempted holder's queued work at
      * first; that overlap is the holder's to pay. */
-    uint64_t used = now - vgpu_sched_charge_from(&d->s, d->start, now);
+    uint64_t used = now - vgpu_sched_charge_from(&d->s, atomic_load(&d->start), now);
     if (!vgpu_sched_release(&d->s, lease, used, now))
         vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
     struct vgpu_region *r = vgpu_job();
@@ -393,7 +401,7 @@ static void *keeper(void *arg)
                 continue;
             uint64_t end = vgpu_sched_deadline(&d->s, lease);
             bool give_back = now >= end;
-            if (!give_back && vgpu_sched_wanted(&d->s, d->start)) {
+            if (!give_back && vgpu_sched_wanted(&d->s, atomic_load_explicit(&d->start, memory_order_relaxed))) {
                 /* Someone of another job waits: give the lease back once we have been idle (no
                  * launch, nothing in flight) for a whole VGPU_SCHED_IDLE_NS, so that a process
                  * between a synchronize and its next launch is not taken for idle. */
@@ -404,10 +412,10 @@ static void *keeper(void *arg)
                     pthread_mutex_unlock(&d->mu);
                 }
                 if (!quiet)
-                    d->idle_since = 0;
-                else if (!d->idle_since)
-                    d->idle_since = now;
-                else if (now - d->idle_since >= VGPU_SCHED_IDLE_NS)
+                    atomic_store(&d->idle_since, 0);
+                else if (!atomic_load(&d->idle_since))
+                    atomic_store(&d->idle_since, now);
+                else if (now - atomic_load(&d->idle_since) >= VGPU_SCHED_IDLE_NS)
                     give_back = true;
                 if (!give_back && now + VGPU_SCHED_IDLE_NS < next)
                     next = now + VGPU_SCHED_IDLE_NS;
@@ -550,10 +558,10 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             if (drv.get_ctx)
                 drv.get_ctx(&ctx);
             d->ctx = ctx;
-            d->start = now;
+            atomic_store(&d->start, now);
             d->nstreams = 0;
             d->whole_ctx = false;
-            d->idle_since = 0;
+            atomic_store(&d->idle_since, 0);
             atomic_store(&d->touched, 1);
             atomic_store(&d->end, end);
             atomic_store(&d->lease, granted);
@@ -606,7 +614,7 @@ __attribute__((destructor)) static void limiter_exit(void)
         uint64_t lease = atomic_load(&d->lease);
         if (lease) {
             uint64_t now = vgpu_now_ns();
-            vgpu_sched_release(&d->s, lease, now - d->start, now);
+            vgpu_sched_release(&d->s, lease, now - atomic_load(&d->start), now);
             atomic_store(&d->lease, 0);
         }
         vgpu_sched_detach(&d->s, d->proc);

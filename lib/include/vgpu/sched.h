@@ -171,6 +171,9 @@ void vgpu_sched_close(struct vgpu_sched *s);
 /* The removal part of close, keeping the segment mapped (at exit, while other threads may
  * still read it). */
 void vgpu_sched_retire(struct vgpu_sched *s);
+/* True when the segment has been removed by its last user since we attached it (then the
+ * caller closes it and opens the schedule anew: a new segment under the same key). */
+bool vgpu_sched_removed(struct vgpu_sched *s);
 
 /* Finds or adds the entry of job `key` and (re)writes its cap, policy and priority: called at
  * every lease boundary, so `vgpu limit` takes effect at the next turn. Returns the job index,
