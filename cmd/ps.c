@@ -91,8 +91,12 @@ static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
         v->nvml_ok[d] = true;
         for (unsigned i = 0; i < count && infos; i++)
             for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++)
-                if ((unsigned)v->host_pids[p] == infos[i].pid)
-                    v->nvml_used[d] += infos[i].usedGpuMemory;
+                if ((unsigned)v->host_pids[p] == infos[i].pid) {
+                    if (infos[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+                        v->nvml_ok[d] = false;   /* no per-process figure (some MIG setups): unknown */
+                    else
+                        v->nvml_used[d] += infos[i].usedGpuMemory;
+                }
         free(infos);
     }
 }
