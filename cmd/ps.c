@@ -102,11 +102,15 @@ static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
         uint64_t *bytes = calloc(count + 1, sizeof *bytes);
         for (unsigned i = 0; i < count && infos; i++) {
             for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++)
-                if ((unsigned)v->host_pids[p] == infos[i].pid)
-                    v->nvml_used[d] += infos[i].usedGpuMemory;
+                if ((unsigned)v->host_pids[p] == infos[i].pid) {
+                    if (infos[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+                        v->nvml_ok[d] = false;   /* no per-process figure (some MIG setups): unknown */
+                    else
+                        v->nvml_used[d] += infos[i].usedGpuMemory;
+                }
             if (pids && bytes) {
                 pids[i] = infos[i].pid;
-                bytes[i] = infos[i].usedGpuMemory;
+                bytes[i] = infos[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE ? 0 : infos[i].usedGpuMemory;
             }
         }
         if (pids && bytes && vgpu_outside_find(v->r, pids, bytes, count, &v->outside[d])) {

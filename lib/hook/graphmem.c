@@ -178,37 +178,57 @@ struct exec_rec {
     struct graph_need need;
 };
 static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Open addressing keyed by the handle (a launch looks its graph up: no scan of the table).
+ * NULL: never used, GONE: a forgotten record (probing goes on past it). */
 static struct exec_rec execs[MAX_EXECS];
-static unsigned exec_next;           /* where the next record goes when the table is full */
+#define GONE ((CUgraphExec)(uintptr_t)1)
 
+static unsigned exec_hash(CUgraphExec e)
+{
+    uint64_t x = (uint64_t)(uintptr_t)e;
+    return (unsigned)((x >> 4) * 0x9E3779B97F4A7C15ull >> 54) % MAX_EXECS;
+}
+
+/* Under exec_lock. */
 static struct exec_rec *exec_find(CUgraphExec e)
 {
-    for (unsigned i = 0; i < MAX_EXECS; i++)
-        if (execs[i].exec == e)
-            return &execs[i];
+    unsigned h = exec_hash(e);
+    for (unsigned i = 0; i < MAX_EXECS; i++) {
+        struct exec_rec *r = &execs[(h + i) % MAX_EXECS];
+        if (r->exec == e)
+            return r;
+        if (!r->exec)
+            return NULL;
+    }
     return NULL;
 }
 
 static void exec_forget(CUgraphExec e)
 {
     pthread_mutex_lock(&exec_lock);
-    struct exec_rec *r = exec_find(e);
+    struct exec_rec *r = e ? exec_find(e) : NULL;
     if (r)
-        r->exec = NULL;
+        r->exec = GONE;
     pthread_mutex_unlock(&exec_lock);
 }
 
+/* Past MAX_EXECS live graphs with memory nodes, a graph is not recorded: its memory is then
+ * charged after its launches, as for graphs the hook never saw instantiated. */
 static void exec_remember(CUgraphExec e, const struct graph_need *need)
 {
     pthread_mutex_lock(&exec_lock);
     struct exec_rec *r = exec_find(e);
-    if (!r)
-        r = exec_find(NULL);
-    if (!r)
-        r = &execs[exec_next++ % MAX_EXECS];   /* full: the oldest slot is settled after the fact */
-    r->exec = e;
-    r->launched = r->uploaded = false;
-    r->need = *need;
+    unsigned h = exec_hash(e);
+    for (unsigned i = 0; !r && i < MAX_EXECS; i++) {
+        struct exec_rec *x = &execs[(h + i) % MAX_EXECS];
+        if (!x->exec || x->exec == GONE)
+            r = x;
+    }
+    if (r) {
+        r->exec = e;
+        r->launched = r->uploaded = false;
+        r->need = *need;
+    }
     pthread_mutex_unlock(&exec_lock);
 }
 
@@ -243,7 +263,7 @@ bool vgpu_graph_mem_before(CUgraphExec exec, const char *what, struct vgpu_graph
     if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed) || !vgpu_job())
         return true;
     pthread_mutex_lock(&exec_lock);
-    struct exec_rec *r = exec_find(exec);
+    struct exec_rec *r = exec ? exec_find(exec) : NULL;
     struct exec_rec copy = r ? *r : (struct exec_rec){ 0 };
     pthread_mutex_unlock(&exec_lock);
     for (int i = 0; r && i < copy.need.n; i++) {
@@ -273,7 +293,7 @@ void vgpu_graph_mem_after(CUgraphExec exec, CUresult rc, bool launch, struct vgp
     }
     if (h->n && rc == CUDA_SUCCESS) {
         pthread_mutex_lock(&exec_lock);
-        struct exec_rec *r = exec_find(exec);
+        struct exec_rec *r = exec ? exec_find(exec) : NULL;
         if (r && launch)
             r->launched = true, r->uploaded = false;
         else if (r)

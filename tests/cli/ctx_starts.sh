@@ -129,4 +129,13 @@ assert_eq "a lazily loaded module is not charged at its load" "region used=$CTX 
 assert_eq "... and is charged, through NVML's per-process figure, at the next allocation" \
   "region used=$((CTX + 2 * MIB)) limit=1073741824" "$(printf '%s\n' "$out" | grep '^region' | sed -n 2p)"
 
+# vgpu ps shows a job's NVML figure as unknown where NVML has no per-process figure (it added
+# NVML_VALUE_NOT_AVAILABLE up: "16384P" on screen, 18446744073709551615 in JSON).
+run env VGPU_FAKE_NVML_PROC_MEM=na vgpu run --mem 1G -- sh -c '
+  alloc_probe alloc 100M hold > "$0/na.out" 2>&1 & p=$!
+  k=0; until grep -q holding "$0/na.out"; do k=$((k + 1)); [ $k -gt 600 ] && break; sleep 0.05; done
+  vgpu ps --json; kill $p; wait $p' "$T_DIR"
+assert_eq "vgpu ps --json: nvml_used_bytes is null without per-process figures" null \
+  "$(jq '.jobs[] | select(.state == "running") | .gpus[0].nvml_used_bytes' <<<"$out" 2>&1)"
+
 done_testing
