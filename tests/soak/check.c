@@ -275,13 +275,19 @@ void soak_share_sample(struct soak *s, uint64_t now)
         if (!valid || !j->gt_cap[n] || j->gt_cap[n] >= 100)
             continue;
         double share = 100.0 * (double)(j->gt[n] - j->gt[n - 10]) / (double)(j->gt_t[n] - j->gt_t[n - 10]);
+        double off = share - (double)j->gt_cap[n];
         if (!j->windows || share < j->share_min)
             j->share_min = share;
         if (!j->windows || share > j->share_max)
             j->share_max = share;
+        if (!j->windows || j->gt_cap[n] < j->cap_min)
+            j->cap_min = j->gt_cap[n];
+        if (!j->windows || j->gt_cap[n] > j->cap_max)
+            j->cap_max = j->gt_cap[n];
+        if ((off < 0 ? -off : off) > j->off_max)
+            j->off_max = off < 0 ? -off : off;
         j->windows++;
         s->st.checks++;
-        double off = share - (double)j->gt_cap[n];
         if (off > 5.0 || off < -5.0)
             soak_violation(s, V_SHARE, "job %s (--core %u): %.1f%% of the GPU's time over the 10 s to %.0f s",
                            j->name, j->gt_cap[n], share, (double)(now - s->t0) / 1e9);

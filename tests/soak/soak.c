@@ -312,9 +312,12 @@ static void print_table(struct soak *s, double secs, uint64_t late_max)
         const struct job *j = &s->jobs[k];
         if (!j->core)
             continue;
-        if (j->windows)
-            printf("  share %-18s %u windows of 10 s: %.1f..%.1f%% (cap %u%%%s)\n", j->name, j->windows, j->share_min,
-                   j->share_max, j->core, j->change_core ? ", changed live" : "");
+        if (j->windows && j->cap_min == j->cap_max)
+            printf("  share %-18s %u windows of 10 s: %.1f..%.1f%% at cap %u%%, at most %.1f points off\n", j->name,
+                   j->windows, j->share_min, j->share_max, j->cap_min, j->off_max);
+        else if (j->windows)
+            printf("  share %-18s %u windows of 10 s at caps %u..%u%% (changed live): at most %.1f points off\n",
+                   j->name, j->windows, j->cap_min, j->cap_max, j->off_max);
         else
             printf("  share %-18s no 10 s window with a constant cap and a working launcher\n", j->name);
     }
