@@ -340,6 +340,18 @@ void soak_final_checks(struct soak *s)
         if (id < 0)
             continue;
         unsigned procs = 0, jobs = 0;
+        /* Who left it: the last process to attach or detach (a process detaches when it exits). */
+        struct shmid_ds ds;
+        char last[200] = "";
+        if (shmctl(id, IPC_STAT, &ds) == 0) {
+            const struct wproc *lw = NULL;
+            for (unsigned i = 0; i < s->nprocs && !lw; i++)
+                if (s->procs[i].used && (s->procs[i].target == ds.shm_lpid || s->procs[i].pid == ds.shm_lpid))
+                    lw = &s->procs[i];
+            snprintf(last, sizeof last, "; %lu attached, the last to detach was pid %d%s%s", (unsigned long)ds.shm_nattch,
+                     (int)ds.shm_lpid, lw ? (lw->killed ? ", a worker SIGKILLed" : ", a worker that ended normally") : "",
+                     lw && lw->killed ? (lw->died_ns + SOAK_SEC / 2 > s->end_ns ? " just before the end" : " earlier") : "");
+        }
         const struct vgpu_sched_file *f = shmat(id, NULL, SHM_RDONLY);
         if (f != (void *)-1) {
             for (unsigned i = 0; i < VGPU_SCHED_MAX_PROCS; i++)
@@ -349,6 +361,6 @@ void soak_final_checks(struct soak *s)
             shmdt(f);
         }
         soak_violation(s, V_LEFTOVER, "the GPU-time schedule of %s is still there (key 0x%08x, %u job and %u "
-                       "process entries)", uuid, (unsigned)key, jobs, procs);
+                       "process entries%s)", uuid, (unsigned)key, jobs, procs, last);
     }
 }

@@ -234,8 +234,19 @@ static bool no_jobs(const struct soak *s)
     return true;
 }
 
+/* No worker that the chaos killed is still waiting to be reaped (a zombie looks alive to
+ * anyone who checks its pid and start time). */
+static bool killed_reaped(const struct soak *s)
+{
+    for (unsigned i = 0; i < s->nprocs; i++)
+        if (s->procs[i].used && s->procs[i].alive && (s->procs[i].killed || s->procs[i].termed))
+            return false;
+    return true;
+}
+
 static void end_everything(struct soak *s)
 {
+    settle(s, killed_reaped, 2 * SOAK_SEC);
     s->end_ns = soak_now();
     for (unsigned i = 0; i < s->nprocs; i++) {
         struct wproc *w = &s->procs[i];
