@@ -61,7 +61,8 @@ if [ "${ops:-0}" -ge 1000 ] && [ "${kills:-0}" -ge $((seconds * 3)) ] && [ "${st
    [ "${changes:-0}" -ge $((seconds / 2)) ] && [ "${checks:-0}" -ge 1000 ]; then
   ok "chaos: $ops operations, $kills kills, $starts starts, $changes limit changes, $checks checks"
 else
-  not_ok "chaos: enough operations, kills, starts, limit changes and checks" "$report"
+  not_ok "chaos: enough operations (1000), kills ($((seconds * 3))), starts (32), limit changes ($((seconds / 2))) and checks (1000)" \
+    "$(printf '%s\n' "$report" | grep -E '^  [a-z]')"
 fi
 if [ "${in_alloc:-0}" -ge 1 ]; then ok "... some kills inside an allocation call ($in_alloc)"
 else not_ok "... some kills inside an allocation call" "$report"; fi
