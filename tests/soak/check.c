@@ -90,10 +90,17 @@ static void reap_children(struct soak *s, uint64_t now)
                         (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && w->killed) ||
                         /* unshare(1) exits 1 when its child dies by a signal (it cannot re-raise SIGKILL). */
                         (w->pidns && w->killed && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+        /* Exit 4: libvgpu.so charges a module load the device-wide change of free memory around it
+         * (ctx.c load_end), which includes other processes' allocations meanwhile (issue 11 item 1),
+         * and refused it at the limit. */
         if (!expected)
-            soak_violation(s, V_WORKER_FAILED, "worker %d (job %s, %s%s) ended with status 0x%x%s (see soak.log)",
-                           idx, j->name, w->role == ROLE_LAUNCH ? "launch" : "alloc",
-                           w->pidns ? ", PID namespace" : "", st, w->killed ? " after SIGKILL" : "");
+            soak_violation(s, V_WORKER_FAILED, "worker %d (job %s, %s%s) ended with status 0x%x%s%s", idx, j->name,
+                           w->role == ROLE_LAUNCH ? "launch" : "alloc", w->pidns ? ", PID namespace" : "", st,
+                           w->killed ? " after SIGKILL" : "",
+                           WIFEXITED(st) && WEXITSTATUS(st) == 4
+                               ? ": loading its module was refused with OUT_OF_MEMORY (charged the device-wide "
+                                 "memory delta around the load, which other processes' allocations are part of)"
+                               : " (see soak.log)");
     }
 }
 
@@ -125,6 +132,10 @@ static void check_memory(struct soak *s, struct job *j, uint64_t now)
         j->over_reported = true;
         if (used - limit > s->st.overrun_max)
             s->st.overrun_max = used - limit;
+        /* Past the grace, no reservation can succeed while the usage is over the limit: from
+         * now on it may only fall. */
+        if (now - j->lowered_ns > INFLIGHT_GRACE_NS)
+            j->allow = used;
         return;
     }
     if (j->allow || !j->over_reported) {

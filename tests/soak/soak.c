@@ -28,7 +28,8 @@
  *                   lowers a limit, nothing already granted is taken away, and a reservation
  *                   that read the old limit just before the change may still complete (one per
  *                   process, within 200 ms): the usage may be above the new limit by what it
- *                   was then plus 4 x 96 MiB, until it falls below the limit
+ *                   was then plus 4 x 96 MiB for 200 ms, and after that it may only fall,
+ *                   until it is under the limit
  *   reclaim_late    a dead process's slot is freed (its usage returned) within 1.2 s while the
  *                   job has a live process to reap it (reaping runs once a second per job, at
  *                   an allocation call)
