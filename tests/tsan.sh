@@ -10,16 +10,22 @@
 # the tests (VGPU_TEST_PRELOAD stays unset, unlike `make asan`): preloading libtsan.so into bash
 # or dash crashes them (SIGSEGV at startup, GCC 12), while a shell that `vgpu run` starts with
 # the instrumented libvgpu.so preloaded runs fine (libtsan then comes in as that library's
-# dependency). Races between processes (hook_race.sh, the soak) go through shared memory that
-# TSan cannot see across processes; what it checks there is each process's own threads.
+# dependency). Races between processes (hook_race.sh) go through shared memory that TSan cannot
+# see across processes; what it checks there is each process's own threads.
+# Not here: the soak (tests/cli/soak.sh). Its checks are timing checks (a heartbeat every second,
+# a dead process reclaimed within 1.2 s, jobs ending within 10 s), and 32 instrumented processes
+# run 5-15 times slower: on two cores they fail for that alone. The threads it runs are the
+# compute limiter's, which core_limit.sh and machine_wide.sh run here. Timing bands of those two
+# scripts may still fail under TSan's slowdown; such a failure is not a race (races are listed
+# below, from TSan's own reports).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 build=${1:-build-tsan}
 [ -x "$build/vgpu" ] || { echo "tests/tsan.sh: no TSan build in '$build'; run make tsan" >&2; exit 2; }
-tests=(hook_race hook_launch core_limit machine_wide soak test_sched_shared test_region)
+tests=(hook_race hook_launch core_limit machine_wide test_sched_shared test_region)
 
 logs=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-tsan.XXXXXX")
-chmod 1777 "$logs"   # the second user's processes of machine_wide.sh and the soak write here too
+chmod 1777 "$logs"   # the second user's processes of machine_wide.sh write here too
 trap 'rm -rf "$logs"' EXIT
 # exitcode=0: a report must not change what a test sees (it is counted below instead);
 # history_size: the limiter's threads live long.

@@ -79,9 +79,14 @@ static void kill_one(struct soak *s)
 
 static void change_limit(struct soak *s)
 {
-    struct job *j = &s->jobs[soak_rnd(s, s->njobs)];
-    if (!j->change_mem && !j->change_core)
+    struct job *cand[SOAK_USERS * SOAK_JOBS_PER];
+    unsigned n = 0;
+    for (unsigned k = 0; k < s->njobs; k++)
+        if (s->jobs[k].change_mem || s->jobs[k].change_core)
+            cand[n++] = &s->jobs[k];
+    if (!n)
         return;
+    struct job *j = cand[soak_rnd(s, n)];
     bool core = j->change_core && (!j->change_mem || soak_rnd(s, 2));
     char val[32];
     if (core) {

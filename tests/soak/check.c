@@ -90,10 +90,17 @@ static void reap_children(struct soak *s, uint64_t now)
                         (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && w->killed) ||
                         /* unshare(1) exits 1 when its child dies by a signal (it cannot re-raise SIGKILL). */
                         (w->pidns && w->killed && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+        /* Exit 4: libvgpu.so charges a module load the device-wide change of free memory around it
+         * (ctx.c load_end), which includes other processes' allocations meanwhile (issue 11 item 1),
+         * and refused it at the limit. */
         if (!expected)
-            soak_violation(s, V_WORKER_FAILED, "worker %d (job %s, %s%s) ended with status 0x%x%s (see soak.log)",
-                           idx, j->name, w->role == ROLE_LAUNCH ? "launch" : "alloc",
-                           w->pidns ? ", PID namespace" : "", st, w->killed ? " after SIGKILL" : "");
+            soak_violation(s, V_WORKER_FAILED, "worker %d (job %s, %s%s) ended with status 0x%x%s%s", idx, j->name,
+                           w->role == ROLE_LAUNCH ? "launch" : "alloc", w->pidns ? ", PID namespace" : "", st,
+                           w->killed ? " after SIGKILL" : "",
+                           WIFEXITED(st) && WEXITSTATUS(st) == 4
+                               ? ": loading its module was refused with OUT_OF_MEMORY (charged the device-wide "
+                                 "memory delta around the load, which other processes' allocations are part of)"
+                               : " (see soak.log)");
     }
 }
 
@@ -125,6 +132,10 @@ static void check_memory(struct soak *s, struct job *j, uint64_t now)
         j->over_reported = true;
         if (used - limit > s->st.overrun_max)
             s->st.overrun_max = used - limit;
+        /* Past the grace, no reservation can succeed while the usage is over the limit: from
+         * now on it may only fall. */
+        if (now - j->lowered_ns > INFLIGHT_GRACE_NS)
+            j->allow = used;
         return;
     }
     if (j->allow || !j->over_reported) {
@@ -275,13 +286,19 @@ void soak_share_sample(struct soak *s, uint64_t now)
         if (!valid || !j->gt_cap[n] || j->gt_cap[n] >= 100)
             continue;
         double share = 100.0 * (double)(j->gt[n] - j->gt[n - 10]) / (double)(j->gt_t[n] - j->gt_t[n - 10]);
+        double off = share - (double)j->gt_cap[n];
         if (!j->windows || share < j->share_min)
             j->share_min = share;
         if (!j->windows || share > j->share_max)
             j->share_max = share;
+        if (!j->windows || j->gt_cap[n] < j->cap_min)
+            j->cap_min = j->gt_cap[n];
+        if (!j->windows || j->gt_cap[n] > j->cap_max)
+            j->cap_max = j->gt_cap[n];
+        if ((off < 0 ? -off : off) > j->off_max)
+            j->off_max = off < 0 ? -off : off;
         j->windows++;
         s->st.checks++;
-        double off = share - (double)j->gt_cap[n];
         if (off > 5.0 || off < -5.0)
             soak_violation(s, V_SHARE, "job %s (--core %u): %.1f%% of the GPU's time over the 10 s to %.0f s",
                            j->name, j->gt_cap[n], share, (double)(now - s->t0) / 1e9);
@@ -334,6 +351,18 @@ void soak_final_checks(struct soak *s)
         if (id < 0)
             continue;
         unsigned procs = 0, jobs = 0;
+        /* Who left it: the last process to attach or detach (a process detaches when it exits). */
+        struct shmid_ds ds;
+        char last[200] = "";
+        if (shmctl(id, IPC_STAT, &ds) == 0) {
+            const struct wproc *lw = NULL;
+            for (unsigned i = 0; i < s->nprocs && !lw; i++)
+                if (s->procs[i].used && (s->procs[i].target == ds.shm_lpid || s->procs[i].pid == ds.shm_lpid))
+                    lw = &s->procs[i];
+            snprintf(last, sizeof last, "; %lu attached, the last to detach was pid %d%s%s", (unsigned long)ds.shm_nattch,
+                     (int)ds.shm_lpid, lw ? (lw->killed ? ", a worker SIGKILLed" : ", a worker that ended normally") : "",
+                     lw && lw->killed ? (lw->died_ns + SOAK_SEC / 2 > s->end_ns ? " just before the end" : " earlier") : "");
+        }
         const struct vgpu_sched_file *f = shmat(id, NULL, SHM_RDONLY);
         if (f != (void *)-1) {
             for (unsigned i = 0; i < VGPU_SCHED_MAX_PROCS; i++)
@@ -343,6 +372,6 @@ void soak_final_checks(struct soak *s)
             shmdt(f);
         }
         soak_violation(s, V_LEFTOVER, "the GPU-time schedule of %s is still there (key 0x%08x, %u job and %u "
-                       "process entries)", uuid, (unsigned)key, jobs, procs);
+                       "process entries%s)", uuid, (unsigned)key, jobs, procs, last);
     }
 }

@@ -28,7 +28,8 @@
  *                   lowers a limit, nothing already granted is taken away, and a reservation
  *                   that read the old limit just before the change may still complete (one per
  *                   process, within 200 ms): the usage may be above the new limit by what it
- *                   was then plus 4 x 96 MiB, until it falls below the limit
+ *                   was then plus 4 x 96 MiB for 200 ms, and after that it may only fall,
+ *                   until it is under the limit
  *   reclaim_late    a dead process's slot is freed (its usage returned) within 1.2 s while the
  *                   job has a live process to reap it (reaping runs once a second per job, at
  *                   an allocation call)
@@ -234,8 +235,19 @@ static bool no_jobs(const struct soak *s)
     return true;
 }
 
+/* No worker that the chaos killed is still waiting to be reaped (a zombie looks alive to
+ * anyone who checks its pid and start time). */
+static bool killed_reaped(const struct soak *s)
+{
+    for (unsigned i = 0; i < s->nprocs; i++)
+        if (s->procs[i].used && s->procs[i].alive && (s->procs[i].killed || s->procs[i].termed))
+            return false;
+    return true;
+}
+
 static void end_everything(struct soak *s)
 {
+    settle(s, killed_reaped, 2 * SOAK_SEC);
     s->end_ns = soak_now();
     for (unsigned i = 0; i < s->nprocs; i++) {
         struct wproc *w = &s->procs[i];
@@ -312,9 +324,12 @@ static void print_table(struct soak *s, double secs, uint64_t late_max)
         const struct job *j = &s->jobs[k];
         if (!j->core)
             continue;
-        if (j->windows)
-            printf("  share %-18s %u windows of 10 s: %.1f..%.1f%% (cap %u%%%s)\n", j->name, j->windows, j->share_min,
-                   j->share_max, j->core, j->change_core ? ", changed live" : "");
+        if (j->windows && j->cap_min == j->cap_max)
+            printf("  share %-18s %u windows of 10 s: %.1f..%.1f%% at cap %u%%, at most %.1f points off\n", j->name,
+                   j->windows, j->share_min, j->share_max, j->cap_min, j->off_max);
+        else if (j->windows)
+            printf("  share %-18s %u windows of 10 s at caps %u..%u%% (changed live): at most %.1f points off\n",
+                   j->name, j->windows, j->cap_min, j->cap_max, j->off_max);
         else
             printf("  share %-18s no 10 s window with a constant cap and a working launcher\n", j->name);
     }

@@ -70,7 +70,8 @@ struct job {
     bool gt_sat[SOAK_MAX_WINDOWS];  /* a launcher was working through the whole second before */
     unsigned ngt;
     bool unsat_since_sample;
-    double share_min, share_max;
+    double share_min, share_max, off_max; /* over the checked windows */
+    unsigned cap_min, cap_max;
     unsigned windows;
 };
 

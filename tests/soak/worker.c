@@ -15,7 +15,8 @@
  * (a live process's usage must never be dropped, DESIGN.md decision 4): it finds its own
  * slot by pid and start time, reading the region read-only. On SIGTERM it frees everything,
  * destroys its context and exits 0 (libvgpu.so then gives its slot and schedule entry back).
- * Exit status 2: setup failed. */
+ * Exit status 2: setup failed; 3: an allocation, free or launch failed other than with
+ * OUT_OF_MEMORY; 4: loading the (empty) module was refused with OUT_OF_MEMORY. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -266,7 +267,13 @@ static void launch_loop(unsigned long long us)
     CUmodule mod;
     CUfunction fn;
     CUstream st;
-    MUST(cuModuleLoadData(&mod, "soak image"));
+    CUresult lrc = cuModuleLoadData(&mod, "soak image");
+    if (lrc == CUDA_ERROR_OUT_OF_MEMORY) {
+        /* The fake charges nothing for a module: a refusal is libvgpu.so's. */
+        fprintf(stderr, "soak_worker: cuModuleLoadData refused with OUT_OF_MEMORY\n");
+        exit(4);
+    }
+    MUST(lrc);
     MUST(cuModuleGetFunction(&fn, mod, "sleep_us"));
     MUST(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     void *params[] = { &us };
