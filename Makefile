@@ -221,7 +221,7 @@ deb:
 	@grep -q '^vgpu ($(VERSION))' debian/changelog || { \
 	  echo "make deb: debian/changelog's first entry is not version $(VERSION) (the Makefile's VERSION): add one" >&2; exit 1; }
 	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/vgpu-$(VERSION)
-	tar -c --exclude='./build*' --exclude=./.git --exclude=./debian/vgpu --exclude=./debian/.debhelper . | \
+	tar -c --exclude='./build*' --exclude='./$(BUILD)' --exclude=./.git --exclude=./debian/vgpu --exclude=./debian/.debhelper . | \
 	  tar -x -C $(BUILD)/deb/vgpu-$(VERSION)
 	cd $(BUILD)/deb/vgpu-$(VERSION) && DEB_BUILD_OPTIONS="parallel=$${VGPU_DEB_JOBS:-2} $${DEB_BUILD_OPTIONS:-}" \
 	  dpkg-buildpackage -b -us -uc
