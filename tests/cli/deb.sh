@@ -85,6 +85,7 @@ else
   assert_rc "dpkg --purge removes it" 0
   left=$(printf '%s\n' "$have" | sed 's|^\.||' | while read -r f; do [ -e "$f" ] || [ -L "$f" ] && echo "$f"; done)
   assert_eq "nothing of the package is left behind" "" "$left"
+  check "its directory /usr/lib/vgpu is gone" test ! -e /usr/lib/vgpu
   check "dpkg no longer knows it" sh -c '! dpkg-query -W -f="\${Status}" vgpu 2>/dev/null | grep -q installed'
 fi
 done_testing
