@@ -3,10 +3,13 @@
 #   make            build vgpu, libvgpu.so, the simulated GPU and the test programs (into build/)
 #   make test       build and run the whole suite; ends with "N passed, N failed"
 #   make asan       the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)
+#   make tsan       the hook's concurrent tests under ThreadSanitizer (build-tsan/)
+#   make soak       2 users x 4 jobs x 4 processes under chaos on the simulated GPU, SOAK_SECONDS=60
 #   make demo       run the main job on the real GPU, or on the simulated one when there is none
 #   make bench      benchmarks, printed as tables
 #   make fuzz       the libFuzzer harnesses of tests/fuzz, FUZZ_SECONDS each (default 60; needs clang)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR=   (also PREFIX/lib/tmpfiles.d/vgpu.conf)
+#   make deb        build/deb/vgpu_VERSION_ARCH.deb (dpkg-buildpackage + debhelper; see debian/)
 #   make deps       install the Debian packages the build and the tests need (root), or print the line
 #
 # No CUDA toolkit is needed: lib/include declares the subset of the driver and NVML ABI we use.
@@ -15,6 +18,7 @@
 #   cmd/<name>/*.c       helpers private to one command (e.g. cmd/top/)
 #   lib/core/*.c         libvgpucore.a (linked into vgpu and libvgpu.so)
 #   lib/hook/*.c         libvgpu.so (exports only what lib/hook/exports.map lists)
+#   lib/compat/*.c       vgpu only: its start glue and old-glibc stand-ins (see lib/include/vgpu/glibc_compat.h)
 #   tests/unit/test_*.c  cmocka unit tests, one binary each
 #   tests/progs/*.c      programs the CLI tests run under `vgpu run` (plain C, -ldl)
 #   tests/fakegpu/...    the simulated GPU (common/ + cuda/ -> libcuda.so.1, common/ + nvml/ -> libnvidia-ml.so.1,
@@ -69,7 +73,7 @@ FAKE_BINS := $(patsubst tests/fakegpu/tools/%.c,$(BUILD)/fakegpu/%,$(FAKE_TOOLS)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
 
-.PHONY: all test asan demo bench install uninstall deps clean check-deps completions fuzz fuzz-build deps-fuzz
+.PHONY: all test asan tsan soak demo bench install uninstall deps clean check-deps completions deb fuzz fuzz-build deps-fuzz
 # Keep every object: the test programs' and tools' objects are intermediates of pattern rules,
 # and make would otherwise delete them after each build and recompile them the next time.
 .SECONDARY:
@@ -78,7 +82,7 @@ all: $(VGPU_BIN) $(HOOK_LIB) $(FAKE_LIBS) $(FAKE_BINS) $(UNIT_BINS) $(PROG_BINS)
 # ---- objects ---------------------------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
@@ -94,9 +98,31 @@ $(BUILD)/gen/cmdtable.c: $(CMD_SRC) Makefile
 
 $(BUILD)/obj/gen/cmdtable.o: $(BUILD)/gen/cmdtable.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Icmd -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Icmd -c $< -o $@
 
 $(BUILD)/obj/cmd/%.o: CFLAGS += -Icmd
+
+# ---- glibc floor (issue 19) -----------------------------------------------------------------------
+# libvgpu.so loads into processes whose glibc may be much older than the build host's, and vgpu
+# runs on old hosts: every object that goes into them binds each libc symbol to an old version
+# (lib/include/vgpu/glibc_compat.h, force-included), vgpu also gets lib/compat/ (its start file
+# and the static libraries' stat/getrandom), and both name libpthread.so.0 and libdl.so.2, where
+# old glibc keeps pthread_* and dl*. tests/cli/glibc.sh checks the floors below.
+LIBVGPU_GLIBC_FLOOR := 2.17
+VGPU_GLIBC_FLOOR    := 2.17
+COMPAT_SRC        := $(wildcard lib/compat/*.c)
+GLIBC_COMPAT_LIBS := -Wl,--push-state,--no-as-needed -l:libpthread.so.0 -l:libdl.so.2 -Wl,--pop-state
+$(call obj,$(CORE_SRC) $(HOOK_SRC) $(CMD_SRC) $(CMDSUB_SRC) $(COMPAT_SRC)) $(BUILD)/obj/gen/cmdtable.o: \
+  CFLAGS += -include lib/include/vgpu/glibc_compat.h
+# route.c defines dlsym (the override): it must not become a versioned alias of glibc's.
+$(BUILD)/obj/lib/hook/route.o: CFLAGS += -DVGPU_GLIBC_OWN_DLSYM
+# tests/progs/glibc_start is linked like vgpu, for tests/cli/glibc.sh.
+$(BUILD)/obj/tests/progs/glibc_start.o: CFLAGS += -include lib/include/vgpu/glibc_compat.h
+$(BUILD)/tests/progs/glibc_start: $(BUILD)/obj/tests/progs/glibc_start.o $(call obj,$(COMPAT_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) $(GLIBC_COMPAT_LIBS)
+# After each link, say which glibc the file needs (and stop if it is above its floor).
+glibc_floor = @bash packaging/glibc-needs.sh --max $(2) $(1)
 
 # ---- libraries and the binary ------------------------------------------------------------------
 $(CORE_LIB): $(call obj,$(CORE_SRC))
@@ -107,15 +133,17 @@ $(CORE_LIB): $(call obj,$(CORE_SRC))
 $(call obj,$(HOOK_SRC)): CFLAGS += -fvisibility=hidden
 $(HOOK_LIB): $(call obj,$(HOOK_SRC)) $(CORE_LIB) lib/hook/exports.map
 	$(CC) -shared -o $@ $(call obj,$(HOOK_SRC)) $(CORE_LIB) -Wl,--version-script=lib/hook/exports.map \
-	  -Wl,-soname,libvgpu.so -Wl,-z,defs -Wl,--no-undefined $(LDFLAGS) -ldl -lpthread
+	  -Wl,-soname,libvgpu.so -Wl,-z,defs -Wl,--no-undefined $(LDFLAGS) $(GLIBC_COMPAT_LIBS) -ldl -lpthread
+	$(call glibc_floor,$@,$(LIBVGPU_GLIBC_FLOOR))
 
 # vgpu carries a copy of libvgpu.so (DESIGN.md decision 2): it is linked in as a blob.
 $(BUILD)/obj/gen/hookblob.o: $(HOOK_LIB)
 	@mkdir -p $(dir $@)
 	cd $(BUILD) && ld -r -b binary -z noexecstack -o obj/gen/hookblob.o libvgpu.so
 
-$(VGPU_BIN): $(call obj,$(CMD_SRC) $(CMDSUB_SRC)) $(BUILD)/obj/gen/cmdtable.o $(BUILD)/obj/gen/hookblob.o $(CORE_LIB)
-	$(CC) -o $@ $^ $(LDFLAGS) $(VGPU_LIBS)
+$(VGPU_BIN): $(call obj,$(CMD_SRC) $(CMDSUB_SRC) $(COMPAT_SRC)) $(BUILD)/obj/gen/cmdtable.o $(BUILD)/obj/gen/hookblob.o $(CORE_LIB)
+	$(CC) -o $@ $^ $(LDFLAGS) $(VGPU_LIBS) $(GLIBC_COMPAT_LIBS)
+	$(call glibc_floor,$@,$(VGPU_GLIBC_FLOOR))
 
 # vgpu-CMD symlinks, busybox style, for the tests and for `make install`.
 $(BUILD)/links: $(VGPU_BIN)
@@ -143,9 +171,10 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
 
 # Test programs reach the driver the ways real programs do: linked against libcuda.so.1
 # (the fake at build time, whatever is installed at run time), or through dlopen.
-$(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(BUILD)/fakegpu/libcuda.so.1 $(BUILD)/fakegpu/libnvidia-ml.so.1
+# They may use the core library (e.g. sched_peek reads a GPU-time schedule as vgpu does).
+$(BUILD)/tests/progs/%: $(BUILD)/obj/tests/progs/%.o $(BUILD)/fakegpu/libcuda.so.1 $(BUILD)/fakegpu/libnvidia-ml.so.1 $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(LDFLAGS) -L$(BUILD)/fakegpu -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -lm
+	$(CC) -o $@ $< $(CORE_LIB) $(LDFLAGS) -L$(BUILD)/fakegpu -l:libcuda.so.1 -l:libnvidia-ml.so.1 -ldl -lpthread -lm
 
 test:
 	@$(MAKE) --no-print-directory deps-if-root
@@ -190,6 +219,31 @@ $(FUZZ_BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_BUILD)/libvgpucore
 	$(FUZZ_CC) -O1 -g -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -Ilib/include -Ilib/hook \
 	  $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_BUILD)/libvgpucore.a -o $@ -ljson-c -ldl -lpthread -lm
 
+# ---- the soak (issue 11): many jobs of two users under chaos on the simulated GPU -----------------
+# make soak [SOAK_SECONDS=N]: tests/cli/soak.sh at length (make test runs it for 18 s). tests/soak/*.c is
+# the driver; tests/soak/worker.c its worker program (linked against libcuda.so.1, as tests/progs are).
+SOAK_SECONDS ?= 60
+SOAK_SRC  := $(filter-out tests/soak/worker.c,$(wildcard tests/soak/*.c))
+SOAK_BINS := $(BUILD)/tests/soak/soak $(BUILD)/tests/soak/soak_worker
+all: $(SOAK_BINS)
+
+$(BUILD)/tests/soak/soak: $(call obj,$(SOAK_SRC)) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) -lpthread
+
+$(BUILD)/tests/soak/soak_worker: $(BUILD)/obj/tests/soak/worker.o $(BUILD)/fakegpu/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(LDFLAGS) -L$(BUILD)/fakegpu -l:libcuda.so.1 -ldl -lpthread
+
+soak:
+	@$(MAKE) --no-print-directory all
+	@VGPU_TEST_VERBOSE=1 VGPU_SOAK_SECONDS=$(SOAK_SECONDS) bash tests/run.sh $(BUILD) cli/soak
+
+# ---- ThreadSanitizer: the hook's concurrent tests (tests/tsan.sh lists them) into build-tsan/ -----------
+tsan:
+	CFLAGS="-O1 -g" $(MAKE) BUILD=build-tsan SANITIZE="-fsanitize=thread" all
+	@bash tests/tsan.sh build-tsan
+
 # ---- packaging ----------------------------------------------------------------------------------
 install: $(VGPU_BIN) $(HOOK_LIB)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -202,13 +256,32 @@ install: $(VGPU_BIN) $(HOOK_LIB)
 	if ls man/*.7 >/dev/null 2>&1; then install -m 0644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; fi
 	install -m 0644 completions/vgpu.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu
 	install -m 0644 completions/_vgpu $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
+	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	install -m 0644 packaging/tmpfiles.d/vgpu.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so
 	for n in $(CMD_NAMES); do rm -f $(DESTDIR)$(PREFIX)/bin/vgpu-$$n $(DESTDIR)$(PREFIX)/share/man/man1/vgpu-$$n.1; done
 	for f in man/*.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$${f#man/}; done
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/vgpu.1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu \
-	  $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
+	  $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
+
+# ---- Debian package (issue 19) --------------------------------------------------------------------
+# make deb: build/deb/vgpu_VERSION_ARCH.deb, built by dpkg-buildpackage and debhelper (debian/) on a
+# copy of this tree, so the tree and its build/ stay as they are. tests/cli/deb.sh checks the package.
+DEB_TOOL_PACKAGES := debhelper dpkg-dev lintian
+deb:
+	@command -v dh >/dev/null && command -v dpkg-buildpackage >/dev/null || { \
+	  echo "make deb: dpkg-buildpackage and debhelper are missing: sudo apt-get install debhelper dpkg-dev (or sudo make deps)" >&2; exit 1; }
+	@grep -q '^vgpu ($(VERSION))' debian/changelog || { \
+	  echo "make deb: debian/changelog's first entry is not version $(VERSION) (the Makefile's VERSION): add one" >&2; exit 1; }
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/vgpu-$(VERSION)
+	tar -c --exclude='./build*' --exclude=./.git --exclude=./debian/vgpu --exclude=./debian/.debhelper . | \
+	  tar -x -C $(BUILD)/deb/vgpu-$(VERSION)
+	cd $(BUILD)/deb/vgpu-$(VERSION) && DEB_BUILD_OPTIONS="parallel=$${VGPU_DEB_JOBS:-2} $${DEB_BUILD_OPTIONS:-}" \
+	  dpkg-buildpackage -b -us -uc
+	@rm -rf $(BUILD)/deb/vgpu-$(VERSION)
+	@ls $(BUILD)/deb/*.deb
 
 # Regenerate the completion scripts from the command table (a test checks they match).
 completions: $(VGPU_BIN)
@@ -218,16 +291,16 @@ completions: $(VGPU_BIN)
 # ---- dependencies -----------------------------------------------------------------------------------
 # `make deps` installs what is missing when run as root, and otherwise prints the exact command.
 deps:
-	@bash tests/deps.sh install $(DEB_PACKAGES)
+	@bash tests/deps.sh install $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES)
 
 deps-fuzz:
 	@bash tests/deps.sh install $(FUZZ_PACKAGES)
 
 deps-if-root:
-	@bash tests/deps.sh auto $(DEB_PACKAGES)
+	@bash tests/deps.sh auto $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES)
 
 check-deps:
 	@bash tests/deps.sh check $(DEB_PACKAGES)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-tsan

@@ -71,3 +71,5 @@ vo=$([ "$d" -lt 200 ] && echo PASS || echo FAIL); count "$vo"
 printf 'launch cost under budget: uncapped job %s ns, capped job %s ns, added %s ns (target < 200)   %s\n' "$u" "$c" "$d" "$vo"
 echo
 echo "core: $pass PASS, $fail FAIL (simulated GPU, ${S} s per run)"
+# A FAIL row fails the benchmark (make bench, bench/run.sh say which one failed).
+[ "$fail" -eq 0 ]

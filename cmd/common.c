@@ -52,7 +52,9 @@ const char *vgpu_closest(const char *bad, const char *const *cands, size_t n)
             best = cands[i];
         }
     }
-    size_t limit = strlen(bad) / 2 + 2;
+    /* Only a near miss is worth suggesting: one slip in a short word, two in a longer one.
+     * A looser bound ("bogus" -> "ls", "urgent" -> "high") suggests words nobody meant. */
+    size_t limit = strlen(bad) <= 4 ? 1 : 2;
     return bestd <= limit ? best : NULL;
 }
 
@@ -141,6 +143,14 @@ int vgpu_getopt(const struct vgpu_cmd *cmd, int argc, char **argv, const char *s
         }
         return unknown_option(cmd, arg ? arg : "?");
     }
+    /* getopt_long takes the next word as a required value even when it is an option or the
+     * "--" that ends them ("vgpu run --mem -- cmd" would make "--" the size): refuse it. */
+    if (c != -1 && optarg && optarg[0] == '-' && optarg[1] == '-' && optind >= 2 && argv[optind - 1] == optarg) {
+        const char *opt = argv[optind - 2];
+        vgpu_fail(VGPU_EXIT_USAGE, "option '%s' needs a value, but it is followed by '%s' (see 'vgpu %s --help')", opt,
+                  optarg, cmd->name);
+        return '?';
+    }
     return c;
 }
 
@@ -164,5 +174,11 @@ int vgpu_unknown_word(const struct vgpu_cmd *cmd, const char *what, const char *
     if (best)
         return vgpu_fail(VGPU_EXIT_USAGE, "unknown %s '%s'; did you mean '%s'? (see 'vgpu %s --help')", what, bad,
                          best, cmd->name);
-    return vgpu_fail(VGPU_EXIT_USAGE, "unknown %s '%s' (see 'vgpu %s --help')", what, bad, cmd->name);
+    /* Nothing close: say what is accepted instead of guessing. */
+    char list[400] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+                                 candidates[i]);
+    return vgpu_fail(VGPU_EXIT_USAGE, "unknown %s '%s': use %s (see 'vgpu %s --help')", what, bad, list, cmd->name);
 }

@@ -123,6 +123,9 @@ static int cmd_completion(int argc, char **argv)
     }
     if (optind >= argc)
         return vgpu_usage_error(&vgpu_cmd_completion, "name the shell: bash or zsh");
+    if (optind + 1 < argc)
+        return vgpu_usage_error(&vgpu_cmd_completion, "unexpected argument '%s' (one shell: bash or zsh)",
+                                argv[optind + 1]);
     if (strcmp(argv[optind], "bash") == 0)
         bash_script();
     else if (strcmp(argv[optind], "zsh") == 0)

@@ -15,8 +15,11 @@ static const char usage[] =
     "\n"
     "Only the job's owner and root may change it.\n"
     "\n"
-    "Exit status: 0 changed; 2 bad option, size or GPU; 6 another user's job; 8 no such job (or it\n"
-    "has ended); 11 the job's state file is corrupt.\n";
+    "JOB is looked up as an exact id, then a name, then a unique id start; a word that names one\n"
+    "job and starts another's id is ambiguous (an error: give the full id).\n"
+    "\n"
+    "Exit status: 0 changed; 2 bad option, size or GPU, or an ambiguous JOB; 6 another user's\n"
+    "job; 8 no such job (or it has ended); 11 the job's region file is damaged (which, and why).\n";
 
 #include <errno.h>
 #include <stdio.h>
@@ -48,40 +51,13 @@ static const struct vgpu_opt_doc optdocs[] = {
     { NULL, 0, NULL },
 };
 
-/* The new memory limit for one job GPU: 0 means none. */
+/* The new memory limit for one job GPU: 0 means none (cmd/common.c: the check vgpu run and
+ * vgpu top's 'm' key share). */
 static int mem_for(const struct vgpu_region *r, unsigned d, const char *text, uint64_t *out, struct vgpu_err *e)
 {
-    uint64_t total = r->hdr->dev[d].mem_total;
-    size_t len = strlen(text);
-    if (strcasecmp(text, "none") == 0) {
-        *out = 0;
-        return 0;
-    }
-    if (len && text[len - 1] == '%') {
-        unsigned pct;
-        if (vgpu_parse_percent(text, &pct, "--mem", e) < 0)
-            return -1;
-        if (!total) {
-            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s: the job does not know GPU %u's total memory; give a size", text,
-                         d);
-            return -1;
-        }
-        *out = total / 100 * pct + total % 100 * pct / 100;
-    } else if (vgpu_parse_size(text, out, "--mem", e) < 0) {
-        return -1;
-    }
-    if (*out == 0) {
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: '%s' leaves no memory at all; give a size, or none to remove the limit",
-                     text);
-        return -1;
-    }
-    if (total && *out > total) {
-        char a[32], b[32];
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s (%s) is larger than the job's GPU %u (%s, %s total)", text,
-                     vgpu_format_size(*out, a, sizeof a), d, r->hdr->dev[d].uuid, vgpu_format_size(total, b, sizeof b));
-        return -1;
-    }
-    return 0;
+    char desc[160];
+    snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r->hdr->dev[d].uuid);
+    return vgpu_mem_limit_value(text, r->hdr->dev[d].mem_total, desc, true, out, e);
 }
 
 static int cmd_limit(int argc, char **argv)
@@ -108,10 +84,9 @@ static int cmd_limit(int argc, char **argv)
     struct vgpu_err e;
     unsigned pct = 0;
     if (core && strcasecmp(core, "none") != 0) {
-        if (vgpu_parse_percent(core, &pct, "--core", &e) < 0)
-            return vgpu_err_report(&e);
-        if (pct == 0)
-            return vgpu_fail(VGPU_EXIT_USAGE, "--core: '%s' would stop the job; give 1 to 100, or none", core);
+        /* 0 would stop the job: the range is 1..100, or none. */
+        if (vgpu_parse_percent_range(core, 1, 100, &pct, "--core", &e) < 0)
+            return vgpu_fail(VGPU_EXIT_USAGE, "%s, or none to remove the limit", e.msg);
     }
     char statedir[4096];
     if (vgpu_statedir(statedir, sizeof statedir, false, &e) < 0) {

@@ -13,7 +13,8 @@ static const char usage[] =
     "  --help      show this help\n"
     "\n"
     "Exit status: 0 listed; 2 bad option or unknown GPU; 3 libnvidia-ml.so.1 not found;\n"
-    "4 driver not loaded; 5 no GPU; 6 permission denied.\n";
+    "4 driver not loaded; 5 no GPU; 6 permission denied; 12 a GPU is lost (listed, and named\n"
+    "on stderr).\n";
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +86,9 @@ static int print_json(struct vgpu_nvml *nv, const struct vgpu_gpu_list *list, co
             vgpu_json_u64(o, "gpu_instance_id", g->mig_gi);
             vgpu_json_u64(o, "compute_instance_id", g->mig_ci);
         }
-        vgpu_json_str(o, "name", g->name);
+        vgpu_json_str(o, "name", g->name[0] ? g->name : NULL);
+        /* Lost or unreachable: every other value is null (vgpu-json(7)). */
+        vgpu_json_bool(o, "lost", g->lost || g->unreachable[0]);
         vgpu_json_str(o, "uuid", g->uuid[0] ? g->uuid : NULL);
         vgpu_json_str(o, "pci_bus_id", g->pci_bus_id[0] ? g->pci_bus_id : NULL);
         vgpu_json_u64_or_null(o, "mem_total_bytes", g->mem_total > 0, g->mem_total);
@@ -137,6 +140,11 @@ static int print_table(struct vgpu_nvml *nv, const struct vgpu_gpu_list *list, c
         else
             snprintf(mig, sizeof mig, "%s", g->mig_current ? "on" : "off");
         const char *cm = compute_mode_name(g->compute_mode);
+        char why[128];
+        if (vgpu_gpu_trouble(g, why, sizeof why)) {
+            printf("%-7s GPU %s\n", idx, why);
+            continue;
+        }
         printf("%-7s %-26.26s %-41s %21s  %-17s %s\n", idx, g->name, g->uuid[0] ? g->uuid : "N/A", memtxt, mig,
                cm ? cm : "N/A");
     }
@@ -182,6 +190,10 @@ static int cmd_list(int argc, char **argv)
                 sel.pos[sel.count++] = i;
         }
         rc = json ? print_json(nv, list, &sel) : print_table(nv, list, &sel);
+        /* The rows are printed; then the lost GPUs are said on stderr, and the status says it. */
+        int lost = vgpu_gpus_report_lost(list, &sel);
+        if (rc == 0)
+            rc = lost;
     }
     free(list);
     vgpu_nvml_close(nv);

@@ -20,7 +20,7 @@ static const char usage[] =
     "\n"
     "Exit status: 0 done (or nothing to change); 1 the driver refused (the message says why);\n"
     "2 bad usage or unknown GPU; 3 libnvidia-ml.so.1 not found; 4 driver not loaded; 5 no GPU;\n"
-    "6 not root.\n";
+    "6 not root; 12 a GPU is lost (shown as lost, and named on stderr).\n";
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +107,9 @@ static struct json_object *gpu_json(const struct vgpu_gpu *g)
         vgpu_json_u64(o, "gpu_instance_id", g->mig_gi);
         vgpu_json_u64(o, "compute_instance_id", g->mig_ci);
     }
-    vgpu_json_str(o, "name", g->name);
+    vgpu_json_str(o, "name", g->name[0] ? g->name : NULL);
     vgpu_json_str(o, "uuid", g->uuid[0] ? g->uuid : NULL);
+    vgpu_json_bool(o, "lost", g->lost || g->unreachable[0]);
     return o;
 }
 
@@ -137,6 +138,11 @@ static int do_get(const struct vgpu_gpu_list *list, const struct vgpu_gpu_sel *s
         else
             snprintf(idx, sizeof idx, "%u", g->index);
         const char *m = mode_name(g->compute_mode);
+        char why[128];
+        if (vgpu_gpu_trouble(g, why, sizeof why)) {
+            printf("%-9s GPU %s\n", idx, why);
+            continue;
+        }
         printf("%-9s %-26.26s %-41s %s\n", idx, g->name, g->uuid[0] ? g->uuid : "N/A", m ? m : "N/A");
     }
     if (fflush(stdout) == EOF)
@@ -157,6 +163,12 @@ static int set_one(struct vgpu_nvml *nv, struct vgpu_gpu *g, int mode, bool *cha
     label(g, who, sizeof who);
     *changed = false;
     msg[0] = 0;
+    char trouble[128];
+    if (vgpu_gpu_trouble(g, trouble, sizeof trouble)) {
+        snprintf(msg, len, "GPU %u %s: its compute mode cannot be set; see 'nvidia-smi -q -i %u'", g->index, trouble,
+                 g->index);
+        return VGPU_EXIT_GPU_LOST;
+    }
     if (!g->handle) {
         snprintf(msg, len, "%s is not available", who);
         return VGPU_EXIT_FAIL;
@@ -337,6 +349,9 @@ static int cmd_mode(int argc, char **argv)
                     sel.pos[sel.count++] = i;
             }
             rc = do_get(list, &sel, json);
+            int lost = vgpu_gpus_report_lost(list, &sel);
+            if (rc == 0)
+                rc = lost;
         }
     } else if (vgpu_gpus_select_default(list, gpu, &sel, &e) < 0) {
         rc = vgpu_err_report(&e);

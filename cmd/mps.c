@@ -181,6 +181,7 @@ static int do_start(const struct opts *o)
 
     /* GPUs: by UUID, so the daemon serves exactly those whatever the indexes. */
     char visible[2048] = "";
+    char notes[2048] = "";    /* printed once the daemon runs: a failed start has nothing to note */
     unsigned ngpus = 0;
     char uuids[VGPU_MAX_GPUS][VGPU_UUID_LEN];
     struct vgpu_nvml *nv = vgpu_nvml_open(&e);
@@ -227,10 +228,11 @@ static int do_start(const struct opts *o)
                 bool served = !o->gpu;
                 for (unsigned k = 0; k < ngpus && !served; k++)
                     served = !strcmp(uuids[k], g->uuid);
+                size_t used = strlen(notes);
                 if (served && !g->is_mig && !(g->has_mig_mode && g->mig_current) && g->compute_mode == 0)
-                    printf("note: GPU %u is in the default compute mode, so processes outside MPS can use it too "
-                           "('vgpu mode set exclusive-process --gpu %u' as root makes MPS the only way in)\n",
-                           g->index, g->index);
+                    snprintf(notes + used, sizeof notes - used, "note: GPU %u is in the default compute mode, so "
+                             "processes outside MPS can use it too ('vgpu mode set exclusive-process --gpu %u' as "
+                             "root makes MPS the only way in)\n", g->index, g->index);
             }
         }
         free(list);
@@ -254,9 +256,11 @@ static int do_start(const struct opts *o)
     long log_from = stat(ctl_log, &sb) == 0 ? (long)sb.st_size : 0; /* only what this start logs */
     struct vgpu_proc p;
     if (vgpu_proc_run(argv, env, NULL, 30000, &p, &e) < 0) {
-        if (e.code == VGPU_EXIT_NO_LIBRARY)
-            return vgpu_fail(VGPU_EXIT_NO_LIBRARY, "cannot run %s: not found on PATH; install the NVIDIA driver's "
-                             "MPS tools or set VGPU_MPS_CONTROL to its path", argv[0]);
+        if (e.code == VGPU_EXIT_NO_LIBRARY) {
+            char miss[600];
+            return vgpu_fail(VGPU_EXIT_NO_LIBRARY, "%s", vgpu_tool_missing(argv[0], "VGPU_MPS_CONTROL", "install the "
+                             "NVIDIA driver's MPS tools, or set VGPU_MPS_CONTROL to its path", miss, sizeof miss));
+        }
         return vgpu_err_report(&e);
     }
     char said[512];
@@ -335,6 +339,7 @@ static int do_start(const struct opts *o)
            (int)pid, pipe_dir, log_dir, visible[0] ? visible : "all");
     printf("Run jobs on it with 'vgpu run --mps [--core PCT] [--mem SIZE] CMD'; other CUDA programs join it with "
            "CUDA_MPS_PIPE_DIRECTORY=%s.\n", pipe_dir);
+    fputs(notes, stdout);
     return 0;
 }
 
@@ -527,17 +532,17 @@ static int cmd_mps(int argc, char **argv)
             break;
         }
         case 'c':
-            if (vgpu_parse_percent(optarg, &o.core, "--core", &e) < 0)
+            /* 1..100: an MPS client needs some SMs; the message states that range. */
+            if (vgpu_parse_percent_range(optarg, 1, 100, &o.core, "--core", &e) < 0)
                 return vgpu_err_report(&e);
-            if (o.core == 0)
-                return vgpu_fail(VGPU_EXIT_USAGE, "--core must be 1..100 (an MPS client needs some SMs)");
             o.has_core = true;
             break;
         case 'm':
-            if (vgpu_parse_size(optarg, &o.mem, "--mem", &e) < 0)
+            if (vgpu_parse_mem_limit(optarg, &o.mem, "--mem", &e) < 0)
                 return vgpu_err_report(&e);
             if (o.mem < VGPU_MIB)
-                return vgpu_fail(VGPU_EXIT_USAGE, "--mem must be at least 1M for MPS's pinned memory limit");
+                return vgpu_fail(VGPU_EXIT_USAGE, "--mem: '%s' is less than 1M, the least MPS's pinned memory limit "
+                                 "can be; give a size such as 2G", optarg);
             o.has_mem = true;
             break;
         case VGPU_OPT_HELP: return 0;

@@ -4,8 +4,13 @@ static const char usage[] =
     "\n"
     "List the jobs started with vgpu run: id, name, owner, live processes, GPUs, memory limit,\n"
     "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
-    "processes (NVML), core limit, and age.\n"
+    "processes (NVML), core limit, GPU time share (frozen at the job's end), and age. The\n"
+    "table fits COLUMNS or the terminal (not a pipe); a cut value ends in '+'.\n"
     "Processes that died are reaped first, so their memory no longer counts.\n"
+    "GPU processes that descend from a job but run without the limiter (a child that unset\n"
+    "LD_PRELOAD, a static binary) count in the job's NVML figure and are flagged under its\n"
+    "row: '! 3.2 GiB outside the limiter (pid 1234)'; the job's own allocations are refused\n"
+    "while the whole is over its limit.\n"
     "A job whose command has ended is shown for 60 s more, with its status in the PIDS column\n"
     "('exited 3', 'killed SIGTERM') and no memory in use, so that vgpu wait can still get it.\n"
     "\n"
@@ -29,10 +34,12 @@ static const char usage[] =
 #include <time.h>
 
 #include "cmd.h"
+#include "ps/table.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/json.h"
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
+#include "vgpu/outside.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
@@ -56,7 +63,9 @@ struct job_view {
     int32_t host_pids[MAX_PIDS];
     bool nvml_ok[VGPU_REGION_MAX_DEVICES];
     uint64_t nvml_used[VGPU_REGION_MAX_DEVICES];
+    struct vgpu_outside outside[VGPU_REGION_MAX_DEVICES];  /* its GPU processes outside the limiter */
     uint64_t age_s;
+    uint64_t life_ns;                     /* running time: to its end once it has ended */
     bool exited;                          /* the command ended: nothing of it counts any more */
     char log[4200];                       /* the job's output log (vgpu run --detach), or "" */
 };
@@ -89,10 +98,25 @@ static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
             continue;
         }
         v->nvml_ok[d] = true;
-        for (unsigned i = 0; i < count && infos; i++)
+        unsigned *pids = calloc(count + 1, sizeof *pids);
+        uint64_t *bytes = calloc(count + 1, sizeof *bytes);
+        for (unsigned i = 0; i < count && infos; i++) {
             for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++)
                 if ((unsigned)v->host_pids[p] == infos[i].pid)
                     v->nvml_used[d] += infos[i].usedGpuMemory;
+            if (pids && bytes) {
+                pids[i] = infos[i].pid;
+                bytes[i] = infos[i].usedGpuMemory;
+            }
+        }
+        if (pids && bytes && vgpu_outside_find(v->r, pids, bytes, count, &v->outside[d])) {
+            v->nvml_used[d] += v->outside[d].bytes;
+            /* The job's processes learn it from here too (they count it against the limit). */
+            vgpu_region_set_outside((struct vgpu_region *)v->r, d, v->outside[d].bytes,
+                                    v->outside[d].count ? v->outside[d].pid[0] : 0, v->outside[d].count);
+        }
+        free(pids);
+        free(bytes);
         free(infos);
     }
 }
@@ -115,6 +139,11 @@ static void gather(struct vgpu_nvml *nv, const struct vgpu_region *r, struct job
             v->log[0] = '\0';
     }
     v->exited = atomic_load(&r->hdr->state) == VGPU_JOB_EXITED;
+    /* GPU% is GPU time over the time the job ran: frozen at its end (it was divided by the
+     * growing age, so an ended 50% job showed 6% twenty seconds later). */
+    uint64_t ended = v->exited ? atomic_load(&r->hdr->exited_realtime_ns) : 0;
+    uint64_t until = ended && ended < now ? ended : now;
+    v->life_ns = until > created ? until - created : 0;
     if (v->exited) {
         /* The job is over: processes it left behind no longer belong to it. */
         v->npids = 0;
@@ -213,7 +242,38 @@ static uint64_t get_core(const struct job_view *v, unsigned d, bool *ok)
     return c;
 }
 
-static void print_row(const struct job_view *v)
+/* "  ! 3.2 GiB outside the limiter (pid 1234)" under a job with such processes. */
+static void print_outside(struct ps_table *t, const struct job_view *v)
+{
+    uint64_t total = 0;
+    unsigned count = 0;
+    char list[128] = "";
+    size_t n = 0;
+    for (unsigned d = 0; d < vgpu_region_device_count(v->r); d++) {
+        total += v->outside[d].bytes;
+        count += v->outside[d].count;
+        for (unsigned i = 0; i < v->outside[d].count && i < VGPU_OUTSIDE_MAX_PIDS && n < sizeof list - 16; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? ", " : "", (int)v->outside[d].pid[i]);
+    }
+    if (!count)
+        return;
+    char size[32], line[PS_TABLE_CELL];
+    snprintf(line, sizeof line, "  ! %s outside the limiter (%s %s%s)", vgpu_format_size(total, size, sizeof size),
+             count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "");
+    if (ps_table_note(t, line) < 0)
+        vgpu_warn("out of memory: a job's processes outside the limiter are not shown");
+}
+
+/* The table's columns (cmd/ps/table.c fits them to the terminal). */
+enum { C_ID, C_NAME, C_USER, C_PIDS, C_GPUS, C_LIMIT, C_USED, C_NVML, C_CORE, C_SHARE, C_THROTL, C_AGE, NCOL };
+static const struct ps_col columns[NCOL] = {
+    [C_ID] = { "ID", 12, 12, 0 },         [C_NAME] = { "NAME", 6, 14, 1 },      [C_USER] = { "USER", 4, 8, 2 },
+    [C_PIDS] = { "PIDS", 4, 0, 3 },       [C_GPUS] = { "GPUS", 4, 0, 0 },       [C_LIMIT] = { "MEM LIMIT", 9, 0, 0 },
+    [C_USED] = { "USED", 4, 0, 0 },       [C_NVML] = { "NVML USED", 9, 0, 0 },  [C_CORE] = { "CORE", 4, 0, 0 },
+    [C_SHARE] = { "GPU%", 4, 0, 0 },      [C_THROTL] = { "THROTL", 6, 0, 0 },   [C_AGE] = { "AGE", 3, 0, 0 },
+};
+
+static void print_row(struct ps_table *t, const struct job_view *v)
 {
     const struct vgpu_region_header *h = v->r->hdr;
     char user[64], pids[96] = "", gpus[96] = "", lim[96], used[96], nvu[96], core[64] = "", age[32];
@@ -255,14 +315,19 @@ static void print_row(const struct job_view *v)
         best = g > best ? g : best;
         waited += atomic_load(&v->r->use->dev[d].throttled_ns);
     }
-    if (any_core && v->age_s)
-        snprintf(share, sizeof share, "%llu%%", (unsigned long long)(best / 10000000ULL / v->age_s));
+    if (any_core && v->life_ns >= 1000000000ULL)
+        snprintf(share, sizeof share, "%llu%%", (unsigned long long)(best * 100 / v->life_ns));
     if (any_core)
         snprintf(throt, sizeof throt, "%.1fs", waited / 1e9);
     vgpu_format_duration(v->age_s, age, sizeof age);
-    printf("%-12s  %-14.14s  %-8.8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %-5s  %-7s  %s\n", h->id,
-           h->name[0] ? h->name : "-", user_name(v->r->file_uid, user, sizeof user), pids, gpus, lim, used, nvu, core,
-           share, throt, age);
+    const char *cells[NCOL] = {
+        [C_ID] = h->id, [C_NAME] = h->name[0] ? h->name : "-", [C_USER] = user_name(v->r->file_uid, user, sizeof user),
+        [C_PIDS] = pids, [C_GPUS] = gpus, [C_LIMIT] = lim, [C_USED] = used, [C_NVML] = nvu, [C_CORE] = core,
+        [C_SHARE] = share, [C_THROTL] = throt, [C_AGE] = age,
+    };
+    if (ps_table_add(t, cells) < 0)
+        vgpu_warn("out of memory: job %s is not shown", h->id);
+    print_outside(t, v);
 }
 
 static struct json_object *json_job(const struct job_view *v)
@@ -291,13 +356,14 @@ static struct json_object *json_job(const struct job_view *v)
     for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++) {
         struct json_object *po = json_object_new_object();
         vgpu_json_i64(po, "pid", v->pids[p]);
-        vgpu_json_i64(po, "host_pid", v->host_pids[p]);
+        vgpu_json_u64_or_null(po, "host_pid", v->host_pids[p] > 0, (uint64_t)v->host_pids[p]);
         json_object_array_add(pids, po);
     }
     json_object_object_add(o, "processes", pids);
     struct json_object *gpus = json_object_new_array();
     unsigned ndev = vgpu_region_device_count(v->r);
-    uint64_t sum_used = 0;
+    uint64_t sum_used = 0, sum_outside = 0;
+    struct json_object *outside = json_object_new_array();
     for (unsigned d = 0; d < ndev; d++) {
         const struct vgpu_region_dev_limits *dl = &h->dev[d];
         struct json_object *g = json_object_new_object();
@@ -313,6 +379,15 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64(g, "mem_used_bytes", used);
         vgpu_json_u64(g, "mem_peak_bytes", atomic_load(&v->r->use->dev[d].peak));
         vgpu_json_u64_or_null(g, "nvml_used_bytes", v->nvml_ok[d], v->nvml_used[d]);
+        vgpu_json_u64_or_null(g, "outside_bytes", v->nvml_ok[d], v->outside[d].bytes);
+        sum_outside += v->outside[d].bytes;
+        for (unsigned i = 0; i < v->outside[d].count && i < VGPU_OUTSIDE_MAX_PIDS; i++) {
+            struct json_object *po = json_object_new_object();
+            vgpu_json_i64(po, "pid", v->outside[d].pid[i]);
+            vgpu_json_u64(po, "job_index", d);
+            vgpu_json_u64(po, "used_bytes", v->outside[d].pid_bytes[i]);
+            json_object_array_add(outside, po);
+        }
         uint64_t core = get_core(v, d, &ok);
         vgpu_json_u64_or_null(g, "core_limit_percent", ok, core);
         uint32_t pol = atomic_load(&dl->core_policy);
@@ -323,6 +398,8 @@ static struct json_object *json_job(const struct job_view *v)
     }
     json_object_object_add(o, "gpus", gpus);
     vgpu_json_u64(o, "mem_used_bytes", sum_used);
+    vgpu_json_u64(o, "outside_bytes", sum_outside);
+    json_object_object_add(o, "outside_processes", outside);
     return o;
 }
 
@@ -368,10 +445,9 @@ static int cmd_ps(int argc, char **argv)
     if (json) {
         doc = vgpu_json_doc();
         jobs = json_object_new_array();
-    } else if (!quiet) {
-        printf("%-12s  %-14s  %-8s  %-14s  %-6s  %-9s  %-9s  %-9s  %-6s  %-5s  %-7s  %s\n", "ID", "NAME", "USER", "PIDS",
-               "GPUS", "MEM LIMIT", "USED", "NVML USED", "CORE", "GPU%", "THROTL", "AGE");
     }
+    struct ps_table table;
+    ps_table_init(&table, columns, NCOL);
     unsigned hidden = 0;
     struct job_view *v = malloc(sizeof *v);
     for (size_t i = 0; i < n && v; i++) {
@@ -395,7 +471,7 @@ static int cmd_ps(int argc, char **argv)
             if (json)
                 json_object_array_add(jobs, json_job(v));
             else
-                print_row(v);
+                print_row(&table, v);
         }
         vgpu_region_close(&r);
     }
@@ -412,6 +488,9 @@ static int cmd_ps(int argc, char **argv)
             return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
         return 0;
     }
+    if (!quiet)
+        ps_table_print(stdout, &table, ps_table_width());
+    ps_table_free(&table);
     if (fflush(stdout) == EOF)
         return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
     return 0;

@@ -9,15 +9,16 @@ static const char usage[] =
     "the limit. Every process the command starts belongs to the job and shares its limit.\n"
     "\n"
     "  --gpu SEL      the job's GPUs: an index, a UUID or its unique start, a PCI bus id, a MIG\n"
-    "                 UUID, a comma list of those, or 'all' (default: all)\n"
-    "  --mem SIZE     memory limit on every GPU of the job: 4G, 512MiB, 1.5GiB ...\n"
-    "  --mem PCT%     a share of each GPU's total memory (50%)\n"
+    "                 UUID, a comma list of those (each GPU once), or 'all' (default: all)\n"
+    "  --mem SIZE     memory limit on every GPU of the job: 4G, 512MiB, 1.5GiB ... (a number\n"
+    "                 without a unit is bytes, at least 1048576)\n"
+    "  --mem PCT%     a share of each GPU's total memory, 1% to 100% (50%)\n"
     "  --mem IDX:SIZE,...  per job GPU (IDX counts the job's GPUs from 0, in --gpu order);\n"
     "                 GPUs not named have no limit\n"
-    "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT percent\n"
+    "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT percent (1-100)\n"
     "  --core-policy hard|soft  hard (default): never more than PCT; soft: also use GPU time\n"
     "                 that no other vgpu job on the GPU wants\n"
-    "  --priority high|normal|low  who goes first when capped jobs compete for a GPU\n"
+    "  --priority high|normal|low  how soon the job gets the GPU: high preempts other jobs' turns\n"
     "                 (default normal; low is still served at least once a second)\n"
     "  --mps          run CMD as a client of the MPS daemon ('vgpu mps start'): --core becomes\n"
     "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
@@ -59,6 +60,8 @@ static const char usage[] =
 
 #include "mps/mpsrec.h"
 #include "cmd.h"
+#include "common.h"
+#include "run/libcheck.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -105,34 +108,11 @@ static int run_fail(const struct vgpu_err *e)
     return VGPU_EXIT_RUN_FAILED;
 }
 
-/* One memory value ("4G" or "50%") for a GPU of `total` bytes. */
+/* One memory value ("4G" or "50%") for a GPU of `total` bytes: the check vgpu limit and
+ * vgpu top share (cmd/common.c). */
 static int parse_mem_value(const char *text, uint64_t total, const char *gpu_desc, uint64_t *out, struct vgpu_err *e)
 {
-    size_t len = strlen(text);
-    if (len > 0 && text[len - 1] == '%') {
-        unsigned pct;
-        if (vgpu_parse_percent(text, &pct, "--mem", e) < 0)
-            return -1;
-        if (pct == 0) {
-            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: '%s' leaves no memory at all; give 1%% to 100%%", text);
-            return -1;
-        }
-        *out = total / 100 * pct + total % 100 * pct / 100;
-        return 0;
-    }
-    if (vgpu_parse_size(text, out, "--mem", e) < 0)
-        return -1;
-    if (*out == 0) {
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: '%s' leaves no memory at all; give a size such as 4G", text);
-        return -1;
-    }
-    if (total && *out > total) {
-        char a[32], b[32];
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s (%s) is larger than %s (%s total)", text,
-                     vgpu_format_size(*out, a, sizeof a), gpu_desc, vgpu_format_size(total, b, sizeof b));
-        return -1;
-    }
-    return 0;
+    return vgpu_mem_limit_value(text, total, gpu_desc, false, out, e);
 }
 
 /* Fills spec->dev[].mem_limit from --mem: SIZE / PCT% for all, or IDX:VALUE,... per job GPU. */
@@ -154,6 +134,14 @@ static int apply_mem(struct vgpu_job_spec *spec, const struct vgpu_gpu *const *g
     }
     bool seen[VGPU_REGION_MAX_DEVICES] = { false };
     int rc = 0;
+    /* strtok_r skips empty fields: a stray comma would pass unnoticed. */
+    size_t mlen = strlen(mem);
+    if (mem[0] == ',' || mem[mlen - 1] == ',' || strstr(mem, ",,")) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: '%s' has an empty entry (a stray comma); write IDX:SIZE,..., "
+                     "e.g. 0:4G,1:8G", mem);
+        free(copy);
+        return -1;
+    }
     for (char *item = strtok_r(copy, ",", &save); item && rc == 0; item = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(item, ':');
         char *end;
@@ -293,8 +281,11 @@ static int run_child(struct vgpu_region *r, char **argv)
         execvp(argv[0], argv);
         int err = errno;
         bool missing = err == ENOENT || err == ENOTDIR;
+        /* A name with a '/' is a path: PATH was not searched, so do not say it was. */
+        bool path = strchr(argv[0], '/') != NULL;
         vgpu_fail(0, "cannot run '%s': %s%s", argv[0], strerror(err),
-                  missing ? " (not found in PATH)" : err == EACCES ? " (not executable?)" : "");
+                  missing ? (path ? " (check the path)" : " (not found in PATH)")
+                          : err == EACCES ? " (not executable?)" : "");
         _exit(missing ? VGPU_EXIT_RUN_NOTFOUND : VGPU_EXIT_RUN_NOEXEC);
     }
     child_pid = pid;
@@ -446,14 +437,13 @@ static int cmd_run(int argc, char **argv)
     }
     char **cmdv = argv + optind;
     struct vgpu_err e;
-    if (name && *name && !vgpu_job_name_valid(name))
+    if (name && !vgpu_job_name_valid(name))
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not "
                          "starting with '.' or '-'", name, VGPU_JOB_NAME_LEN - 1);
     unsigned core_pct = 0;
-    if (core && vgpu_parse_percent(core, &core_pct, "--core", &e) < 0)
+    /* 0 would stop the job: the range is 1..100. */
+    if (core && vgpu_parse_percent_range(core, 1, 100, &core_pct, "--core", &e) < 0)
         return run_fail(&e);
-    if (core && core_pct == 0)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core: '%s' would stop the job; give 1 to 100", core);
     /* The compute limiter's policy and priority (libvgpu.so's limiter.c, vgpu-run(1)). */
     static const char *const policies_core[] = { "hard", "soft", NULL };
     static const char *const priorities[] = { "low", "normal", "high", NULL };
@@ -495,11 +485,10 @@ static int cmd_run(int argc, char **argv)
     }
     if ((place || wait_place) && !placing)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--place and --wait choose a GPU: give --mem SIZE and no --gpu");
-    if (placing && vgpu_parse_size(mem, &preq.want, "--mem", &e) < 0) {
-        vgpu_err_set(&e, VGPU_EXIT_USAGE, "--mem '%.100s': to choose a GPU, vgpu needs a size such as 4G (or give "
-                     "--gpu)", mem);
+    /* The same check as with --gpu, before any GPU is looked at: the real reason, not "vgpu
+     * needs a size" (the total is not known yet; placement compares it with each GPU). */
+    if (placing && vgpu_mem_limit_value(mem, 0, "the GPU", false, &preq.want, &e) < 0)
         return run_fail(&e);
-    }
     char place_dir[4096] = "";
 
     struct vgpu_nvml *nv = vgpu_nvml_open(&e);
@@ -529,6 +518,26 @@ static int cmd_run(int argc, char **argv)
     if (sel.count == 0) {
         vgpu_fail(rc, "no GPU selected%s", gpu ? "" : ": the driver lists none");
         goto out;
+    }
+    {
+        /* A lost GPU is said by name: a GPU chosen by hand cannot take the job, and placement
+         * chooses among the others (it fails saying so when none is left). */
+        unsigned usable = 0;
+        const struct vgpu_gpu *lost = NULL;
+        char why[128];
+        for (unsigned d = 0; d < sel.count; d++) {
+            const struct vgpu_gpu *g = &list->gpu[sel.pos[d]];
+            if (!vgpu_gpu_trouble(g, why, sizeof why))
+                usable++;
+            else if (!lost)
+                lost = g;
+        }
+        if (lost && (!placing || usable == 0)) {
+            vgpu_gpu_trouble(lost, why, sizeof why);
+            vgpu_fail(rc, "GPU %u %s, so the job cannot run there; %s (vgpu list shows the GPUs)", lost->index, why,
+                      placing ? "no other GPU is usable" : "choose another GPU with --gpu");
+            goto out;
+        }
     }
     if (placing) {
         unsigned chosen;
@@ -628,7 +637,9 @@ static int cmd_run(int argc, char **argv)
     free(refs);
     if (same)
         goto out;
-    if (vgpu_run_find_library(statedir, library, sizeof library, &e) < 0) {
+    if (vgpu_run_find_library(statedir, library, sizeof library, &e) < 0 ||
+        vgpu_run_check_library(library, getenv("VGPU_LIBRARY") && *getenv("VGPU_LIBRARY") ? "VGPU_LIBRARY" : NULL,
+                               &e) < 0) {
         rc = run_fail(&e);
         goto out;
     }

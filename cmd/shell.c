@@ -9,7 +9,7 @@ static const char usage[] =
     "the prompt shows the host and the number of GPUs and jobs; Tab completes commands,\n"
     "options, GPU indexes and UUIDs, job names, MIG profiles and file names; history is kept\n"
     "in $XDG_STATE_HOME/vgpu/history (~/.local/state/vgpu/history); 'help', 'help CMD',\n"
-    "'exit' or Ctrl-D. Ctrl-C interrupts the running command, not the shell; a failing\n"
+    "'exit [0-255]' or Ctrl-D. Ctrl-C interrupts the running command, not the shell; a failing\n"
     "command prints its error and the shell goes on.\n"
     "\n"
     "When standard input is not a terminal, or FILE is given, the lines are a script: blank\n"
@@ -18,7 +18,7 @@ static const char usage[] =
     "and the shell exits with the status of the last command run.\n"
     "\n"
     "  -k, --keep-going   in a script, go on after a failing command\n"
-    "  -c COMMAND         run one command line and exit with its status\n"
+    "  -c COMMAND         run one command line (one argument: quote it) and exit with its status\n"
     "  --help             show this help\n";
 
 #include <errno.h>
@@ -115,8 +115,21 @@ static int run_line(const char *line, bool *is_exit)
     }
     int rc = 0;
     if (w.argc > 0 && (strcmp(w.argv[0], "exit") == 0 || strcmp(w.argv[0], "quit") == 0)) {
+        /* A status the shell can return, or an error (atoi made "exit abc" a silent 0). */
         *is_exit = true;
-        rc = w.argc > 1 ? atoi(w.argv[1]) : 0;
+        rc = 0;
+        if (w.argc > 2) {
+            rc = vgpu_fail(VGPU_EXIT_USAGE, "%s: unexpected argument '%s' (%s [STATUS])", w.argv[0], w.argv[2],
+                           w.argv[0]);
+        } else if (w.argc == 2) {
+            const char *s = w.argv[1];
+            size_t n = strspn(s, "0123456789");
+            if (!*s || s[n] || n > 3 || atoi(s) > 255)
+                rc = vgpu_fail(VGPU_EXIT_USAGE, "%s: '%s' is not an exit status; give a whole number from 0 to 255",
+                               w.argv[0], s);
+            else
+                rc = atoi(s);
+        }
     } else {
         rc = run_words(w.argc, w.argv);
     }
@@ -384,16 +397,32 @@ static int cmd_shell(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_DFL);
     if (command) {
+        /* -c takes one command line: "vgpu shell -c list extra" would drop "extra". */
+        if (optind < argc)
+            return vgpu_usage_error(&vgpu_cmd_shell, "unexpected argument '%s': -c takes one command line; quote "
+                                    "it whole, e.g. -c 'list --json'", argv[optind]);
         bool is_exit;
         return run_line(command, &is_exit);
     }
     if (optind < argc) {
         if (optind + 1 < argc)
             return vgpu_usage_error(&vgpu_cmd_shell, "unexpected argument '%s'", argv[optind + 1]);
-        FILE *f = fopen(argv[optind], "r");
+        const char *path = argv[optind];
+        FILE *f = fopen(path, "r");
+        /* As vgpu mig apply: missing or not a file is a bad argument (2), no permission 6. */
         if (!f)
-            return vgpu_fail(VGPU_EXIT_FAIL, "cannot read %s: %s", argv[optind], strerror(errno));
-        int rc = script(f, argv[optind], keep_going);
+            return vgpu_fail(errno == EACCES || errno == EPERM ? VGPU_EXIT_PERMISSION
+                             : errno == ENOENT || errno == ENOTDIR || errno == EISDIR ? VGPU_EXIT_USAGE : VGPU_EXIT_FAIL,
+                             "cannot read the script %s: %s", path, strerror(errno));
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+            fclose(f);
+            return vgpu_fail(VGPU_EXIT_USAGE, "cannot read the script %s: it is a directory; give a file of vgpu "
+                             "command lines", path);
+        }
+        int rc = script(f, path, keep_going);
+        if (ferror(f) && rc == 0)
+            rc = vgpu_fail(VGPU_EXIT_FAIL, "cannot read the script %s: %s", path, strerror(errno));
         fclose(f);
         return rc;
     }

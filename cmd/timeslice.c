@@ -19,7 +19,8 @@ static const char usage[] =
     "\n"
     "Exit status: 0 done (or nothing to change); 1 failed (the message says why: MIG mode, not\n"
     "supported, ...); 2 bad usage or unknown GPU; 3 nvidia-smi or libnvidia-ml.so.1 not found;\n"
-    "4 driver not loaded; 5 no GPU; 6 not root; 8 nvidia-smi does not know the GPU.\n";
+    "4 driver not loaded; 5 no GPU; 6 not root; 8 nvidia-smi does not know the GPU; 12 a GPU\n"
+    "is lost.\n";
 
 #include <errno.h>
 #include <stdio.h>
@@ -168,7 +169,7 @@ static struct json_object *gpu_json(const struct vgpu_gpu *g)
     struct json_object *o = json_object_new_object();
     vgpu_json_u64(o, "index", g->index);
     vgpu_json_bool(o, "is_mig_device", g->is_mig);
-    vgpu_json_str(o, "name", g->name);
+    vgpu_json_str(o, "name", g->name[0] ? g->name : NULL);
     vgpu_json_str(o, "uuid", g->uuid[0] ? g->uuid : NULL);
     vgpu_json_bool(o, "mig_enabled", g->is_mig || (g->has_mig_mode && g->mig_current));
     return o;
@@ -399,7 +400,11 @@ static int cmd_timeslice(int argc, char **argv)
     else {
         if (!gpu || !strcmp(gpu, "all"))
             all_gpus(list, &sel);
-        rc = value < 0 ? do_get(list, &sel, json) : do_set(list, &sel, value, json);
+        /* A lost GPU (vgpu(1), 12): get shows its row and names it; set changes nothing. */
+        int lost = value < 0 ? 0 : vgpu_gpus_report_lost(list, &sel);
+        rc = lost ? lost : value < 0 ? do_get(list, &sel, json) : do_set(list, &sel, value, json);
+        if (!rc && value < 0)
+            rc = vgpu_gpus_report_lost(list, &sel);
     }
     free(list);
     vgpu_nvml_close(nv);

@@ -5,6 +5,9 @@ static const char usage[] =
     "Show the GPUs (utilisation, memory, temperature, power, clocks, fan, PCIe, encoder and\n"
     "decoder, MIG mode, history), their MIG devices, the vgpu jobs with their memory and GPU-time\n"
     "limits, and every GPU process (also those outside any job), refreshed live.\n"
+    "A GPU process that descends from a job but runs without the limiter (a child that unset\n"
+    "LD_PRELOAD) is the job's: its memory counts in the job's figures, the job's row ends with\n"
+    "'! 3.50 GiB outside the limiter (pid N)', and its JOB column reads '!NAME'.\n"
     "\n"
     "  -d, --delay SECONDS  refresh interval (0.1 to 3600; default 1)\n"
     "  -n, --iterations N   exit after N refreshes (default: until q; 1 without a terminal)\n"
@@ -24,7 +27,9 @@ static const char usage[] =
     "still shown, under a banner that says why GPU data is missing. NO_COLOR turns colours off.\n"
     "\n"
     "Exit status: 0 done; 2 bad option or unknown GPU; with --once or --json, after printing:\n"
-    "3 libnvidia-ml.so.1 not found, 4 driver not loaded, 5 no GPU, 1 other NVML failure.\n";
+    "3 libnvidia-ml.so.1 not found, 4 driver not loaded, 5 no GPU, 1 other NVML failure; as\n"
+    "vgpu ps when the jobs cannot be read (1, 6); 12 a GPU is lost. --once fits COLUMNS (any\n"
+    "number; below 40 the lines are cut), else the terminal's width, else 120.\n";
 
 #include <errno.h>
 #include <math.h>
@@ -72,15 +77,60 @@ static int nvml_exit(const struct top_model *m)
     return VGPU_EXIT_FAIL;
 }
 
+/* The width to fit: COLUMNS when it is a number (any, as ps(1) takes it), else the
+ * terminal's, else 120. Below 40 the layout is made for 40 and every line is cut to the width
+ * (it was ignored, and 120 columns were printed). */
 static int text_width(void)
 {
     const char *c = getenv("COLUMNS");
-    if (c && atoi(c) >= 40)
+    if (c && *c && strspn(c, "0123456789") == strlen(c) && strlen(c) < 6 && atoi(c) > 0)
         return atoi(c);
     struct winsize ws;
-    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
         return ws.ws_col;
     return 120;
+}
+
+/* Prints text cut to w columns a line (UTF-8: a column a code point, which is what the
+ * table's characters are). */
+static void print_fitted(FILE *to, const char *text, size_t len, int w)
+{
+    size_t i = 0;
+    while (i < len) {
+        int col = 0;
+        size_t start = i, keep = i;
+        while (i < len && text[i] != '\n') {
+            if (((unsigned char)text[i] & 0xC0) != 0x80) {
+                if (col == w)
+                    break;
+                col++;
+            }
+            i++;
+            keep = i;
+        }
+        fwrite(text + start, 1, keep - start, to);
+        while (i < len && text[i] != '\n')
+            i++;
+        if (i < len) {
+            fputc('\n', to);
+            i++;
+        }
+    }
+}
+
+static void print_text(FILE *to, const struct top_model *m, int w)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *ms = open_memstream(&buf, &len);
+    if (!ms) {
+        top_print_text(to, m, w < 40 ? 40 : w);
+        return;
+    }
+    top_print_text(ms, m, w < 40 ? 40 : w);
+    fclose(ms);
+    print_fitted(to, buf, len, w);
+    free(buf);
 }
 
 static void sleep_ms(unsigned ms)
@@ -105,13 +155,30 @@ static int batch(struct top_sampler *s, bool json, bool once, long count, unsign
         if (i == 0 && m->nvml != TOP_NVML_OK)
             vgpu_error("no GPU data: %s", m->nvml_msg);
         rc = nvml_exit(m);
+        /* Jobs that cannot be read and lost GPUs fail the command too, as in vgpu ps and
+         * vgpu list (it exited 0 when the state directory could not be read). */
+        if (m->jobs_msg[0]) {
+            if (i == 0)
+                vgpu_error("no job data: %s", m->jobs_msg);
+            if (!rc)
+                rc = m->jobs_code ? m->jobs_code : VGPU_EXIT_FAIL;
+        }
+        for (unsigned g = 0; g < m->ngpu; g++)
+            if (m->gpus[g].lost) {
+                if (i == 0)
+                    vgpu_error("GPU %u is lost (it stopped answering the driver): see 'nvidia-smi -q -i %u' and the "
+                               "kernel log (Xid errors); a reset (nvidia-smi -r -i %u) or a reboot brings it back",
+                               m->gpus[g].index, m->gpus[g].index, m->gpus[g].index);
+                if (!rc)
+                    rc = VGPU_EXIT_GPU_LOST;
+            }
         int w = 0;
         if (json) {
             w = vgpu_json_emit(top_model_json(m), once);
         } else {
             if (i > 0)
                 putchar('\n');
-            top_print_text(stdout, m, text_width());
+            print_text(stdout, m, text_width());
             w = fflush(stdout) == EOF ? -1 : 0;
         }
         top_model_free(m);

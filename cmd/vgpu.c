@@ -64,10 +64,14 @@ static int cmd_help(int argc, char **argv)
         print_commands(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "help") == 0) {
+    /* "vgpu help help", "vgpu help --help", "vgpu-help --help": help is a command too. */
+    if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         print_commands(stdout);
         return 0;
     }
+    if (argc > 2)
+        return vgpu_fail(VGPU_EXIT_USAGE, "unexpected argument '%s': vgpu help takes one command (see 'vgpu help')",
+                         argv[2]);
     const struct vgpu_cmd *c = vgpu_cmd_find(argv[1]);
     if (!c)
         return unknown_command(argv[1]);
@@ -97,6 +101,8 @@ int vgpu_main(int argc, char **argv)
 
     /* Busybox style: a link named vgpu-CMD runs CMD. */
     if (strncmp(base, "vgpu-", 5) == 0) {
+        if (strcmp(base + 5, "help") == 0)
+            return cmd_help(argc, argv);
         const struct vgpu_cmd *c = vgpu_cmd_find(base + 5);
         if (!c)
             return unknown_command(base + 5);

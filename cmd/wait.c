@@ -7,12 +7,14 @@ static const char usage[] =
     "by signal N, as a shell's wait does. Works for jobs started by 'vgpu run', in the\n"
     "foreground elsewhere or with --detach.\n"
     "\n"
-    "  --timeout SECONDS  give up after this long (exit 124, like timeout(1))\n"
+    "  --timeout SECONDS  give up after this long (exit 124, like timeout(1)): above 0, at most\n"
+    "                 10000000, fractions allowed (0.5)\n"
     "  --help             show this help\n"
     "\n"
     "Exit status: the job's status; 8 when a job does not exist (any more: a job's status is\n"
     "kept for 60 seconds after it ends); 124 on timeout; 1 when a job ended without a status\n"
-    "(its 'vgpu run' was killed).\n";
+    "(its 'vgpu run' was killed); 2 bad usage or an ambiguous JOB; 11 a job's region file is\n"
+    "damaged. JOB is looked up as an exact id, then a name, then a unique id start.\n";
 
 #include <errno.h>
 #include <stdio.h>
@@ -91,8 +93,12 @@ static int cmd_wait(int argc, char **argv)
             char *end;
             errno = 0;
             timeout = strtod(optarg, &end);
-            if (errno || end == optarg || *end || timeout <= 0 || timeout > 1e7)
-                return vgpu_usage_error(&vgpu_cmd_wait, "--timeout: '%s' is not a number of seconds", optarg);
+            /* Plain decimals only (strtod also takes "nan", "inf", hex and exponents), and the
+             * message names the range that is really accepted. */
+            if (errno || end == optarg || *end || strspn(optarg, "0123456789.") != strlen(optarg) ||
+                !(timeout > 0 && timeout <= 1e7))
+                return vgpu_usage_error(&vgpu_cmd_wait, "--timeout: '%s' is not a number of seconds above 0 and at most "
+                                        "10000000, e.g. 30 or 0.5", optarg);
             break;
         }
         case VGPU_OPT_HELP: return 0;

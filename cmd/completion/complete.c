@@ -68,9 +68,14 @@ void vgpu_complete_jobs(FILE *to)
 
 int vgpu_complete_count_jobs(void)
 {
-    size_t n;
-    free(list_jobs(&n));
-    return (int)n;
+    /* The jobs that have not ended, as vgpu top counts them: an ended job is only kept a
+     * while for vgpu wait. */
+    size_t n, live = 0;
+    struct vgpu_job_ref *jobs = list_jobs(&n);
+    for (size_t i = 0; jobs && i < n; i++)
+        live += jobs[i].readable && jobs[i].state != VGPU_JOB_EXITED;
+    free(jobs);
+    return (int)live;
 }
 
 void vgpu_complete_profiles(FILE *to)

@@ -17,6 +17,7 @@ void vgpu_complete_kind(enum vgpu_arg_kind kind, const char *words, FILE *to);
 void vgpu_complete_jobs(FILE *to);
 void vgpu_complete_profiles(FILE *to);
 /* The number of live jobs the caller can see (for the shell prompt); 0 when unknown. */
+/* The caller's jobs that have not ended (the shell's prompt). */
 int vgpu_complete_count_jobs(void);
 
 #endif

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/outside.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
+#include "vgpu/units.h"
 
 /* GPU time seen at the previous sample, per job, for the share over the last interval. */
 struct prev { char id[VGPU_JOB_ID_LEN]; uint64_t gpu_ns, at_ns; };
@@ -85,9 +87,7 @@ static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
         uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
         if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)
             continue;
-        pid_t hp = atomic_load_explicit(&sl->host_pid, memory_order_relaxed);
-        if (hp <= 0)
-            hp = vgpu_slot_pid_of(owner);
+        pid_t hp = vgpu_region_slot_view_pid(r, (int)s);
         nproc++;
         bool listed = false;
         for (size_t i = 0; i < nvml_end; i++)
@@ -235,13 +235,56 @@ static void close_unlisted(void)
         }
 }
 
+/* The job's GPU processes outside the limiter (vgpu/outside.h): NVML's processes on its GPUs
+ * that belong to no job yet and descend from it. Marked as the job's, summed, and recorded in
+ * the region, where the job's own processes count them against the limit. */
+static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r)
+{
+    const struct vgpu_region_header *h = r->hdr;
+    unsigned ndev = vgpu_region_device_count(r);
+    struct top_job *jb = &m->jobs[j];
+    for (unsigned d = 0; d < ndev; d++) {
+        int g = find_gpu(m, h->dev[d].uuid);
+        if (g < 0)
+            continue;
+        unsigned pids[128];
+        uint64_t bytes[128];
+        unsigned n = 0;
+        for (size_t i = 0; i < m->nproc && n < 128; i++)
+            if (m->procs[i].job < 0 && m->procs[i].gpu == g && (m->procs[i].valid & TOP_PV_MEM)) {
+                pids[n] = (unsigned)m->procs[i].pid;
+                bytes[n++] = m->procs[i].gpu_mem;
+            }
+        struct vgpu_outside o;
+        if (!vgpu_outside_find(r, pids, bytes, n, &o))
+            return;                     /* NVML's pids are not ours to read (another PID namespace) */
+        vgpu_region_set_outside(r, d, o.bytes, o.count ? o.pid[0] : 0, o.count);
+        if (!o.count)
+            continue;
+        for (unsigned k = 0; k < o.count && k < VGPU_OUTSIDE_MAX_PIDS; k++)
+            for (size_t i = 0; i < m->nproc; i++)
+                if (m->procs[i].job < 0 && m->procs[i].gpu == g && m->procs[i].pid == o.pid[k]) {
+                    m->procs[i].job = (int)j;
+                    m->procs[i].outside = true;
+                }
+        jb->mem_outside += o.bytes;
+        if (!jb->outside_count)
+            jb->outside_pid = o.pid[0];
+        jb->outside_count += o.count;
+    }
+}
+
 void top_jobs_read(struct top_model *m)
 {
+    static struct vgpu_region *regions[TOP_MAX_JOBS];
+    memset(regions, 0, sizeof regions);
     char dir[4096];
     struct vgpu_err e;
     if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
-        if (e.code != VGPU_EXIT_NOT_FOUND)
+        if (e.code != VGPU_EXIT_NOT_FOUND) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+            m->jobs_code = e.code;
+        }
         return;
     }
     uint64_t now = mono_ns();
@@ -250,6 +293,7 @@ void top_jobs_read(struct top_model *m)
         size_t n = 0;
         if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+            m->jobs_code = e.code;
             return;
         }
         free(list_refs);
@@ -280,10 +324,15 @@ void top_jobs_read(struct top_model *m)
         vgpu_region_reap_maybe(r);   /* a dead process's slot: at most one walk a second */
         fill_job(m, jb, r, &next[nnext++], now);
         job_procs(m, (int)m->njob, r);
+        regions[m->njob] = r;
         m->njob++;
     }
     memcpy(prev_tab, next, nnext * sizeof next[0]);
     nprev = nnext;
+    if (m->nvml == TOP_NVML_OK)
+        for (unsigned j = 0; j < m->njob; j++)
+            if (regions[j])
+                job_outside(m, j, regions[j]);
 }
 
 static int open_admin(const struct top_job *j, struct vgpu_region *r, struct vgpu_err *e)
@@ -314,14 +363,44 @@ int top_job_set_core(const struct top_job *j, unsigned pct, struct vgpu_err *e)
     return rc;
 }
 
-int top_job_set_mem(const struct top_job *j, uint64_t bytes, struct vgpu_err *e)
+int top_job_change_core(const struct top_job *j, int delta, unsigned *pct, struct vgpu_err *e)
 {
     struct vgpu_region r;
     if (open_admin(j, &r, e) < 0)
         return -1;
+    unsigned cur = atomic_load(&r.hdr->dev[0].core_limit);
+    if (cur == 0 && delta > 0) {
+        vgpu_region_close(&r);
+        return 0;
+    }
+    int v = (int)(cur ? cur : 100) + delta;
+    v = v < 5 ? 5 : v > 100 ? 100 : v;
     int rc = 0;
-    for (unsigned d = 0; d < vgpu_region_device_count(&r) && rc == 0; d++)
-        rc = vgpu_region_set_mem_limit(&r, d, bytes, e);
+    for (unsigned d = 0; d < vgpu_region_device_count(&r) && rc == 0; d++) {
+        enum vgpu_core_policy pol = (enum vgpu_core_policy)atomic_load(&r.hdr->dev[d].core_policy);
+        rc = vgpu_region_set_core_limit(&r, d, (unsigned)v, pol, e);
+    }
+    vgpu_region_close(&r);
+    *pct = (unsigned)v;
+    return rc < 0 ? -1 : 1;
+}
+
+int top_job_set_mem(const struct top_job *j, const char *text, struct vgpu_err *e)
+{
+    struct vgpu_region r;
+    if (open_admin(j, &r, e) < 0)
+        return -1;
+    /* The check vgpu limit makes (cmd/common.c), on every GPU before changing any. */
+    uint64_t bytes[VGPU_REGION_MAX_DEVICES];
+    unsigned n = vgpu_region_device_count(&r);
+    int rc = 0;
+    for (unsigned d = 0; d < n && rc == 0; d++) {
+        char desc[160];
+        snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r.hdr->dev[d].uuid);
+        rc = vgpu_mem_limit_value(text, r.hdr->dev[d].mem_total, desc, true, &bytes[d], e);
+    }
+    for (unsigned d = 0; d < n && rc == 0; d++)
+        rc = vgpu_region_set_mem_limit(&r, d, bytes[d], e);
     vgpu_region_close(&r);
     return rc;
 }
@@ -339,8 +418,10 @@ size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *st
         uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
         if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)
             continue;
-        pid_t hp = atomic_load(&sl->host_pid);
-        pids[n] = hp > 0 ? hp : vgpu_slot_pid_of(owner);
+        pid_t hp = vgpu_region_slot_view_pid(&r, (int)s);
+        if (hp <= 0)
+            continue;                   /* in a namespace we cannot see: never a guess */
+        pids[n] = hp;
         starts[n] = atomic_load(&sl->start_time);
         n++;
     }

@@ -59,7 +59,12 @@ void top_sampler_stop(struct top_sampler *s);
 void top_jobs_read(struct top_model *m);
 /* Live limit changes through the job region (owner or root only). 0, or -1 with e set. */
 int top_job_set_core(const struct top_job *j, unsigned pct, struct vgpu_err *e);
-int top_job_set_mem(const struct top_job *j, uint64_t bytes, struct vgpu_err *e);
+/* The + and - keys: the region's current core limit (of the job's first GPU) plus delta,
+ * kept within 5..100, set on every GPU of the job. 1 with *pct set; 0 when the job has no
+ * core limit and delta is positive (nothing to raise); -1 with e filled. */
+int top_job_change_core(const struct top_job *j, int delta, unsigned *pct, struct vgpu_err *e);
+/* TEXT as vgpu limit --mem takes it (SIZE, PCT%, none), with the same check. */
+int top_job_set_mem(const struct top_job *j, const char *text, struct vgpu_err *e);
 /* The pids of a job now (for signalling a whole job); returns the count (≤ cap). */
 size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *starts, size_t cap);
 

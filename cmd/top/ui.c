@@ -74,6 +74,51 @@ static void put_line(int y, int x, int w, const char *text, attr_t a)
     attroff(a);
 }
 
+/* Splits text into lines of at most w bytes, breaking at spaces where it can. Returns the
+ * number of lines (at most max); starts[i]/lens[i] give each. */
+static int wrap_lines(const char *text, int w, int max, const char **starts, int *lens)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p && n < max && w > 0) {
+        while (*p == ' ')
+            p++;
+        int len = (int)strlen(p);
+        if (len > w) {
+            len = w;
+            for (int k = w; k > w / 2; k--)
+                if (p[k] == ' ') {
+                    len = k;
+                    break;
+                }
+        }
+        starts[n] = p;
+        lens[n] = len;
+        n++;
+        p += len;
+    }
+    return n;
+}
+
+/* A message that does not fit one line is wrapped upward from row `last`, over what is drawn
+ * there, never cut at the screen's width (an error must be read whole). */
+static void put_wrapped_up(int last, int w, const char *text, attr_t a)
+{
+    const char *starts[16];
+    int lens[16];
+    int n = wrap_lines(text, w, last + 1 < 16 ? last + 1 : 16, starts, lens);
+    attron(a);
+    for (int i = 0; i < n; i++) {
+        int y = last - (n - 1) + i;
+        move(y, 0);
+        clrtoeol();
+        addnstr(starts[i], lens[i]);
+        for (int k = lens[i]; k < w; k++)
+            addch(' ');
+    }
+    attroff(a);
+}
+
 static int job_index(const struct top_model *m, const char *id)
 {
     for (unsigned j = 0; m && j < m->njob; j++)
@@ -335,7 +380,15 @@ static void draw(struct ui *u)
     struct top_layout L;
     top_layout_compute(&in, &L);
     if (L.too_small) {
-        mvaddnstr(0, 0, "vgpu top: the terminal is too small (40x10 at least)", cols);
+        /* Wrapped over the rows there are, so that even 20x5 shows the whole message. */
+        char small[200];
+        snprintf(small, sizeof small, "vgpu top: the terminal is %dx%d, too small: it needs 40x10 at least. "
+                 "Enlarge it, or use vgpu top --once. q quits.", cols, rows);
+        const char *starts[16];
+        int lens[16];
+        int n = wrap_lines(small, cols, rows < 16 ? rows : 16, starts, lens);
+        for (int i = 0; i < n; i++)
+            mvaddnstr(i, 0, starts[i], lens[i]);
         refresh();
         return;
     }
@@ -375,7 +428,7 @@ static void draw(struct ui *u)
     switch (u->prompt) {
     case PR_FILTER: snprintf(foot, sizeof foot, "Filter: %s", u->input); break;
     case PR_GPUS: snprintf(foot, sizeof foot, "GPUs to show (e.g. 0,2 or all): %s", u->input); break;
-    case PR_MEM: snprintf(foot, sizeof foot, "Memory limit (e.g. 4G, 0 = none): %s", u->input); break;
+    case PR_MEM: snprintf(foot, sizeof foot, "Memory limit (4G, 50%%, none): %s", u->input); break;
     case PR_DELAY: snprintf(foot, sizeof foot, "Refresh interval in seconds: %s", u->input); break;
     case PR_KILL:
         snprintf(foot, sizeof foot, "Send SIG%s to %s? y/n (1-6: TERM KILL INT HUP STOP CONT)", sig_name(u->kill.sig),
@@ -390,7 +443,10 @@ static void draw(struct ui *u)
                      (u->focus == P_JOBS ? u->jdesc : u->pdesc) ? "v" : "^");
         break;
     }
-    put_line(L.footer.y, 0, cols, foot, u->prompt == PR_KILL ? A_BOLD : A_REVERSE);
+    if ((int)strlen(foot) > cols && u->prompt == PR_NONE)
+        put_wrapped_up(L.footer.y, cols, foot, A_REVERSE);
+    else
+        put_line(L.footer.y, 0, cols, foot, u->prompt == PR_KILL ? A_BOLD : A_REVERSE);
     if (u->prompt == PR_KILL) {
         set_color(u, C_BAD, true);
         mvchgat(L.footer.y, 0, cols, A_BOLD, u->color ? C_BAD : 0, NULL);
@@ -464,20 +520,17 @@ static void change_core(struct ui *u, int delta)
         snprintf(u->msg, sizeof u->msg, "select a job first (Tab to the job panel)");
         return;
     }
-    int pct = (int)(j->core_limit_pct ? j->core_limit_pct : 100) + delta;
-    if (j->core_limit_pct == 0 && delta > 0) {
-        snprintf(u->msg, sizeof u->msg, "job %s has no core limit", j->name);
-        return;
-    }
-    if (pct < 5)
-        pct = 5;
-    if (pct > 100)
-        pct = 100;
+    /* Relative to the region's limit, not to the last sample: a second key pressed before
+     * the next sample would otherwise undo the first (30 -5 +5 gave 35). */
     struct vgpu_err e;
-    if (top_job_set_core(j, (unsigned)pct, &e) < 0)
+    unsigned pct;
+    int r = top_job_change_core(j, delta, &pct, &e);
+    if (r < 0)
         snprintf(u->msg, sizeof u->msg, "%s", e.msg);
+    else if (r == 0)
+        snprintf(u->msg, sizeof u->msg, "job %s has no core limit", j->name);
     else
-        snprintf(u->msg, sizeof u->msg, "job %s: core limit %d%%", j->name, pct);
+        snprintf(u->msg, sizeof u->msg, "job %s: core limit %u%%", j->name, pct);
     top_sampler_wake(u->s);
 }
 
@@ -517,13 +570,12 @@ static void finish_prompt(struct ui *u)
     case PR_GPUS: apply_gpus(u, in); break;
     case PR_MEM: {
         const struct top_job *j = sel_job(u);
-        uint64_t bytes;
         if (!j)
             snprintf(u->msg, sizeof u->msg, "no job selected");
-        else if (vgpu_parse_size(in, &bytes, "memory limit", &e) < 0 || top_job_set_mem(j, bytes, &e) < 0)
+        else if (top_job_set_mem(j, in, &e) < 0)
             snprintf(u->msg, sizeof u->msg, "%s", e.msg);
         else
-            snprintf(u->msg, sizeof u->msg, "job %s: memory limit %s", j->name, bytes ? in : "none");
+            snprintf(u->msg, sizeof u->msg, "job %s: memory limit %s", j->name, in);
         top_sampler_wake(u->s);
         break;
     }

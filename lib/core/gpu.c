@@ -36,8 +36,18 @@ static void fill_common(struct vgpu_nvml *nv, nvmlDevice_t h, struct vgpu_gpu *g
 {
     g->handle = h;
     g->compute_mode = -1;
-    nv->nvmlDeviceGetUUID(h, g->uuid, sizeof g->uuid);
-    nv->nvmlDeviceGetName(h, g->name, sizeof g->name);
+    /* A lost GPU still has a handle, but every query answers GPU_IS_LOST: say so, rather
+     * than show a row of empty fields as if it were a GPU without a name. */
+    nvmlReturn_t rc = nv->nvmlDeviceGetUUID(h, g->uuid, sizeof g->uuid);
+    if (rc == NVML_ERROR_GPU_IS_LOST) {
+        g->uuid[0] = 0;
+        g->lost = true;
+        return;
+    }
+    if (rc != NVML_SUCCESS)
+        g->uuid[0] = 0;
+    if (nv->nvmlDeviceGetName(h, g->name, sizeof g->name) != NVML_SUCCESS)
+        g->name[0] = 0;
     fill_memory(nv, h, g);
     if (nv->nvmlDeviceGetComputeMode) {
         nvmlComputeMode_t cm;
@@ -65,12 +75,19 @@ int vgpu_gpus_enumerate(struct vgpu_nvml *nv, struct vgpu_gpu_list *out, struct 
         g->index = i;
         if (rc != NVML_SUCCESS) {
             /* A lost or inaccessible GPU stays in the list, so indexes keep their meaning. */
-            snprintf(g->name, sizeof g->name, "(unavailable: %s)", vgpu_nvml_strerror(nv, rc));
+            if (rc == NVML_ERROR_GPU_IS_LOST)
+                g->lost = true;
+            else
+                snprintf(g->unreachable, sizeof g->unreachable, "%s", vgpu_nvml_strerror(nv, rc));
             g->compute_mode = -1;
             out->count++;
             continue;
         }
         fill_common(nv, h, g);
+        if (g->lost) {
+            out->count++;
+            continue;
+        }
         if (nv->nvmlDeviceGetPciInfo_v3) {
             nvmlPciInfo_t pci;
             if (nv->nvmlDeviceGetPciInfo_v3(h, &pci) == NVML_SUCCESS)
@@ -105,6 +122,34 @@ int vgpu_gpus_enumerate(struct vgpu_nvml *nv, struct vgpu_gpu_list *out, struct 
     }
     vgpu_watchdog_disarm();
     return 0;
+}
+
+const char *vgpu_gpu_trouble(const struct vgpu_gpu *g, char *buf, size_t len)
+{
+    if (g->lost)
+        snprintf(buf, len, "is lost (it stopped answering the driver)");
+    else if (g->unreachable[0])
+        snprintf(buf, len, "cannot be reached (NVML: %s)", g->unreachable);
+    else
+        return NULL;
+    return buf;
+}
+
+int vgpu_gpus_report_lost(const struct vgpu_gpu_list *list, const struct vgpu_gpu_sel *sel)
+{
+    int rc = 0;
+    unsigned n = sel ? sel->count : list->count;
+    for (unsigned i = 0; i < n; i++) {
+        const struct vgpu_gpu *g = &list->gpu[sel ? sel->pos[i] : i];
+        char why[128];
+        if (!vgpu_gpu_trouble(g, why, sizeof why))
+            continue;
+        vgpu_error("GPU %u %s; its jobs cannot use it: see 'nvidia-smi -q -i %u' and the kernel log (Xid "
+                   "errors); a reset (nvidia-smi -r -i %u) or a reboot brings it back", g->index, why, g->index,
+                   g->index);
+        rc = VGPU_EXIT_GPU_LOST;
+    }
+    return rc;
 }
 
 void vgpu_gpus_describe(const struct vgpu_gpu_list *list, char *buf, size_t len)
@@ -241,15 +286,35 @@ int vgpu_gpus_select(const struct vgpu_gpu_list *list, const char *sel, struct v
     if (strlen(sel) >= sizeof buf)
         return fail_sel(list, "--gpu: selector too long", e);
     snprintf(buf, sizeof buf, "%s", sel);
+    /* strtok_r would skip empty fields, and add() drops repeats: both would let a list mean
+     * something other than what was typed ("0,0,1" is then two GPUs, and IDX:SIZE lists that
+     * count the job's GPUs go wrong). Refuse them. */
+    size_t blen = strlen(buf);
+    char what[400];
+    if (buf[0] == ',' || buf[blen - 1] == ',' || strstr(buf, ",,")) {
+        snprintf(what, sizeof what, "--gpu: '%.200s' has an empty entry (a stray comma)", sel);
+        return fail_sel(list, what, e);
+    }
+    bool has_comma = strchr(buf, ',') != NULL;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ')
             tok++;
         if (strcasecmp(tok, "all") == 0) {
+            if (has_comma) {
+                snprintf(what, sizeof what, "--gpu: '%.200s': 'all' already names every GPU; give it alone", sel);
+                return fail_sel(list, what, e);
+            }
             select_all(list, out);
             continue;
         }
+        unsigned before = out->count;
         if (select_one(list, tok, out, e) < 0)
             return -1;
+        if (out->count == before) {
+            snprintf(what, sizeof what, "--gpu: '%.200s' names the same GPU twice ('%.60s'); give each GPU once", sel,
+                     tok);
+            return fail_sel(list, what, e);
+        }
     }
     if (out->count == 0)
         return fail_sel(list, "--gpu: empty GPU selector", e);

@@ -75,8 +75,10 @@ static void remove_job(int jobs, const char *region_name)
     }
 }
 
-int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
-                   struct vgpu_err *e)
+/* damaged: also list the regions that cannot be read (damaged set, why in `damaged_why`), for
+ * vgpu_jobs_find to name them; vgpu_jobs_list leaves them out (and counts them). */
+static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                     bool damaged, struct vgpu_err *e)
 {
     char dir[3800];
     *out = NULL;
@@ -149,8 +151,32 @@ int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *coun
                 n++;            /* another user's job: listed by id and owner only */
                 continue;
             }
+            /* Damaged: say why (VGPU_LOG=debug, as vgpu ps suggests), and keep it for find. */
+            vgpu_debug("damaged job region %s: %s", ref->path, oe.msg);
             if (corrupt)
                 (*corrupt)++;
+            if (damaged) {
+                ref->damaged = true;
+                snprintf(ref->damaged_why, sizeof ref->damaged_why, "%s", oe.msg);
+                n++;
+            }
+            continue;
+        }
+        /* A region copied or renamed under another id would be a second live job with the same
+         * id, and vgpu limit would change the copy: its id must be its file name. */
+        if (strncmp(r.hdr->id, ref->id, sizeof ref->id) != 0) {
+            char why[300];
+            snprintf(why, sizeof why, "the region's job id is '%.*s', not its file name's '%s' (a copy or a "
+                     "renamed file?); remove it", (int)sizeof r.hdr->id, r.hdr->id, ref->id);
+            vgpu_debug("damaged job region %s: %s", ref->path, why);
+            vgpu_region_close(&r);
+            if (corrupt)
+                (*corrupt)++;
+            if (damaged) {
+                ref->damaged = true;
+                snprintf(ref->damaged_why, sizeof ref->damaged_why, "%s", why);
+                n++;
+            }
             continue;
         }
         if (reap_is_stale(&r, now, keep)) {
@@ -177,54 +203,68 @@ int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *coun
     return 0;
 }
 
+int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                   struct vgpu_err *e)
+{
+    return list_jobs(statedir, out, count, corrupt, false, e);
+}
+
+/* The lookup order (vgpu-limit(1), vgpu-wait(1)): exact id, then name, then unique id prefix.
+ * A key that is the name of one job and the exact id or the id start of another is ambiguous:
+ * an error, never a silent choice. */
+static bool id_starts(const struct vgpu_job_ref *j, const char *key)
+{
+    return *key && strncmp(j->id, key, strlen(key)) == 0;
+}
+
 int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
                    struct vgpu_err *e)
 {
     struct vgpu_job_ref *refs;
     size_t n;
-    if (vgpu_jobs_list(statedir, &refs, &n, NULL, e) < 0)
+    if (list_jobs(statedir, &refs, &n, NULL, true, e) < 0)
         return -1;
-    /* The lookup order (vgpu-limit(1)): an exact id; else a name; else a unique start of an id.
-     * An exact id always wins: ids are unique, and an id must reach its job whatever another job
-     * is called. A key that is one job's name and the start of another's id is ambiguous. */
-    const struct vgpu_job_ref *hit = NULL, *name_hit = NULL, *prefix_hit = NULL;
-    size_t prefix_hits = 0, klen = strlen(key);
+    /* An exact id always names its job: ids are unique, and an id must reach its job whatever
+     * another job is called. Then a name; then a unique start of an id (vgpu-limit(1)). */
+    const struct vgpu_job_ref *exact = NULL;
+    for (size_t i = 0; i < n && !exact; i++)
+        if (strcmp(refs[i].id, key) == 0)
+            exact = &refs[i];
+    const struct vgpu_job_ref *named = NULL;
+    for (size_t i = 0; i < n && !named && !exact; i++)
+        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0 && refs[i].state != VGPU_JOB_EXITED)
+            named = &refs[i];
+    for (size_t i = n; i-- > 0 && !named && !exact;)
+        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
+            named = &refs[i];
+    for (size_t i = 0; named && i < n; i++)
+        if (&refs[i] != named && id_starts(&refs[i], key)) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "'%s' is ambiguous: it is the name of job %s and the %s of job %s; give "
+                         "the full id of the one you mean (see vgpu ps)", key, named->id,
+                         strcmp(refs[i].id, key) == 0 ? "id" : "start of the id", refs[i].id);
+            free(refs);
+            return -1;
+        }
+    const struct vgpu_job_ref *hit = NULL;
+    size_t prefix_hits = 0;
+    const struct vgpu_job_ref *prefix_hit = NULL;
     for (size_t i = 0; i < n && !hit; i++)
         if (strcmp(refs[i].id, key) == 0)
             hit = &refs[i];
     /* A name may be reused once its job has ended: the job that has not ended wins, else the
-     * newest (refs are sorted oldest first). */
-    for (size_t i = 0; i < n && !name_hit; i++)
-        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0 &&
-            refs[i].state != VGPU_JOB_EXITED)
-            name_hit = &refs[i];
-    for (size_t i = n; i-- > 0 && !name_hit;)
-        if (refs[i].readable && refs[i].name[0] && strcmp(refs[i].name, key) == 0)
-            name_hit = &refs[i];
-    if (!hit && *key)
+     * newest (refs are sorted oldest first); see `named` above. */
+    if (!hit)
+        hit = named;
+    if (!hit && *key) {
         for (size_t i = 0; i < n; i++)
-            if (strncmp(refs[i].id, key, klen) == 0) {
+            if (strncmp(refs[i].id, key, strlen(key)) == 0) {
                 prefix_hits++;
                 prefix_hit = &refs[i];
             }
-    if (!hit && name_hit && prefix_hits && (prefix_hits > 1 || prefix_hit != name_hit)) {
-        const struct vgpu_job_ref *other = prefix_hit != name_hit ? prefix_hit : NULL;
-        for (size_t i = 0; i < n && !other; i++)
-            if (&refs[i] != name_hit && strncmp(refs[i].id, key, klen) == 0)
-                other = &refs[i];
-        vgpu_err_set(e, VGPU_EXIT_USAGE,
-                     "'%s' is ambiguous: it is the name of job %s and the start of the id of job %s; give the full id "
-                     "of the one you mean", key, name_hit->id, other ? other->id : "?");
-        free(refs);
-        return -1;
-    }
-    if (!hit)
-        hit = name_hit;
-    if (!hit && prefix_hits) {
         if (prefix_hits > 1) {
             char list[300] = "";
             for (size_t i = 0, used = 0; i < n && used < sizeof list - 20; i++)
-                if (strncmp(refs[i].id, key, klen) == 0)
+                if (strncmp(refs[i].id, key, strlen(key)) == 0)
                     used += (size_t)snprintf(list + used, sizeof list - used, " %s", refs[i].id);
             vgpu_err_set(e, VGPU_EXIT_USAGE, "job id prefix '%s' is ambiguous: it matches%s; give more digits", key,
                          list);
@@ -246,6 +286,12 @@ int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode 
                          key, list);
         else
             vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s': no job of yours is running (see vgpu ps)", key);
+        free(refs);
+        return -1;
+    }
+    if (hit->damaged) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job %s cannot be used: its region file %s is damaged: %s", hit->id, hit->path,
+                     hit->damaged_why);
         free(refs);
         return -1;
     }

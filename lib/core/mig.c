@@ -360,12 +360,14 @@ int vgpu_mig_parse_spec(const char *spec, struct vgpu_mig_item *out, unsigned ma
         int start = -1;
         char *colon = strrchr(p, ':');
         if (colon) {
-            *colon = 0;
             const char *s = colon + 1;
+            /* Checked before the ':' is cut off, so the message quotes the whole bad item. */
             if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 2) {
-                vgpu_err_set(e, VGPU_EXIT_USAGE, "bad placement in '%s': a start slice such as 1g.10gb:4", tok);
+                vgpu_err_set(e, VGPU_EXIT_USAGE, "bad placement '%s' in '%s': a start slice is a number such as "
+                             "1g.10gb:4", s, tok);
                 return -1;
             }
+            *colon = 0;
             start = atoi(s);
             if (count > 1) {
                 vgpu_err_set(e, VGPU_EXIT_USAGE, "'%s': a placement names one instance; drop the count", tok);

@@ -66,34 +66,37 @@ static int parse_instance(struct json_object *v, struct vgpu_mig_layout_gpu *g, 
 int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct vgpu_err *e)
 {
     memset(out, 0, sizeof *out);
-    /* One document, and nothing after it but white space: json_tokener_parse() stops after the
-     * first value and ignores the rest, so "{...} {...}" (two layouts pasted into one file) was
-     * applied as the first alone (found by tests/fuzz/fuzz_mig_layout). */
+    /* One JSON document and nothing after it but white space: json_tokener_parse stops at the
+     * end of the first value, so a valid layout followed by garbage, or by a second document,
+     * would be applied as if the rest were not there. */
     struct json_tokener *tok = json_tokener_new();
     if (!tok) {
-        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory reading the layout");
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory");
         return -1;
     }
-    size_t len = strlen(text);
-    /* len + 1: the terminating NUL ends a number at the very end, as json_tokener_parse() does. */
-    struct json_object *doc = json_tokener_parse_ex(tok, text, len >= INT_MAX ? INT_MAX : (int)len + 1);
+    size_t tlen = strlen(text);
+    struct json_object *doc = json_tokener_parse_ex(tok, text, -1);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t end = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
     if (!doc || jerr != json_tokener_success) {
-        json_object_put(doc);
+        if (doc)
+            json_object_put(doc);
         vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout is not valid JSON: %s",
-                     json_tokener_error_desc(doc ? jerr : jerr == json_tokener_continue ? json_tokener_error_parse_eof : jerr));
+                     json_tokener_error_desc(jerr == json_tokener_success ? json_tokener_error_parse_eof : jerr));
         return -1;
     }
-    while (end < len && isspace((unsigned char)text[end]))
-        end++;
-    if (end < len) {
-        json_object_put(doc);
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout has more after its JSON document (at byte %zu): one file holds "
-                     "one layout object", end);
-        return -1;
-    }
+    for (size_t i = end; i < tlen; i++)
+        if (!strchr(" \t\r\n", text[i])) {
+            size_t line = 1;
+            for (size_t k = 0; k < i; k++)
+                line += text[k] == '\n';
+            int shown = (int)strcspn(text + i, "\r\n");
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout has more after its JSON document (line %zu: '%.*s'); a "
+                         "layout file is one document", line, shown < 30 ? shown : 30, text + i);
+            json_object_put(doc);
+            return -1;
+        }
     int rc = -1;
     struct json_object *gpus = NULL, *ok = NULL, *error = NULL;
     if (!json_object_is_type(doc, json_type_object)) {
@@ -131,6 +134,10 @@ int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct 
         goto out;
     }
     size_t ng = json_object_array_length(gpus);
+    if (ng == 0) {
+        bad(e, "the layout's \"gpus\" is empty: there is nothing to apply (vgpu mig export writes a layout)");
+        goto out;
+    }
     if (ng > VGPU_MIG_LAYOUT_MAX) {
         bad(e, "the layout has too many entries");
         goto out;

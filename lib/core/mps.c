@@ -108,10 +108,12 @@ int vgpu_mps_cmd(const char *pipe_dir, const char *cmd, char *reply, size_t len,
     snprintf(input, sizeof input, "%s\n", cmd);
     struct vgpu_proc p;
     if (vgpu_proc_run(argv, env, input, 30000, &p, e) < 0) {
-        if (e->code == VGPU_EXIT_NO_LIBRARY)
-            vgpu_err_set(e, VGPU_EXIT_NO_LIBRARY,
-                         "cannot run %s: not found on PATH; install the NVIDIA driver's MPS tools or set "
-                         "VGPU_MPS_CONTROL to its path", argv[0]);
+        if (e->code == VGPU_EXIT_NO_LIBRARY) {
+            char why[600];
+            vgpu_err_set(e, VGPU_EXIT_NO_LIBRARY, "%s",
+                         vgpu_tool_missing(argv[0], "VGPU_MPS_CONTROL", "install the NVIDIA driver's MPS tools, or set "
+                                           "VGPU_MPS_CONTROL to its path", why, sizeof why));
+        }
         return -1;
     }
     int rc = 0;

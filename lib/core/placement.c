@@ -1,5 +1,5 @@
 /* Placement of jobs by memory: the choice (a pure function) and the ledger of promises and the
- * --wait queue in the state directory (see vgpu/placement.h). */
+ * --wait queue in the machine-wide directory (see vgpu/placement.h). */
 #include "vgpu/placement.h"
 
 #include <dirent.h>
@@ -17,6 +17,7 @@
 
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
+#include "vgpu/machinedir.h"
 #include "vgpu/region.h"
 #include "vgpu/units.h"
 
@@ -49,8 +50,11 @@ int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want
     }
     if (best >= 0 || !overcommit)
         return best;
-    /* Overcommitted: the one where it hurts least. */
+    /* Overcommitted: the one where it hurts least, among those large enough to hold the job at
+     * all (a smaller GPU with less promised would fail the job outright). */
     for (unsigned i = 0; i < n; i++) {
+        if (c[i].total < want)
+            continue;
         int64_t li = (int64_t)c[i].total - (int64_t)c[i].promised;
         if (best < 0 || li > (int64_t)c[best].total - (int64_t)c[best].promised)
             best = (int)i;
@@ -70,36 +74,102 @@ static bool alive(pid_t pid, unsigned long long st)
     return now == 0 ? true : now == st;  /* /proc hidden: trust kill() */
 }
 
-/* ---- the ledger ------------------------------------------------------------------------------ */
-
-static int lock_dir(const char *dir, struct vgpu_err *e)
+/* The uid a live process runs as (the owner of /proc/PID), or -1. */
+static long proc_uid(pid_t pid)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/promises", dir);
-    if (mkdir(path, 0700) < 0 && errno != EEXIST)
-        goto fail;
-    snprintf(path, sizeof path, "%s/queue", dir);
-    if (mkdir(path, 0700) < 0 && errno != EEXIST)
-        goto fail;
-    snprintf(path, sizeof path, "%s/place.lock", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        goto fail;
-    while (flock(fd, LOCK_EX) < 0)
-        if (errno != EINTR) {
-            close(fd);
-            goto fail;
-        }
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d", (int)pid);
+    return stat(path, &st) == 0 ? (long)st.st_uid : -1;
+}
+
+/* ---- the ledger ------------------------------------------------------------------------------
+ * In the machine-wide directory (vgpu/machinedir.h), so that every user's promises count:
+ *   place.lock      flock'd around every decision (opened read-only: anyone may lock it)
+ *   queue.seq       the last --wait ticket (read and rewritten under the lock)
+ *   promises/PID.START, queue/TICKET.PID.START   one file per `vgpu run`, created O_EXCL
+ * Everything is opened relative to the directory's descriptor, O_NOFOLLOW, and what others wrote
+ * is parsed strictly: a promise counts only when its file belongs to the user its process runs
+ * as (or root), so nobody can promise memory in another user's name. When the machine-wide
+ * directory does not exist and we are not root (nobody created it), the ledger falls back to the
+ * caller's state directory, and says so once: placement then sees only the caller's jobs. */
+
+struct ledger {
+    int dir, promises, queue, lock;
+};
+
+static void ledger_close(struct ledger *l)
+{
+    int *fds[] = { &l->lock, &l->promises, &l->queue, &l->dir };
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+        if (*fds[i] >= 0)
+            close(*fds[i]);   /* closing the lock's descriptor drops the flock */
+        *fds[i] = -1;
+    }
+}
+
+static int open_fallback(const char *statedir, struct vgpu_err *e)
+{
+    int fd = open(statedir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot open %s: %s", statedir, strerror(errno));
+        return -1;
+    }
     return fd;
-fail:
-    vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot use %s: %s", path, strerror(errno));
+}
+
+static int ledger_dir(const char *statedir, struct vgpu_err *e)
+{
+    struct vgpu_err me = { 0 };
+    int fd = vgpu_machinedir_open(true, &me);
+    if (fd >= 0)
+        return fd;
+    if (me.code == VGPU_EXIT_STATE && geteuid() != 0 && strstr(me.msg, "does not exist")) {
+        static bool said;
+        if (!said)
+            vgpu_warn("%s; placement sees only your own jobs", me.msg);
+        said = true;
+        return open_fallback(statedir, e);
+    }
+    *e = me;
     return -1;
 }
 
-static void unlock_dir(int fd)
+/* Opens the ledger and takes its lock: bounded, since anyone may hold it (10 s, then an error). */
+static int ledger_open(const char *statedir, struct ledger *l, struct vgpu_err *e)
 {
-    if (fd >= 0)
-        close(fd);  /* drops the flock */
+    l->dir = l->promises = l->queue = l->lock = -1;
+    if ((l->dir = ledger_dir(statedir, e)) < 0)
+        return -1;
+    if ((l->promises = vgpu_machinedir_sub(l->dir, "promises", e)) < 0 ||
+        (l->queue = vgpu_machinedir_sub(l->dir, "queue", e)) < 0)
+        goto fail;
+    l->lock = openat(l->dir, "place.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+    struct stat st;
+    if (l->lock < 0 || fstat(l->lock, &st) != 0 || !S_ISREG(st.st_mode)) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot use %s/place.lock: %s", vgpu_machinedir_path(),
+                     l->lock < 0 ? strerror(errno) : "not a regular file");
+        goto fail;
+    }
+    for (int tries = 0;; tries++) {
+        if (flock(l->lock, LOCK_EX | LOCK_NB) == 0)
+            return 0;
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot lock %s/place.lock: %s", vgpu_machinedir_path(),
+                         strerror(errno));
+            goto fail;
+        }
+        if (tries >= 1000) {
+            vgpu_err_set(e, VGPU_EXIT_BUSY, "placement: %s/place.lock has been held for 10 s by another process "
+                         "(fuser -v it to see which); try again, or use --gpu", vgpu_machinedir_path());
+            goto fail;
+        }
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+fail:
+    ledger_close(l);
+    return -1;
 }
 
 /* Parses "PID.START" (promises) or "TICKET.PID.START" (queue). */
@@ -108,6 +178,8 @@ static bool parse_entry(const char *name, bool ticketed, unsigned long long *tic
 {
     char *end;
     const char *s = name;
+    if (*s < '0' || *s > '9')
+        return false;
     if (ticketed) {
         *ticket = strtoull(s, &end, 10);
         if (end == s || *end != '.')
@@ -115,7 +187,7 @@ static bool parse_entry(const char *name, bool ticketed, unsigned long long *tic
         s = end + 1;
     }
     long p = strtol(s, &end, 10);
-    if (end == s || *end != '.' || p <= 0)
+    if (end == s || *end != '.' || p <= 0 || p > INT32_MAX)
         return false;
     *pid = (pid_t)p;
     s = end + 1;
@@ -123,14 +195,53 @@ static bool parse_entry(const char *name, bool ticketed, unsigned long long *tic
     return end != s && !*end;
 }
 
-/* Sums live promises on uuid (NULL: none); removes dead entries. */
-static uint64_t sum_promises(const char *dir, const char *uuid)
+/* Reads one promise file (at most 4 KiB of "UUID BYTES" lines) and adds its bytes on uuid. */
+static uint64_t read_promise(int dfd, const char *name, pid_t pid, const char *uuid)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/promises", dir);
-    DIR *d = opendir(path);
-    if (!d)
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return 0;
+    struct stat st;
+    long owner = proc_uid(pid);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || owner < 0 || (st.st_uid != 0 && (long)st.st_uid != owner)) {
+        close(fd);
+        return 0;
+    }
+    char buf[4097];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    uint64_t sum = 0;
+    for (char *line = buf, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        char *sp = strchr(line, ' '), *end;
+        if (!sp)
+            continue;
+        *sp = 0;
+        errno = 0;
+        unsigned long long b = strtoull(sp + 1, &end, 10);
+        if (errno || end == sp + 1 || *end || strcmp(line, uuid))
+            continue;
+        sum = sum + b < sum ? UINT64_MAX : sum + b;   /* saturate: garbage never wraps to little */
+    }
+    return sum;
+}
+
+/* Sums live promises on uuid (NULL: none); removes dead entries it may remove. */
+static uint64_t sum_promises(const struct ledger *l, const char *uuid)
+{
+    int fd = dup(l->promises);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    rewinddir(d);   /* a dup shares the offset of the last listing */
     uint64_t sum = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -138,23 +249,14 @@ static uint64_t sum_promises(const char *dir, const char *uuid)
         unsigned long long st, tk;
         if (!parse_entry(de->d_name, false, &tk, &pid, &st))
             continue;
-        char f[4500];
-        snprintf(f, sizeof f, "%s/%s", path, de->d_name);
         if (!alive(pid, st)) {
-            unlink(f);
+            unlinkat(l->promises, de->d_name, 0);   /* another user's: the sticky bit says no; skipped */
             continue;
         }
         if (!uuid)
             continue;
-        FILE *fp = fopen(f, "r");
-        if (!fp)
-            continue;
-        char u[128];
-        unsigned long long b;
-        while (fscanf(fp, "%127s %llu", u, &b) == 2)
-            if (!strcmp(u, uuid))
-                sum += b;
-        fclose(fp);
+        uint64_t b = read_promise(l->promises, de->d_name, pid, uuid);
+        sum = sum + b < sum ? UINT64_MAX : sum + b;
     }
     closedir(d);
     return sum;
@@ -163,11 +265,11 @@ static uint64_t sum_promises(const char *dir, const char *uuid)
 uint64_t vgpu_place_promised(const char *statedir, const char *uuid)
 {
     struct vgpu_err e;
-    int fd = lock_dir(statedir, &e);
-    if (fd < 0)
+    struct ledger l;
+    if (ledger_open(statedir, &l, &e) < 0)
         return 0;
-    uint64_t s = sum_promises(statedir, uuid);
-    unlock_dir(fd);
+    uint64_t s = sum_promises(&l, uuid);
+    ledger_close(&l);
     return s;
 }
 
@@ -181,22 +283,34 @@ static void own_name(char *buf, size_t len)
     proc_name(getpid(), buf, len);
 }
 
-/* Appends "UUID BYTES" lines to this process's promise file (under the lock). */
-static int write_promise(const char *dir, const char *const *uuids, const uint64_t *bytes, unsigned n,
+/* Writes this process's promise file, "UUID BYTES" lines (under the lock). A file of ours that is
+ * there already (a reserve after a place) is extended. */
+static int write_promise(const struct ledger *l, const char *const *uuids, const uint64_t *bytes, unsigned n,
                          struct vgpu_err *e)
 {
-    char name[64], path[4200];
+    char name[64];
     own_name(name, sizeof name);
-    snprintf(path, sizeof path, "%s/promises/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int fd = openat(l->promises, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        fd = openat(l->promises, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+            close(fd);
+            fd = -1;
+            errno = EPERM;
+        }
+    }
     if (fd < 0) {
-        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot write %s: %s", path, strerror(errno));
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot write %s/promises/%s: %s", vgpu_machinedir_path(), name,
+                     strerror(errno));
         return -1;
     }
+    fchmod(fd, 0644);   /* others must read it to count it; the umask may have hidden it */
     for (unsigned i = 0; i < n; i++)
         dprintf(fd, "%s %" PRIu64 "\n", uuids[i], bytes[i]);
     if (close(fd) < 0) {
-        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot write %s: %s", path, strerror(errno));
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot write %s/promises/%s: %s", vgpu_machinedir_path(), name,
+                     strerror(errno));
         return -1;
     }
     return 0;
@@ -204,28 +318,34 @@ static int write_promise(const char *dir, const char *const *uuids, const uint64
 
 void vgpu_place_release(const char *statedir)
 {
-    char name[64], path[4200];
+    char name[64];
+    struct vgpu_err e;
     own_name(name, sizeof name);
-    snprintf(path, sizeof path, "%s/promises/%s", statedir, name);
-    unlink(path);
+    int dfd = ledger_dir(statedir, &e);
+    if (dfd < 0)
+        return;
+    int pfd = openat(dfd, "promises", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd >= 0) {
+        unlinkat(pfd, name, 0);
+        close(pfd);
+    }
+    close(dfd);
 }
 
 int vgpu_place_adopt(const char *statedir, pid_t from, struct vgpu_err *e)
 {
-    char theirs[64], mine[64], src[4200], dst[4200];
-    int fd = lock_dir(statedir, e);
-    if (fd < 0)
+    char theirs[64], mine[64];
+    struct ledger l;
+    if (ledger_open(statedir, &l, e) < 0)
         return -1;
     proc_name(from, theirs, sizeof theirs);
     own_name(mine, sizeof mine);
-    snprintf(src, sizeof src, "%s/promises/%s", statedir, theirs);
-    snprintf(dst, sizeof dst, "%s/promises/%s", statedir, mine);
     /* Under the lock, so no placement sees the promise twice or not at all. */
-    int rc = rename(src, dst);
+    int rc = renameat(l.promises, theirs, l.promises, mine);
     if (rc < 0)
-        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot take over the promise %s (was its vgpu run killed?): %s",
-                     src, strerror(errno));
-    unlock_dir(fd);
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot take over the promise %s/promises/%s (was its vgpu run "
+                     "killed?): %s", vgpu_machinedir_path(), theirs, strerror(errno));
+    ledger_close(&l);
     return rc;
 }
 
@@ -237,7 +357,7 @@ struct cands {
     struct vgpu_place_cand c[VGPU_MAX_GPUS];
 };
 
-static void fill_cands(const char *dir, const struct vgpu_gpu_list *list, struct cands *out)
+static void fill_cands(const struct ledger *l, const struct vgpu_gpu_list *list, struct cands *out)
 {
     struct vgpu_gpu_sel sel;
     struct vgpu_err e;
@@ -250,7 +370,7 @@ static void fill_cands(const char *dir, const struct vgpu_gpu_list *list, struct
             continue;
         out->pos[out->n] = sel.pos[k];
         out->c[out->n].total = g->mem_total;
-        out->c[out->n].promised = sum_promises(dir, g->uuid);
+        out->c[out->n].promised = sum_promises(l, g->uuid);
         out->n++;
     }
 }
@@ -303,39 +423,48 @@ static void describe_totals(const struct vgpu_gpu_list *list, const struct cands
 
 /* ---- the queue ---------------------------------------------------------------------------------- */
 
-static unsigned long long next_ticket(const char *dir)
+/* The next ticket, under the lock. queue.seq may hold anything another user wrote: garbage reads
+ * as 0 (tickets then restart; the order among those already waiting may be off, nothing more). */
+static unsigned long long next_ticket(const struct ledger *l)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/queue.seq", dir);
     unsigned long long t = 0;
-    FILE *f = fopen(path, "r");
-    if (f) {
-        if (fscanf(f, "%llu", &t) != 1)
+    int fd = openat(l->dir, "queue.seq", O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    if (st.st_uid == geteuid())
+        fchmod(fd, 0666);   /* every user takes tickets */
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n > 0) {
+        buf[n] = 0;
+        char *end;
+        t = strtoull(buf, &end, 10);
+        if (end == buf || (*end && *end != '\n') || t > (1ULL << 60))
             t = 0;
-        fclose(f);
     }
     t++;
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
-    f = fopen(tmp, "w");
-    if (f) {
-        fprintf(f, "%llu\n", t);
-        if (fclose(f) == 0)
-            rename(tmp, path);
-        else
-            unlink(tmp);
-    }
+    int k = snprintf(buf, sizeof buf, "%020llu\n", t);
+    /* Unwritable (another user's file, made read-only): the ticket still orders this round. */
+    (void)!pwrite(fd, buf, (size_t)k, 0);
+    close(fd);
     return t;
 }
 
-/* How many live entries are ahead of ticket (dead ones are removed). */
-static unsigned queue_ahead(const char *dir, unsigned long long ticket)
+/* How many live entries are ahead of ticket (dead ones are removed where we may). */
+static unsigned queue_ahead(const struct ledger *l, unsigned long long ticket)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/queue", dir);
-    DIR *d = opendir(path);
-    if (!d)
+    int fd = dup(l->queue);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
+    rewinddir(d);   /* a dup shares the offset of the last listing */
     unsigned ahead = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -344,9 +473,7 @@ static unsigned queue_ahead(const char *dir, unsigned long long ticket)
         if (!parse_entry(de->d_name, true, &tk, &pid, &st))
             continue;
         if (!alive(pid, st)) {
-            char f[4500];
-            snprintf(f, sizeof f, "%s/%s", path, de->d_name);
-            unlink(f);
+            unlinkat(l->queue, de->d_name, 0);
             continue;
         }
         if (tk < ticket)
@@ -356,11 +483,28 @@ static unsigned queue_ahead(const char *dir, unsigned long long ticket)
     return ahead;
 }
 
-static void queue_path(const char *dir, unsigned long long ticket, char *buf, size_t len)
+static void queue_name(unsigned long long ticket, char *buf, size_t len)
 {
     char name[64];
     own_name(name, sizeof name);
-    snprintf(buf, len, "%s/queue/%020llu.%s", dir, ticket, name);
+    snprintf(buf, len, "%020llu.%s", ticket, name);
+}
+
+/* Removes our queue entry (a ledger of our own, opened for the purpose when l is NULL). */
+static void queue_leave(const char *statedir, const struct ledger *l, const char *qname)
+{
+    if (!qname[0])
+        return;
+    if (l) {
+        unlinkat(l->queue, qname, 0);
+        return;
+    }
+    struct vgpu_err e;
+    struct ledger own;
+    if (ledger_open(statedir, &own, &e) == 0) {
+        unlinkat(own.queue, qname, 0);
+        ledger_close(&own);
+    }
 }
 
 int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const struct vgpu_place_req *req,
@@ -372,18 +516,18 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         return -1;
     }
     unsigned long long ticket = 0;
-    char qpath[4400] = "";
+    char qname[128] = "";
     unsigned last_ahead = (unsigned)-1;
     bool announced = false;
     int rc = -1;
     for (;;) {
-        int fd = lock_dir(statedir, e);
-        if (fd < 0)
+        struct ledger l;
+        if (ledger_open(statedir, &l, e) < 0)
             break;
-        unsigned ahead = ticket ? queue_ahead(statedir, ticket) : queue_ahead(statedir, (unsigned long long)-1);
-        fill_cands(statedir, list, cs);
+        unsigned ahead = ticket ? queue_ahead(&l, ticket) : queue_ahead(&l, (unsigned long long)-1);
+        fill_cands(&l, list, cs);
         if (!cs->n) {
-            unlock_dir(fd);
+            ledger_close(&l);
             vgpu_err_set(e, VGPU_EXIT_NO_GPU, "placement: no GPU reports its memory, so none can be chosen; use --gpu");
             break;
         }
@@ -394,7 +538,7 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         if (bigger == cs->n) {
             char a[32], all[1500];
             describe_totals(list, cs, all, sizeof all);
-            unlock_dir(fd);
+            ledger_close(&l);
             vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s is larger than %s; ask for at most the memory of one GPU",
                          vgpu_format_size(req->want, a, sizeof a), all);
             break;
@@ -404,10 +548,10 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         if (pick >= 0) {
             const struct vgpu_gpu *g = &list->gpu[cs->pos[pick]];
             const char *u = g->uuid;
-            int w = write_promise(statedir, &u, &req->want, 1, e);
-            if (qpath[0])
-                unlink(qpath);
-            unlock_dir(fd);
+            int w = write_promise(&l, &u, &req->want, 1, e);
+            queue_leave(statedir, &l, qname);
+            qname[0] = 0;
+            ledger_close(&l);
             if (w == 0) {
                 *pos = cs->pos[pick];
                 rc = 0;
@@ -425,18 +569,18 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
                 vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "no GPU has %s of memory not promised to running jobs "
                              "(use --wait to queue, or --overcommit); what each GPU has left:%s",
                              vgpu_format_size(req->want, a, sizeof a), left);
-            unlock_dir(fd);
+            ledger_close(&l);
             break;
         }
         if (!ticket) {
-            ticket = next_ticket(statedir);
-            queue_path(statedir, ticket, qpath, sizeof qpath);
-            int q = open(qpath, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+            ticket = next_ticket(&l);
+            queue_name(ticket, qname, sizeof qname);
+            int q = openat(l.queue, qname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (q >= 0)
                 close(q);
-            ahead = queue_ahead(statedir, ticket);
+            ahead = queue_ahead(&l, ticket);
         }
-        unlock_dir(fd);
+        ledger_close(&l);
         if (!req->quiet && ahead != last_ahead) {
             char a[32];
             vgpu_log(announced ? VGPU_LOG_INFO : VGPU_LOG_WARN, "waiting for %s of GPU memory: place %u in the queue",
@@ -447,8 +591,8 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         struct timespec ts = { 0, 50 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
-    if (rc < 0 && qpath[0])
-        unlink(qpath);
+    if (rc < 0)
+        queue_leave(statedir, NULL, qname);
     free(cs);
     return rc;
 }
@@ -456,8 +600,8 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
 int vgpu_place_reserve(const char *statedir, const struct vgpu_gpu_list *list, const unsigned *pos,
                        const uint64_t *bytes, unsigned n, bool overcommit, struct vgpu_err *e)
 {
-    int fd = lock_dir(statedir, e);
-    if (fd < 0)
+    struct ledger l;
+    if (ledger_open(statedir, &l, e) < 0)
         return -1;
     const char *uuids[VGPU_MAX_GPUS];
     uint64_t b[VGPU_MAX_GPUS];
@@ -466,22 +610,22 @@ int vgpu_place_reserve(const char *statedir, const struct vgpu_gpu_list *list, c
         const struct vgpu_gpu *g = &list->gpu[pos[i]];
         if (!bytes[i] || !g->uuid[0])
             continue;
-        uint64_t promised = sum_promises(statedir, g->uuid);
+        uint64_t promised = sum_promises(&l, g->uuid);
         if (!overcommit && g->mem_total && promised + bytes[i] > g->mem_total) {
-            char a[32], l[32], t[32];
+            char a[32], lf[32], t[32];
             uint64_t left = promised >= g->mem_total ? 0 : g->mem_total - promised;
             vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY,
                          "GPU %u (%s) has %s of its %s not promised to running jobs, less than the %s asked; "
                          "wait for a job to end, or give --overcommit", g->index, g->uuid,
-                         vgpu_format_size(left, l, sizeof l), vgpu_format_size(g->mem_total, t, sizeof t),
+                         vgpu_format_size(left, lf, sizeof lf), vgpu_format_size(g->mem_total, t, sizeof t),
                          vgpu_format_size(bytes[i], a, sizeof a));
-            unlock_dir(fd);
+            ledger_close(&l);
             return -1;
         }
         uuids[m] = g->uuid;
         b[m++] = bytes[i];
     }
-    int rc = m ? write_promise(statedir, uuids, b, m, e) : 0;
-    unlock_dir(fd);
+    int rc = m ? write_promise(&l, uuids, b, m, e) : 0;
+    ledger_close(&l);
     return rc;
 }

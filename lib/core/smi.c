@@ -19,6 +19,19 @@
 
 /* ---- running a tool ------------------------------------------------------------------------- */
 
+char *vgpu_tool_missing(const char *tool, const char *env_var, const char *install, char *buf, size_t len)
+{
+    const char *set = env_var ? getenv(env_var) : NULL;
+    bool from_env = set && *set;
+    if (strchr(tool, '/'))
+        snprintf(buf, len, "cannot run %s: it does not exist or is not executable; %s%s%s", tool,
+                 from_env ? "set " : "", from_env ? env_var : install, from_env ? " to its path, or unset it" : "");
+    else
+        snprintf(buf, len, "cannot run %s: not found on PATH (%s); %s%s%s", tool, getenv("PATH") ? getenv("PATH") : "",
+                 from_env ? "set " : "", from_env ? env_var : install, from_env ? " to its path, or unset it" : "");
+    return buf;
+}
+
 static char *slurp(FILE *f)
 {
     if (fseek(f, 0, SEEK_END) != 0)

@@ -169,6 +169,14 @@ static int base_dir(char *buf, size_t len, struct vgpu_err *e)
         vgpu_err_set(e, VGPU_EXIT_FAIL, "the state directory path is too long (VGPU_STATE_DIR or XDG_RUNTIME_DIR)");
         return -1;
     }
+    /* Paths are joined as DIR/jobs, DIR/lib: a trailing '/' would print as "//lib". */
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = 0;
+    if (strcmp(buf, "/") == 0) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "the state directory cannot be / (VGPU_STATE_DIR=%s): give a directory of "
+                     "vgpu's own, such as /run/vgpu, or unset VGPU_STATE_DIR", getenv("VGPU_STATE_DIR"));
+        return -1;
+    }
     return 0;
 }
 

@@ -77,6 +77,8 @@ static struct json_object *job_json(const struct top_job *j)
     vgpu_json_u64(o, "throttled_ns", j->throttled_ns);
     vgpu_json_i64(o, "priority", j->priority);
     vgpu_json_u64(o, "processes", j->nproc);
+    vgpu_json_u64(o, "outside_bytes", j->mem_outside);
+    vgpu_json_u64(o, "outside_processes", j->outside_count);
     return o;
 }
 
@@ -88,6 +90,7 @@ static struct json_object *proc_json(const struct top_model *m, const struct top
     vgpu_json_u64(o, "uid", (uint64_t)p->uid);
     bool in_job = p->job >= 0 && (unsigned)p->job < m->njob;
     vgpu_json_str(o, "job", in_job ? m->jobs[p->job].id : NULL);
+    vgpu_json_bool(o, "outside_limiter", in_job && p->outside);
     bool on_gpu = p->gpu >= 0 && (unsigned)p->gpu < m->ngpu;
     if (on_gpu) {
         vgpu_json_u64(o, "gpu_index", m->gpus[p->gpu].index);

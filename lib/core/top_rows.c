@@ -155,9 +155,16 @@ char *top_row_job_title(char *buf, size_t len, int width)
 char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
 {
     int bw = job_bar_width(width);
-    char mem[40], membar[32], share[40], sharebar[32], thr[16];
-    top_fmt_mem_limit(mem, sizeof mem, j->mem_used, j->mem_limit);
-    top_fmt_bar(membar, sizeof membar, (unsigned)bw, j->mem_limit ? (double)j->mem_used / (double)j->mem_limit : 0);
+    char mem[40], membar[32], share[40], sharebar[32], thr[16], flag[96] = "";
+    /* Memory outside the limiter is the job's too: in its figure, and flagged after the row. */
+    uint64_t used = j->mem_used + j->mem_outside;
+    top_fmt_mem_limit(mem, sizeof mem, used, j->mem_limit);
+    top_fmt_bar(membar, sizeof membar, (unsigned)bw, j->mem_limit ? (double)used / (double)j->mem_limit : 0);
+    if (j->outside_count) {
+        char sz[32];
+        snprintf(flag, sizeof flag, "  ! %s outside the limiter (pid %d%s)", vgpu_format_size(j->mem_outside, sz, sizeof sz),
+                 (int)j->outside_pid, j->outside_count > 1 ? ", ..." : "");
+    }
     char sv[16], cv[16];
     if (j->share_valid)
         snprintf(sv, sizeof sv, "%.0f", j->share_pct);
@@ -171,8 +178,11 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
     double lim = j->core_limit_pct ? j->core_limit_pct : 100;
     top_fmt_bar(sharebar, sizeof sharebar, (unsigned)bw, j->share_valid ? j->share_pct / lim : 0);
     vgpu_format_duration(j->throttled_ns / 1000000000, thr, sizeof thr);
-    snprintf(buf, len, "%-12.12s %-8.8s %-5.5s %-11s [%s] %-8s [%s] %6s %4d %5u", j->name, j->owner, j->gpus, mem,
-             membar, share, sharebar, thr, j->priority, j->nproc);
+    /* A cut name or owner ends in '+', so it never passes for a whole one. */
+    char nm[16], ow[16], gp[16];
+    snprintf(buf, len, "%-12s %-8s %-5s %-11s [%s] %-8s [%s] %6s %4d %5u%s", vgpu_fit_text(j->name, 12, nm, sizeof nm),
+             vgpu_fit_text(j->owner, 8, ow, sizeof ow), vgpu_fit_text(j->gpus, 5, gp, sizeof gp), mem, membar, share,
+             sharebar, thr, j->priority, j->nproc, flag);
     return clip(buf, len, width);
 }
 
@@ -185,8 +195,12 @@ char *top_row_proc_title(char *buf, size_t len, int width)
 
 char *top_row_proc(char *buf, size_t len, int width, const struct top_model *m, const struct top_proc *p)
 {
-    char gpu[24], mem[16], sm[8], cpu[12];
+    char gpu[24], mem[16], sm[8], cpu[12], jobbuf[16];
     const char *job = p->job >= 0 && (unsigned)p->job < m->njob ? m->jobs[p->job].name : "-";
+    if (p->outside && *job != '-') {
+        snprintf(jobbuf, sizeof jobbuf, "!%.11s", job);   /* outside the limiter */
+        job = jobbuf;
+    }
     if (p->gpu >= 0 && (unsigned)p->gpu < m->ngpu)
         gpu_label(&m->gpus[p->gpu], gpu, sizeof gpu);
     else
@@ -200,8 +214,9 @@ char *top_row_proc(char *buf, size_t len, int width, const struct top_model *m, 
         snprintf(cpu, sizeof cpu, "%.1f", p->cpu_pct);
     else
         snprintf(cpu, sizeof cpu, "N/A");
-    snprintf(buf, len, "%7d %-8.8s %-12.12s %-7s %8s %4s %5s  %s", (int)p->pid, p->user, job, gpu, mem, sm, cpu,
-             p->cmd);
+    char us[16], jb[16];
+    snprintf(buf, len, "%7d %-8s %-12s %-7s %8s %4s %5s  %s", (int)p->pid, vgpu_fit_text(p->user, 8, us, sizeof us),
+             vgpu_fit_text(job, 12, jb, sizeof jb), gpu, mem, sm, cpu, p->cmd);
     return clip(buf, len, width);
 }
 

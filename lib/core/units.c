@@ -84,11 +84,18 @@ bad:
                  "(KiB/MiB/GiB/TiB and KB/MB/GB/TB mean the same, binary), e.g. 4G, 512MiB, 1.5G", w, text);
     return -1;
 overflow:
-    vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is too large", w, text);
+    vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is too large: a size is at most 16 EiB (18446744073709551615 bytes)",
+                 w, text);
     return -1;
 }
 
 int vgpu_parse_percent(const char *text, unsigned *pct, const char *what, struct vgpu_err *e)
+{
+    return vgpu_parse_percent_range(text, 0, 100, pct, what, e);
+}
+
+int vgpu_parse_percent_range(const char *text, unsigned min, unsigned max, unsigned *pct, const char *what,
+                             struct vgpu_err *e)
 {
     const char *w = what ? what : "percent";
     const char *p = text;
@@ -103,13 +110,90 @@ int vgpu_parse_percent(const char *text, unsigned *pct, const char *what, struct
     }
     if (*p == '%')
         p++;
-    if (n == 0 || *p || n >= 4 || v > 100) {
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is not a percentage; give a whole number from 0 to 100, e.g. 30 or 30%%",
-                     w, text ? text : "");
+    /* One message for every refusal, naming the range this caller really accepts. */
+    if (n == 0 || *p || n >= 4 || v < min || v > max) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is not a percentage from %u to %u; give a whole number such as 30 or 30%%",
+                     w, text ? text : "", min, max);
         return -1;
     }
     *pct = v;
     return 0;
+}
+
+int vgpu_parse_mem_limit(const char *text, uint64_t *bytes, const char *what, struct vgpu_err *e)
+{
+    const char *w = what ? what : "size";
+    uint64_t v;
+    if (vgpu_parse_size(text, &v, w, e) < 0)
+        return -1;
+    /* A bare number is bytes, and no GPU job fits in less than a mebibyte: "--mem 50" is a
+     * percentage or megabytes forgotten, never 50 bytes (a job could not even make a context). */
+    const char *p = text;
+    while ((*p >= '0' && *p <= '9') || *p == '.')
+        p++;
+    if (*p == '\0' && v && v < VGPU_MIB) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' has no unit, so it would be %llu bytes; a number without a unit must "
+                     "be at least 1048576 (1 MiB): write the unit, e.g. %sM or %sG, or %s%% for a share of the GPU",
+                     w, text, (unsigned long long)v, text, text, text);
+        return -1;
+    }
+    *bytes = v;
+    return 0;
+}
+
+int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *out,
+                         struct vgpu_err *e)
+{
+    size_t len = strlen(text);
+    const char *alt = allow_none ? ", or none to remove the limit" : "";
+    if (allow_none && strcasecmp(text, "none") == 0) {
+        *out = 0;
+        return 0;
+    }
+    uint64_t v;
+    if (len > 0 && text[len - 1] == '%') {
+        unsigned pct;
+        if (vgpu_parse_percent_range(text, 1, 100, &pct, "--mem", e) < 0)
+            return -1;
+        if (!total) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s: the total memory of %s is not known; give a size such as 4G",
+                         text, gpu_desc);
+            return -1;
+        }
+        v = total / 100 * pct + total % 100 * pct / 100;
+    } else {
+        if (vgpu_parse_mem_limit(text, &v, "--mem", e) < 0)
+            return -1;
+        if (v == 0) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: '%s' leaves no memory at all; give a size such as 4G%s", text, alt);
+            return -1;
+        }
+    }
+    if (total && v > total) {
+        char a[32], b[32];
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s (%s) is larger than %s (%s total); give at most %s", text,
+                     vgpu_format_size(v, a, sizeof a), gpu_desc, vgpu_format_size(total, b, sizeof b), b);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len)
+{
+    size_t n = strlen(text);
+    if (n <= w)
+        return text;
+    if (w == 0 || len < 2) {
+        if (len)
+            buf[0] = 0;
+        return buf;
+    }
+    size_t keep = w - 1 < len - 2 ? w - 1 : len - 2;
+    memcpy(buf, text, keep);
+    buf[keep] = '+';
+    buf[keep + 1] = 0;
+    return buf;
 }
 
 char *vgpu_format_size(uint64_t bytes, char *buf, size_t len)

@@ -4,7 +4,9 @@
  * counter against the limit, in lib/core/region.c, so that concurrent processes can never pass
  * the limit together) and releases when the real call fails or the memory is freed. A refused
  * reservation is logged once a second at most (warn level: VGPU_LOG=error silences it) and the
- * wrapper returns CUDA_ERROR_OUT_OF_MEMORY. Job device = CUDA ordinal inside the job. */
+ * wrapper returns CUDA_ERROR_OUT_OF_MEMORY. Callers pass CUDA ordinals; the job device is found
+ * by UUID (vgpu_job_dev), and a GPU that is not the job's gets no memory at all (a child that
+ * changed CUDA_VISIBLE_DEVICES must not use GPUs the job was not given). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,17 +35,19 @@ int vgpu_current_device(void)
     return d;
 }
 
-/* The job and this process's slot when device `dev` can be accounted; NULL otherwise. */
-static struct vgpu_region *accountable(int dev, int *slot)
+/* The job and this process's slot when CUDA device `dev` can be accounted, with its job device
+ * in *jdev; NULL otherwise (*jdev is VGPU_NOT_JOB_DEV for a GPU that is not the job's). */
+static struct vgpu_region *accountable(int dev, int *slot, int *jdev)
 {
     struct vgpu_region *r = vgpu_job();
-    if (!r || dev < 0 || (unsigned)dev >= vgpu_region_device_count(r))
+    *jdev = r && dev >= 0 ? vgpu_job_dev(dev) : -1;
+    if (!r || *jdev < 0)
         return NULL;
     *slot = vgpu_job_slot();
     return *slot >= 0 ? r : NULL;
 }
 
-static void report_oom(struct vgpu_region *r, int dev, uint64_t bytes, const char *what)
+static void report_oom(struct vgpu_region *r, int dev, int jdev, uint64_t bytes, const char *what)
 {
     static _Atomic uint64_t last_ns;
     static _Atomic unsigned suppressed;
@@ -56,28 +60,36 @@ static void report_oom(struct vgpu_region *r, int dev, uint64_t bytes, const cha
         atomic_fetch_add(&suppressed, 1);
         return;
     }
-    char req[32], used[32], lim[32], more[64] = "";
+    char req[32], used[32], lim[32], more[64] = "", out[96] = "";
     unsigned n = atomic_exchange(&suppressed, 0);
     if (n)
         snprintf(more, sizeof more, " (%u more refused since the last message)", n);
-    vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use%s. "
+    uint64_t outside = vgpu_region_outside(r, (unsigned)jdev);
+    if (outside) {
+        char o[32];
+        snprintf(out, sizeof out, ", and %s outside the limiter (pid %d, not under libvgpu.so)",
+                 vgpu_format_size(outside, o, sizeof o), (int)atomic_load(&r->use->dev[jdev].outside_pid));
+    }
+    vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use%s%s. "
               "Use less memory, or raise the limit with `vgpu limit`.",
               vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
-              vgpu_format_size(vgpu_region_mem_used(r, (unsigned)dev), used, sizeof used),
-              vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)dev), lim, sizeof lim), more);
+              vgpu_format_size(vgpu_region_mem_used(r, (unsigned)jdev), used, sizeof used),
+              vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)jdev), lim, sizeof lim), out, more);
 }
 
 static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call)
 {
-    int slot;
-    struct vgpu_region *r = accountable(dev, &slot);
+    int slot, jdev;
+    struct vgpu_region *r = accountable(dev, &slot, &jdev);
+    if (jdev == VGPU_NOT_JOB_DEV && bytes)
+        return false;                   /* not the job's GPU: said once by vgpu_job_dev */
     if (!r || bytes == 0)
         return true;
     (void)vgpu_region_reap_maybe(r);
     /* Only before a real call: after one, NVML already shows memory not yet charged. */
     if (before_call)
         vgpu_nvml_reconcile_maybe(dev);
-    if (vgpu_region_reserve(r, slot, (unsigned)dev, bytes) == 0)
+    if (vgpu_region_reserve(r, slot, (unsigned)jdev, bytes) == 0)
         return true;
     if (errno == EINVAL)
         return true;                    /* not ours to account (bad index): never fail the call */
@@ -85,10 +97,11 @@ static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call)
      * trimmed, processes die) are re-measured, then one more try. */
     vgpu_pool_reconcile_all();
     vgpu_graphmem_reconcile(dev);
+    vgpu_nvml_outside_refresh(dev);
     (void)vgpu_region_reap(r);
-    if (vgpu_region_reserve(r, slot, (unsigned)dev, bytes) == 0)
+    if (vgpu_region_reserve(r, slot, (unsigned)jdev, bytes) == 0)
         return true;
-    report_oom(r, dev, bytes, what);
+    report_oom(r, dev, jdev, bytes, what);
     return false;
 }
 
@@ -104,18 +117,19 @@ bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what)
 
 void vgpu_acct_release(int dev, uint64_t bytes)
 {
-    int slot;
-    struct vgpu_region *r = accountable(dev, &slot);
+    int slot, jdev;
+    struct vgpu_region *r = accountable(dev, &slot, &jdev);
     if (r && bytes)
-        (void)vgpu_region_release(r, slot, (unsigned)dev, bytes);
+        (void)vgpu_region_release(r, slot, (unsigned)jdev, bytes);
 }
 
 void vgpu_acct_force(int dev, uint64_t bytes)
 {
-    int slot;
-    struct vgpu_region *r = accountable(dev, &slot);
+    int slot, jdev;
+    struct vgpu_region *r = accountable(dev, &slot, &jdev);
     if (!r || bytes == 0)
         return;
+    dev = jdev;
     /* Memory the driver already handed out: counted even past the limit, so the job's view and
      * later reservations see it (the region API only has the checked reserve). */
     atomic_fetch_add(&r->use->slot[slot].used[dev], bytes);
@@ -125,22 +139,42 @@ void vgpu_acct_force(int dev, uint64_t bytes)
         ;
 }
 
-uint64_t vgpu_acct_limit(int dev)
+uint64_t vgpu_acct_limit_job(int jdev)
 {
     struct vgpu_region *r = vgpu_job();
-    return r && dev >= 0 ? vgpu_region_mem_limit(r, (unsigned)dev) : 0;
+    return r && jdev >= 0 ? vgpu_region_mem_limit(r, (unsigned)jdev) : 0;
+}
+
+uint64_t vgpu_acct_limit(int dev)
+{
+    return vgpu_acct_limit_job(vgpu_job_dev(dev));
+}
+
+/* What the job holds on job device jdev: accounted, plus its memory outside the limiter. */
+static uint64_t used_job(int jdev)
+{
+    struct vgpu_region *r = vgpu_job();
+    if (!r || jdev < 0)
+        return 0;
+    uint64_t u = vgpu_region_mem_used(r, (unsigned)jdev), o = vgpu_region_outside(r, (unsigned)jdev);
+    return u + o < u ? UINT64_MAX : u + o;
 }
 
 uint64_t vgpu_acct_used(int dev)
 {
-    struct vgpu_region *r = vgpu_job();
-    return r && dev >= 0 ? vgpu_region_mem_used(r, (unsigned)dev) : 0;
+    return used_job(vgpu_job_dev(dev));
 }
 
 void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
                     uint64_t *used_out)
 {
-    uint64_t limit = vgpu_acct_limit(dev);
+    vgpu_acct_view_job(vgpu_job_dev(dev), real_free, real_total, free_out, total_out, used_out);
+}
+
+void vgpu_acct_view_job(int jdev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
+                        uint64_t *used_out)
+{
+    uint64_t limit = vgpu_acct_limit_job(jdev);
     if (!limit) {
         *free_out = real_free;
         *total_out = real_total;
@@ -149,7 +183,7 @@ void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *
     }
     uint64_t total = real_total && real_total < limit ? real_total : limit;
     (void)vgpu_region_reap_maybe(vgpu_job());   /* a dead process's memory is not shown as used */
-    uint64_t used = vgpu_acct_used(dev);
+    uint64_t used = used_job(jdev);
     uint64_t fr = used < total ? total - used : 0;
     if (fr > real_free)
         fr = real_free;                 /* the device itself has less: never promise more */

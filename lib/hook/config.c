@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "hami.h"
@@ -135,4 +136,53 @@ __attribute__((destructor)) static void detach_at_exit(void)
 {
     if (job && atomic_load(&slot_pid) == getpid() && atomic_load(&slot) >= 0)
         vgpu_region_detach(job, atomic_load(&slot));
+}
+
+/* ---- CUDA ordinals -> job devices, by UUID ----
+ * The job's GPUs are written in the region by UUID, in the order `vgpu run` put them in
+ * CUDA_VISIBLE_DEVICES. A child that unsets or changes that variable sees other GPUs, or the
+ * same ones under other ordinals: the ordinal alone would charge the wrong device (or none). */
+
+static _Atomic int ordinal_map[64];        /* 0: not known yet; job index + 1; or VGPU_NOT_JOB_DEV */
+
+/* "GPU-xxxxxxxx-..." or "MIG-xxxxxxxx-..." without its prefix. */
+static const char *uuid_hex(const char *u)
+{
+    return (strncmp(u, "GPU-", 4) == 0 || strncmp(u, "MIG-", 4) == 0) ? u + 4 : u;
+}
+
+int vgpu_job_dev(int ordinal)
+{
+    struct vgpu_region *r = vgpu_job();
+    if (!r || ordinal < 0)
+        return -1;
+    unsigned n = vgpu_region_device_count(r);
+    if (!r->hdr->dev[0].uuid[0] || ordinal >= 64)
+        return (unsigned)ordinal < n ? ordinal : -1;
+    int m = atomic_load_explicit(&ordinal_map[ordinal], memory_order_relaxed);
+    if (__builtin_expect(m != 0, 1))
+        return m > 0 ? m - 1 : m;
+    vgpu_cuDeviceGetUuid_v2_fn get = (vgpu_cuDeviceGetUuid_v2_fn)vgpu_real_cuda_sym("cuDeviceGetUuid_v2");
+    if (!get)
+        get = (vgpu_cuDeviceGetUuid_v2_fn)vgpu_real_cuda_sym("cuDeviceGetUuid");
+    CUuuid u;
+    if (!get || get(&u, ordinal) != CUDA_SUCCESS)
+        return (unsigned)ordinal < n ? ordinal : -1;   /* cannot tell (not initialised yet): as numbered */
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    char hex[40];
+    snprintf(hex, sizeof hex, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    int found = VGPU_NOT_JOB_DEV;
+    for (unsigned i = 0; i < n && found < 0; i++)
+        if (strcasecmp(uuid_hex(r->hdr->dev[i].uuid), hex) == 0)
+            found = (int)i;
+    if (found == VGPU_NOT_JOB_DEV) {
+        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+        vgpu_warn("%s: CUDA device %d (UUID %s) is not one of the job's GPUs (CUDA_VISIBLE_DEVICES=%s; the job "
+                  "was given %s%s): allocations on it are refused with CUDA_ERROR_OUT_OF_MEMORY. Leave "
+                  "CUDA_VISIBLE_DEVICES as vgpu run set it.",
+                  label, ordinal, hex, cvd ? cvd : "(unset)", r->hdr->dev[0].uuid, n > 1 ? ",..." : "");
+    }
+    atomic_store(&ordinal_map[ordinal], found >= 0 ? found + 1 : found);
+    return found;
 }

@@ -1,61 +1,169 @@
 /* ctx.c: memory the driver takes on the job's behalf without an allocation call: context
- * overhead, cuCtxSetLimit (device malloc heap, stack), modules and libraries, graph memory.
+ * overhead, cuCtxSetLimit (device malloc heap, stack), modules and libraries (graph memory is
+ * graphmem.c's).
  *
  * None of these has a size known in advance, so each is measured around the real call:
- *  - the first context of the process on a device: NVML's used memory of the device before and
- *    after (the context does not exist yet, so cuMemGetInfo cannot be asked before), once per
- *    device; a context that does not fit in the limit is undone and refused with
- *    CUDA_ERROR_OUT_OF_MEMORY, as the driver refuses one on a full GPU;
+ *  - each context the process creates: its own per-process memory in NVML before and after (see
+ *    "contexts" below for the rule and its bound); a context that does not fit in the limit is
+ *    undone and refused with CUDA_ERROR_OUT_OF_MEMORY, as the driver refuses one on a full GPU;
  *  - cuCtxSetLimit(STACK_SIZE | MALLOC_HEAP_SIZE) and module/library loads: free memory through
  *    the real cuMemGetInfo before and after; over the limit the change is undone (old limit
  *    restored, module unloaded) and CUDA_ERROR_OUT_OF_MEMORY returned;
- *  - graph memory: the device's graph pool (RESERVED_MEM_CURRENT) after instantiate and launch
- *    of graphs, once the process has used graph memory nodes or stream capture; it cannot be
- *    refused after the fact, so growth is charged even past the limit; trim releases it.
- * Measurements through device-wide counters can include another process's simultaneous
- * allocation; NVML reconciliation (nvml.c) corrects the context share. */
+ * Measurements through device-wide counters (cuCtxSetLimit, modules) can include another
+ * process's simultaneous allocation; NVML reconciliation (nvml.c) corrects the context share. */
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "hook.h"
 #include "vgpu/region.h"
 
-/* ---- contexts ---- */
+/* ---- contexts ----
+ *
+ * A process is charged its own context, never another process's memory (issue 11, part 1):
+ * processes of one job (8 PyTorch ranks), or two jobs, often create their contexts at the same
+ * instant, and a device-wide measurement around one creation then includes all the others.
+ *  - The driver's per-process figure first: NVML's used memory for this pid on the device
+ *    (nvmlDeviceGetComputeRunningProcesses) before and after the real call. Its growth, less
+ *    what this process's other threads were charged meanwhile, is the context's cost.
+ *  - Where NVML gives no per-process figure (NVML_VALUE_NOT_AVAILABLE on some MIG setups, or
+ *    the process not listed): the device-wide delta, clamped to CTX_CHARGE_MAX. A context on
+ *    current GPUs takes 300-600 MiB, so a creation is never charged more than that bound,
+ *    however many processes start at the same time; man/libvgpu.7 documents it.
+ * Every context costs its own memory, so every creation is measured: each cuCtxCreate*, and
+ * cuDevicePrimaryCtxRetain when the primary context is not active yet. Creations within one
+ * process are serialised (the driver serialises them too) so that their measurements do not
+ * overlap. What a context was charged is given back when it is destroyed (cuCtxDestroy, the
+ * last cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxReset). */
 
-static _Atomic bool ctx_charged[VGPU_REGION_MAX_DEVICES];
+#define CTX_CHARGE_MAX (1ull << 30)
+#define CTX_TRACKED 64
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { CUcontext ctx; int dev; uint64_t bytes; } ctx_tab[CTX_TRACKED];   /* created ones */
+static uint64_t primary_charge[VGPU_REGION_MAX_DEVICES];
 
 struct ctx_probe {
     int dev;
-    bool measuring;
-    uint64_t before;
+    bool active;
+    int self_ok;                 /* vgpu_nvml_self_used's answer before the call */
+    uint64_t self0, dev0, slot0;
+    bool dev_ok;
 };
 
-static struct ctx_probe ctx_begin(CUdevice dev)
+/* This process's accounted use on CUDA device `dev` (mapped to the job's device by UUID). */
+static uint64_t slot_used(int dev)
 {
-    struct ctx_probe p = { dev, false, 0 };
-    if (!vgpu_job() || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES || atomic_load(&ctx_charged[dev]))
+    struct vgpu_region *r = vgpu_job();
+    int slot = vgpu_job_slot(), jdev = vgpu_job_dev(dev);
+    return r && slot >= 0 && jdev >= 0 ? atomic_load(&r->use->slot[slot].used[jdev]) : 0;
+}
+
+static bool primary_active(CUdevice dev)
+{
+    vgpu_cuDevicePrimaryCtxGetState_fn st =
+        (vgpu_cuDevicePrimaryCtxGetState_fn)vgpu_real_cuda_sym("cuDevicePrimaryCtxGetState");
+    unsigned flags = 0;
+    int active = 0;
+    return st && st(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+/* Takes ctx_lock when measuring (released by ctx_end). */
+static struct ctx_probe ctx_begin(CUdevice dev, bool primary)
+{
+    struct ctx_probe p = { dev, false, 0, 0, 0, 0, false };
+    /* dev is a CUDA ordinal: a child may have reordered CUDA_VISIBLE_DEVICES (vgpu_job_dev). */
+    if (!vgpu_job() || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
         return p;
-    p.measuring = vgpu_nvml_device_used(dev, &p.before);
+    pthread_mutex_lock(&ctx_lock);
+    if (primary && primary_active(dev)) {
+        pthread_mutex_unlock(&ctx_lock);
+        return p;                        /* only a reference more: nothing new on the GPU */
+    }
+    p.active = true;
+    p.self_ok = vgpu_nvml_self_used(dev, &p.self0);
+    p.dev_ok = vgpu_nvml_device_used(dev, &p.dev0);
+    p.slot0 = slot_used(dev);
     return p;
 }
 
-/* Charges the new context's overhead; false when it does not fit in the limit (the caller then
- * undoes the context and returns CUDA_ERROR_OUT_OF_MEMORY, as the driver does when a GPU has
- * no room for a context). */
-static bool ctx_end(struct ctx_probe *p, CUresult rc)
+/* What the new context cost this process (see the rule above); false when it cannot be told. */
+static bool ctx_cost(const struct ctx_probe *p, uint64_t *cost)
 {
-    if (!p->measuring || rc != CUDA_SUCCESS)
+    uint64_t self1, dev1, slot1 = slot_used(p->dev);
+    uint64_t others = slot1 > p->slot0 ? slot1 - p->slot0 : 0;   /* other threads' allocations meanwhile */
+    if (p->self_ok == 1 && vgpu_nvml_self_used(p->dev, &self1) == 1 && self1 > 0) {
+        uint64_t grew = self1 > p->self0 ? self1 - p->self0 : 0;
+        *cost = grew > others ? grew - others : 0;
         return true;
-    uint64_t after;
-    if (!vgpu_nvml_device_used(p->dev, &after) || atomic_exchange(&ctx_charged[p->dev], true))
-        return true;
-    uint64_t overhead = after > p->before ? after - p->before : 0;
-    if (!vgpu_acct_reserve_measured(p->dev, overhead, "context creation")) {
-        atomic_store(&ctx_charged[p->dev], false);
-        return false;
     }
-    vgpu_ctx_overhead_charged(p->dev, overhead);
-    vgpu_debug("context overhead on GPU %d: %llu bytes", p->dev, (unsigned long long)overhead);
+    if (!p->dev_ok || !vgpu_nvml_device_used(p->dev, &dev1))
+        return false;
+    uint64_t grew = dev1 > p->dev0 ? dev1 - p->dev0 : 0;
+    grew = grew > others ? grew - others : 0;
+    *cost = grew < CTX_CHARGE_MAX ? grew : CTX_CHARGE_MAX;
+    vgpu_debug("no per-process NVML figure on GPU %d: context charged the device-wide delta %llu bytes, "
+               "clamped to %llu", p->dev, (unsigned long long)grew, (unsigned long long)*cost);
     return true;
+}
+
+/* Charges the new context (ctx NULL: the primary one); false when it does not fit in the limit
+ * (the caller then undoes the context and returns CUDA_ERROR_OUT_OF_MEMORY, as the driver does
+ * when a GPU has no room for a context). Releases ctx_lock. */
+static bool ctx_end(struct ctx_probe *p, CUresult rc, CUcontext ctx)
+{
+    if (!p->active)
+        return true;
+    bool ok = true;
+    uint64_t cost = 0;
+    if (rc == CUDA_SUCCESS && vgpu_job_dev(p->dev) < 0) {
+        ok = false;   /* not one of the job's GPUs (vgpu_job_dev said so): no memory there at all */
+    } else if (rc == CUDA_SUCCESS && ctx_cost(p, &cost) && cost) {
+        if (!vgpu_acct_reserve_measured(p->dev, cost, "context creation")) {
+            ok = false;
+        } else {
+            vgpu_ctx_overhead_charged(p->dev, cost);
+            vgpu_debug("context on GPU %d: %llu bytes", p->dev, (unsigned long long)cost);
+            bool kept = false;
+            if (!ctx) {
+                primary_charge[p->dev] += cost;
+                kept = true;
+            }
+            for (int i = 0; !kept && i < CTX_TRACKED; i++)
+                if (!ctx_tab[i].ctx) {
+                    ctx_tab[i].ctx = ctx;
+                    ctx_tab[i].dev = p->dev;
+                    ctx_tab[i].bytes = cost;
+                    kept = true;
+                }
+            /* Past CTX_TRACKED live contexts the charge stays until the process exits (NVML
+             * reconciliation gives it back where NVML has per-process figures). */
+        }
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    return ok;
+}
+
+/* Gives back what context `ctx` (NULL: the primary context of `dev`) was charged. */
+static void ctx_gone(CUcontext ctx, int dev)
+{
+    uint64_t bytes = 0;
+    pthread_mutex_lock(&ctx_lock);
+    if (!ctx && dev >= 0 && dev < VGPU_REGION_MAX_DEVICES) {
+        bytes = primary_charge[dev];
+        primary_charge[dev] = 0;
+    }
+    for (int i = 0; ctx && i < CTX_TRACKED; i++)
+        if (ctx_tab[i].ctx == ctx) {
+            dev = ctx_tab[i].dev;
+            bytes = ctx_tab[i].bytes;
+            ctx_tab[i].ctx = NULL;
+            break;
+        }
+    pthread_mutex_unlock(&ctx_lock);
+    if (bytes) {
+        vgpu_acct_release(dev, bytes);
+        vgpu_ctx_overhead_released(dev, bytes);
+    }
 }
 
 static void undo_primary(CUdevice dev)
@@ -75,13 +183,13 @@ static void undo_created(CUcontext *pctx)
         *pctx = NULL;
 }
 
-#define CTX_WRAP(sym, dev, args, undo)                                             \
+#define CTX_WRAP(sym, dev, primary, args, undo)                                    \
     vgpu_##sym##_fn real = REAL(sym);                                              \
     if (!real)                                                                     \
         return CUDA_ERROR_NOT_INITIALIZED;                                         \
-    struct ctx_probe probe = ctx_begin(dev);                                       \
+    struct ctx_probe probe = ctx_begin(dev, primary);                              \
     CUresult rc = real args;                                                       \
-    if (!ctx_end(&probe, rc)) {                                                    \
+    if (!ctx_end(&probe, rc, primary || !pctx ? NULL : *pctx)) {                   \
         undo;                                                                      \
         return CUDA_ERROR_OUT_OF_MEMORY;                                           \
     }                                                                              \
@@ -89,30 +197,61 @@ static void undo_created(CUcontext *pctx)
 
 VGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CTX_WRAP(cuDevicePrimaryCtxRetain, dev, (pctx, dev), undo_primary(dev))
+    CTX_WRAP(cuDevicePrimaryCtxRetain, dev, true, (pctx, dev), undo_primary(dev))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate, dev, (pctx, flags, dev), undo_created(pctx))
+    CTX_WRAP(cuCtxCreate, dev, false, (pctx, flags, dev), undo_created(pctx))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate_v2, dev, (pctx, flags, dev), undo_created(pctx))
+    CTX_WRAP(cuCtxCreate_v2, dev, false, (pctx, flags, dev), undo_created(pctx))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                     unsigned int flags, CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate_v3, dev, (pctx, paramsArray, numParams, flags, dev), undo_created(pctx))
+    CTX_WRAP(cuCtxCreate_v3, dev, false, (pctx, paramsArray, numParams, flags, dev), undo_created(pctx))
 }
 
 VGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
                                     CUdevice dev)
 {
-    CTX_WRAP(cuCtxCreate_v4, dev, (pctx, ctxCreateParams, flags, dev), undo_created(pctx))
+    CTX_WRAP(cuCtxCreate_v4, dev, false, (pctx, ctxCreateParams, flags, dev), undo_created(pctx))
 }
+
+#define CTX_DESTROY(sym)                                                            \
+    VGPU_EXPORT CUresult sym(CUcontext ctx)                                         \
+    {                                                                               \
+        vgpu_##sym##_fn real = REAL(sym);                                           \
+        if (!real)                                                                  \
+            return CUDA_ERROR_NOT_INITIALIZED;                                      \
+        CUresult rc = real(ctx);                                                    \
+        if (rc == CUDA_SUCCESS && ctx && vgpu_job())                                \
+            ctx_gone(ctx, -1);                                                      \
+        return rc;                                                                  \
+    }
+CTX_DESTROY(cuCtxDestroy)
+CTX_DESTROY(cuCtxDestroy_v2)
+
+/* Release: the memory goes with the last reference; Reset: always. */
+#define PRIMARY_DROP(sym)                                                           \
+    VGPU_EXPORT CUresult sym(CUdevice dev)                                          \
+    {                                                                               \
+        vgpu_##sym##_fn real = REAL(sym);                                           \
+        if (!real)                                                                  \
+            return CUDA_ERROR_NOT_INITIALIZED;                                      \
+        CUresult rc = real(dev);                                                    \
+        if (rc == CUDA_SUCCESS && vgpu_job() && !primary_active(dev))               \
+            ctx_gone(NULL, dev);                                                    \
+        return rc;                                                                  \
+    }
+PRIMARY_DROP(cuDevicePrimaryCtxRelease)
+PRIMARY_DROP(cuDevicePrimaryCtxRelease_v2)
+PRIMARY_DROP(cuDevicePrimaryCtxReset)
+PRIMARY_DROP(cuDevicePrimaryCtxReset_v2)
 
 /* ---- cuCtxSetLimit ---- */
 
@@ -265,91 +404,5 @@ VGPU_EXPORT CUresult cuLibraryUnload(CUlibrary library)
     CUresult rc = real(library);
     if (rc == CUDA_SUCCESS)
         unload_release((uint64_t)(uintptr_t)library);
-    return rc;
-}
-
-/* ---- graph memory ---- */
-
-static _Atomic bool graph_mem_seen;
-static _Atomic uint64_t graph_charged[VGPU_REGION_MAX_DEVICES];
-
-void vgpu_graphmem_reconcile(int dev)
-{
-    if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed) || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
-        return;
-    vgpu_cuDeviceGetGraphMemAttribute_fn f =
-        (vgpu_cuDeviceGetGraphMemAttribute_fn)vgpu_real_cuda_sym("cuDeviceGetGraphMemAttribute");
-    cuuint64_t reserved = 0;
-    if (!f || f(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS)
-        return;
-    uint64_t old = atomic_exchange(&graph_charged[dev], reserved);
-    if (reserved > old)
-        vgpu_acct_force(dev, reserved - old);
-    else if (old > reserved)
-        vgpu_acct_release(dev, old - reserved);
-}
-
-void vgpu_graph_launched(void)
-{
-    if (__builtin_expect(atomic_load_explicit(&graph_mem_seen, memory_order_relaxed), 0) && vgpu_job())
-        vgpu_graphmem_reconcile(vgpu_current_device());
-}
-
-static void saw_graph_memory(void)
-{
-    if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed))
-        atomic_store(&graph_mem_seen, true);
-}
-
-VGPU_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-                                            size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
-{
-    saw_graph_memory();
-    CALL_REAL(cuGraphAddMemAllocNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture, (hStream));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture_ptsz, (hStream));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture_v2, (hStream, mode));
-}
-
-VGPU_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
-{
-    saw_graph_memory();
-    CALL_REAL(cuStreamBeginCapture_v2_ptsz, (hStream, mode));
-}
-
-VGPU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    vgpu_cuGraphInstantiateWithFlags_fn real = REAL(cuGraphInstantiateWithFlags);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = real(phGraphExec, hGraph, flags);
-    if (rc == CUDA_SUCCESS)
-        vgpu_graph_launched();
-    return rc;
-}
-
-VGPU_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
-{
-    vgpu_cuDeviceGraphMemTrim_fn real = REAL(cuDeviceGraphMemTrim);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = real(device);
-    if (rc == CUDA_SUCCESS && vgpu_job())
-        vgpu_graphmem_reconcile(device);
     return rc;
 }

@@ -72,6 +72,13 @@ int vgpu_job_slot(void);               /* this process's slot (re-attached after
 const char *vgpu_job_label(void);      /* "job NAME (ID)" for messages */
 /* Whether any device of the job has a core limit (refreshed when `vgpu limit` changes one). */
 bool vgpu_job_core_limited(void);
+/* The job device (index into the region's devices) of CUDA ordinal `ordinal`, matched by UUID
+ * (cuDeviceGetUuid), so that a process that changed CUDA_VISIBLE_DEVICES is still accounted on
+ * the right GPU. VGPU_NOT_JOB_DEV for a GPU that is not one of the job's (its allocations are
+ * refused); -1 with no job or a bad ordinal. Without UUIDs in the region (HAMi variables): the
+ * ordinal itself. Cached per ordinal. */
+#define VGPU_NOT_JOB_DEV (-2)
+int vgpu_job_dev(int ordinal);
 
 /* ---- acct.c: memory accounting ------------------------------------------------------------------ */
 
@@ -90,22 +97,47 @@ void vgpu_acct_release(int dev, uint64_t bytes);
 /* Charges bytes that are already in use whatever the limit says (context overhead, pool and
  * graph rounding measured after the fact): never fails, may pass the limit. */
 void vgpu_acct_force(int dev, uint64_t bytes);
-/* Job view of device `dev`: limit (0 = none) and used bytes. */
+/* Job view of CUDA device `dev`: limit (0 = none) and used bytes (the job's memory outside the
+ * limiter included). The _job variants take a job device index (NVML handles have no ordinal). */
 uint64_t vgpu_acct_limit(int dev);
+uint64_t vgpu_acct_limit_job(int jdev);
 uint64_t vgpu_acct_used(int dev);
 /* Saturating helpers for the views: used + free = total, never negative. */
 void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
                     uint64_t *used_out);
+void vgpu_acct_view_job(int jdev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
+                        uint64_t *used_out);
 /* Tells the pools (pool.c) to re-measure: called before giving up with OOM. */
 void vgpu_pool_reconcile_all(void);
 void vgpu_graphmem_reconcile(int dev);
 
-/* ctx.c: after a graph instantiate/launch, charge the growth of the device's graph pool. */
+/* graphmem.c: after a graph instantiate/launch, charge the growth of the device's graph pool. */
 void vgpu_graph_launched(void);
+/* graphmem.c: around a graph launch or upload. _before reserves the growth of the graph pool
+ * the executable graph may need; false (nothing held) when that does not fit in the limit: the
+ * caller returns CUDA_ERROR_OUT_OF_MEMORY without the real call. _after charges the pool's real
+ * growth and returns the reservation; launch says the graph ran (its relaunches need less). */
+#define VGPU_GRAPH_HOLD_DEVS 4
+struct vgpu_graph_hold {
+    int n;
+    struct { int dev; uint64_t held; } d[VGPU_GRAPH_HOLD_DEVS];
+};
+bool vgpu_graph_mem_before(CUgraphExec exec, const char *what, struct vgpu_graph_hold *hold);
+void vgpu_graph_mem_after(CUgraphExec exec, CUresult rc, bool launch, struct vgpu_graph_hold *hold);
+/* nvml.c: measures the job's memory outside the limiter on CUDA device `dev` now (NVML's process
+ * list: processes descended from the job that are not under libvgpu.so) and records it in the
+ * region; at most every 200 ms. Called before refusing an allocation. */
+void vgpu_nvml_outside_refresh(int dev);
 /* nvml.c: device-wide used memory of job device `dev` through NVML (false without NVML). */
 bool vgpu_nvml_device_used(int dev, uint64_t *used);
 /* nvml.c: the context overhead charged for `dev` (the baseline of NVML reconciliation). */
 void vgpu_ctx_overhead_charged(int dev, uint64_t bytes);
+/* nvml.c: this process's own used memory on `dev` as NVML reports it (the driver's per-process
+ * figure): 1 with *used set (0 when the process is not listed), -1 when NVML lists it with
+ * NVML_VALUE_NOT_AVAILABLE (some MIG setups), 0 when NVML cannot be asked. */
+int vgpu_nvml_self_used(int dev, uint64_t *used);
+/* nvml.c: context overhead given back (a context destroyed). */
+void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
 /* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of
  * this process on `dev` and what it has been charged beyond its allocations. */
 void vgpu_nvml_reconcile_maybe(int dev);

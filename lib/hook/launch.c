@@ -112,15 +112,19 @@ VGPU_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *
     GATED(cuLaunchHostFunc_ptsz, true, hStream, (hStream, fn, userData))
 }
 
+/* Graph launches also take the graph's memory (graphmem.c): refused with OUT_OF_MEMORY before
+ * the gate when it does not fit in the limit, as the driver refuses one on a full GPU. */
 VGPU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
     vgpu_cuGraphLaunch_fn real = REAL(cuGraphLaunch);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
+    struct vgpu_graph_hold hold;
+    if (!vgpu_graph_mem_before(hGraphExec, "cuGraphLaunch", &hold))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     vgpu_launch_gate(hStream, false);
     CUresult rc = real(hGraphExec, hStream);
-    if (rc == CUDA_SUCCESS)
-        vgpu_graph_launched();
+    vgpu_graph_mem_after(hGraphExec, rc, true, &hold);
     return rc;
 }
 
@@ -129,9 +133,11 @@ VGPU_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream
     vgpu_cuGraphLaunch_ptsz_fn real = REAL(cuGraphLaunch_ptsz);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
+    struct vgpu_graph_hold hold;
+    if (!vgpu_graph_mem_before(hGraphExec, "cuGraphLaunch_ptsz", &hold))
+        return CUDA_ERROR_OUT_OF_MEMORY;
     vgpu_launch_gate(hStream, true);
     CUresult rc = real(hGraphExec, hStream);
-    if (rc == CUDA_SUCCESS)
-        vgpu_graph_launched();
+    vgpu_graph_mem_after(hGraphExec, rc, true, &hold);
     return rc;
 }

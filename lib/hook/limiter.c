@@ -2,7 +2,9 @@
  *
  * Per job device, this process keeps: the scheduler file of that GPU, its entries there, and
  * the lease it holds (0 when none) with its deadline. A launch under a valid lease on a stream
- * already seen during that lease passes after one atomic load and one clock read. Anything
+ * already seen during that lease passes after two loads (the local lease word, and the shared
+ * one, which a preemptor takes), with no clock read: the helper thread ends each lease at its
+ * deadline by zeroing the local word before it drains. Anything
  * else takes the device's mutex: track the stream, or end an expired lease, or wait for the
  * next turn (futex sleeps in the shared file, bounded; never a spin).
  *
@@ -23,12 +25,25 @@
  * two fences hold about a millisecond or two of GPU work: halved when the wait was long (long
  * kernels: down to a fence every launch, whose cost is nothing next to the kernel), doubled
  * when the older fence was already done (short kernels: up to every 256th launch, so the cost
- * per launch stays a few ns). The fast path pays one thread-local increment and compare. */
+ * per launch stays a few ns). The fast path pays one thread-local increment and compare.
+ *
+ * Preemption (vgpu/sched.h, "Latency"): the deadline a launch compares against is the one in the
+ * shared schedule, so a waiter that preempts us (by setting it to now) stops our launches at the
+ * next one; the helper thread sleeps on the schedule's yield futex, so it drains and passes the
+ * lease on at once even when the application is not launching. When a waiter only asks, the
+ * helper gives the lease back once no launch came for VGPU_SCHED_IDLE_NS (`touched`).
+ *
+ * A launch never waits longer than VGPU_SCHED_STALL_NS: a schedule that keeps it out that long
+ * is damaged or held by someone hostile, and the process then runs unscheduled (the driver's
+ * plain time-slicing) until the schedule moves again, saying so once. */
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +63,10 @@ struct dstate {
     _Atomic uint64_t lease;      /* the lease word we hold, 0 when none */
     _Atomic uint64_t end;        /* its deadline */
     uint64_t start;
+    _Atomic uint32_t touched;    /* a launch came since the helper last looked (idle detection) */
+    uint64_t idle_since;         /* the helper first saw the lease idle (0: not idle); helper only */
+    uint64_t bypass_until;       /* the schedule looked damaged: launch unscheduled until then */
+    bool warned_stall;
     CUcontext ctx;               /* the context current at the grant (for draining) */
     CUstream streams[MAX_STREAMS];
     unsigned nstreams;
@@ -70,7 +89,8 @@ LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
 #define FENCE_EVERY_MIN   1
 #define FENCE_EVERY_MAX   256
 #define FENCE_EVERY_START 8
-#define FENCE_LONG_WAIT_NS 1000000ULL   /* waited longer than 1 ms: too much work in flight */
+#define FENCE_LONG_WAIT_NS 500000ULL    /* waited longer than 0.5 ms: too much work in flight (a
+                                           * preempting waiter waits for it: reference/latency.md) */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -84,6 +104,7 @@ static struct {
     vgpu_cuCtxSetCurrent_fn set_ctx;
     vgpu_cuCtxSynchronize_fn ctx_sync;
     vgpu_cuStreamSynchronize_fn stream_sync;
+    vgpu_cuStreamQuery_fn stream_query;
     vgpu_cuStreamIsCapturing_fn capturing;
     vgpu_cuEventCreate_fn ev_create;
     vgpu_cuEventRecord_fn ev_record;
@@ -100,6 +121,7 @@ static void init(void)
     drv.set_ctx = (vgpu_cuCtxSetCurrent_fn)vgpu_real_cuda_sym("cuCtxSetCurrent");
     drv.ctx_sync = (vgpu_cuCtxSynchronize_fn)vgpu_real_cuda_sym("cuCtxSynchronize");
     drv.stream_sync = (vgpu_cuStreamSynchronize_fn)vgpu_real_cuda_sym("cuStreamSynchronize");
+    drv.stream_query = (vgpu_cuStreamQuery_fn)vgpu_real_cuda_sym("cuStreamQuery");
     drv.capturing = (vgpu_cuStreamIsCapturing_fn)vgpu_real_cuda_sym("cuStreamIsCapturing");
     drv.ev_create = (vgpu_cuEventCreate_fn)vgpu_real_cuda_sym("cuEventCreate");
     drv.ev_record = (vgpu_cuEventRecord_fn)vgpu_real_cuda_sym("cuEventRecord");
@@ -167,25 +189,41 @@ static struct limits read_limits(const struct vgpu_region *r, int dev)
     return x;
 }
 
-/* Opens the GPU's scheduler file next to the job's state (<statedir>/sched/<uuid>). */
+/* The UUID of job device `dev`: the region's, or the driver's when the region names none (a job
+ * made from HAMi-core's variables knows only memory sizes). */
+static bool device_uuid(const struct vgpu_region *r, int dev, char *buf, size_t len)
+{
+    if (r->hdr->dev[dev].uuid[0]) {
+        snprintf(buf, len, "%.*s", (int)sizeof r->hdr->dev[dev].uuid, r->hdr->dev[dev].uuid);
+        return true;
+    }
+    vgpu_cuDeviceGet_fn get = (vgpu_cuDeviceGet_fn)vgpu_real_cuda_sym("cuDeviceGet");
+    vgpu_cuDeviceGetUuid_fn get_uuid = (vgpu_cuDeviceGetUuid_fn)vgpu_real_cuda_sym("cuDeviceGetUuid");
+    CUdevice d;
+    CUuuid u;
+    if (!get || !get_uuid || get(&d, dev) != CUDA_SUCCESS || get_uuid(&u, d) != CUDA_SUCCESS)
+        return false;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return true;
+}
+
+/* Joins the machine-wide schedule of the GPU (vgpu/sched.h). */
 static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
 {
     if (d->ready)
         return d->ready > 0;
     d->ready = -1;
-    char statedir[4096];
-    snprintf(statedir, sizeof statedir, "%s", r->path);
-    for (int up = 0; up < 2; up++) {     /* <statedir>/jobs/<id>.region */
-        char *slash = strrchr(statedir, '/');
-        if (!slash)
-            return false;
-        *slash = 0;
+    char uuid[128];
+    if (!device_uuid(r, dev, uuid, sizeof uuid)) {
+        vgpu_error("%s: cannot tell which GPU device %d is (cuDeviceGetUuid failed); GPU time there is NOT "
+                   "limited", vgpu_job_label(), dev);
+        return false;
     }
-    const char *uuid = r->hdr->dev[dev].uuid;
     struct vgpu_err e = { 0 };
-    if (vgpu_sched_open(&d->s, statedir[0] ? statedir : "/", uuid, &e) != 0) {
-        vgpu_error("%s: cannot open the GPU scheduler file: %s; GPU time on %s is NOT limited",
-                   vgpu_job_label(), e.msg, uuid);
+    if (vgpu_sched_open(&d->s, uuid, &e) != 0) {
+        vgpu_error("%s: %s; GPU time on %s is NOT limited", vgpu_job_label(), e.msg, uuid);
         return false;
     }
     struct limits x = read_limits(r, dev);
@@ -220,7 +258,9 @@ static void track(struct dstate *d, CUstream stream, bool ptsz)
 /* Waits for the lease's work and passes the lease on. Called with d->mu held. */
 static void drain_and_release(struct dstate *d, int dev)
 {
-    uint64_t lease = atomic_load(&d->lease);
+    /* The lease word goes to 0 first: launches compare it and stop at once (they then wait for
+     * d->mu, which we hold until the lease has been passed on). */
+    uint64_t lease = atomic_exchange(&d->lease, 0);
     if (!lease)
         return;
     CUcontext prev = NULL;
@@ -242,8 +282,11 @@ static void drain_and_release(struct dstate *d, int dev)
     if (switched)
         drv.set_ctx(prev);
     uint64_t now = vgpu_now_ns();
-    uint64_t used = now - d->start;
-    vgpu_sched_release(&d->s, lease, used, now);
+    /* A lease taken by preemption shares the GPU with the preempted holder's queued work at
+     * first; that overlap is the holder's to pay. */
+    uint64_t used = now - vgpu_sched_charge_from(&d->s, d->start, now);
+    if (!vgpu_sched_release(&d->s, lease, used, now))
+        vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
     struct vgpu_region *r = vgpu_job();
     if (r && r->use)
         atomic_fetch_add(&r->use->dev[dev].gpu_time_ns, used);
@@ -254,12 +297,32 @@ static void drain_and_release(struct dstate *d, int dev)
     atomic_store(&d->lease, 0);
 }
 
+/* True when the lease has work on the GPU (a tracked stream not done). A process waiting for its
+ * kernel is not idle; one whose streams are done and that launches nothing is. A per-thread
+ * default stream cannot be queried from the helper thread: then only launches count. Called
+ * with d->mu held. */
+static bool work_in_flight(struct dstate *d)
+{
+    if (!drv.stream_query || d->whole_ctx)
+        return false;
+    CUcontext prev = NULL;
+    bool switched = false;
+    if (drv.get_ctx && drv.set_ctx && drv.get_ctx(&prev) == CUDA_SUCCESS && prev != d->ctx && d->ctx)
+        switched = drv.set_ctx(d->ctx) == CUDA_SUCCESS;
+    bool busy = false;
+    for (unsigned i = 0; i < d->nstreams && !busy; i++)
+        busy = drv.stream_query(d->streams[i]) == CUDA_ERROR_NOT_READY;
+    if (switched)
+        drv.set_ctx(prev);
+    return busy;
+}
+
 /* ---- pacing: bound the work in flight under a lease ------------------------------------------------- */
 
 /* Called with d->mu held, by a launch under our lease, every F-th launch. */
 static void pace(struct dstate *d, CUstream stream, bool ptsz)
 {
-    if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx)
+    if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx || !keeper_started)
         return;
     CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -312,25 +375,68 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
 
 /* ---- the helper thread: ends leases at their deadline ------------------------------------------------ */
 
+/* The futex word the helper sleeps on while it holds one lease (kick_keeper wakes it there). */
+static _Atomic(_Atomic uint32_t *) keeper_sleeps_on;
+
 static void *keeper(void *arg)
 {
     (void)arg;
+    uint32_t seen[MAX_DEV] = { 0 };
     for (;;) {
         uint64_t next = UINT64_MAX, now = vgpu_now_ns();
+        struct dstate *only = NULL;
+        unsigned held = 0;
         for (unsigned i = 0; i < MAX_DEV; i++) {
             struct dstate *d = &devs[i];
-            uint64_t end = atomic_load(&d->end);
-            if (!atomic_load(&d->lease) || !end)
+            uint64_t lease = atomic_load(&d->lease);
+            if (!lease || !d->s.f)
                 continue;
-            if (now >= end) {
+            uint64_t end = vgpu_sched_deadline(&d->s, lease);
+            bool give_back = now >= end;
+            if (!give_back && vgpu_sched_wanted(&d->s, d->start)) {
+                /* Someone of another job waits: give the lease back once we have been idle (no
+                 * launch, nothing in flight) for a whole VGPU_SCHED_IDLE_NS, so that a process
+                 * between a synchronize and its next launch is not taken for idle. */
+                bool quiet = atomic_exchange(&d->touched, 0) == 0;
+                if (quiet) {
+                    pthread_mutex_lock(&d->mu);
+                    quiet = atomic_load(&d->lease) == lease && !work_in_flight(d);
+                    pthread_mutex_unlock(&d->mu);
+                }
+                if (!quiet)
+                    d->idle_since = 0;
+                else if (!d->idle_since)
+                    d->idle_since = now;
+                else if (now - d->idle_since >= VGPU_SCHED_IDLE_NS)
+                    give_back = true;
+                if (!give_back && now + VGPU_SCHED_IDLE_NS < next)
+                    next = now + VGPU_SCHED_IDLE_NS;
+                if (give_back)
+                    atomic_fetch_add(&d->s.f->yields, 1);
+            }
+            if (give_back) {
                 pthread_mutex_lock(&d->mu);
-                if (atomic_load(&d->lease) && vgpu_now_ns() >= atomic_load(&d->end))
+                if (atomic_load(&d->lease) == lease)
                     drain_and_release(d, (int)i);
                 pthread_mutex_unlock(&d->mu);
-            } else if (end < next) {
-                next = end;
+                continue;
             }
+            if (end < next)
+                next = end;
+            held++;
+            only = d;
         }
+        now = vgpu_now_ns();
+        if (held == 1) {
+            /* Sleep where a preempting waiter wakes us. */
+            unsigned i = (unsigned)(only - devs);
+            atomic_store(&keeper_sleeps_on, &only->s.f->yield_seq);
+            vgpu_sched_wait_yield(&only->s, &seen[i], next > now ? next - now : 0);
+            atomic_store(&keeper_sleeps_on, NULL);
+            continue;
+        }
+        if (held > 1 && next > now + 1000000ULL)
+            next = now + 1000000ULL;   /* several GPUs: poll their yield requests every ms */
         pthread_mutex_lock(&keeper_mu);
         if (next == UINT64_MAX) {
             struct timespec ts;
@@ -361,15 +467,31 @@ static void kick_keeper(void)
         keeper_started = pthread_create(&t, &a, keeper, NULL) == 0;
         pthread_attr_destroy(&a);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (!keeper_started)
-            vgpu_warn("%s: cannot start the limiter's helper thread; leases end at the next launch",
+        if (!keeper_started) {
+            /* Without it nobody ends a lease at its deadline: every launch takes the slow path,
+             * which reads the clock (F = 0 fails the fast path's fence count). */
+            for (unsigned i = 0; i < MAX_DEV; i++)
+                atomic_store(&devs[i].fence_every, 0);
+            vgpu_warn("%s: cannot start the limiter's helper thread; every launch now checks the clock",
                       vgpu_job_label());
+        }
     }
     pthread_cond_signal(&keeper_cv);
     pthread_mutex_unlock(&keeper_mu);
+    _Atomic uint32_t *w = atomic_load(&keeper_sleeps_on);
+    if (w)
+        syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ---- the gate ------------------------------------------------------------------------------------------ */
+
+/* The longest a launch of a job capped at `cap` may wait for its turn: the time to repay the
+ * largest debt and earn a quantum, twice, and never under VGPU_SCHED_STALL_NS. */
+static uint64_t stall_bound(unsigned cap)
+{
+    uint64_t repay = (vgpu_sched_quantum(cap) + VGPU_SCHED_DEBT_NS) * 100 / (cap ? cap : 1);
+    return 2 * repay > VGPU_SCHED_STALL_NS ? 2 * repay : VGPU_SCHED_STALL_NS;
+}
 
 static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
 {
@@ -386,7 +508,10 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
     for (;;) {
         uint64_t now = vgpu_now_ns();
         uint64_t lease = atomic_load(&d->lease);
-        if (lease && now < atomic_load(&d->end)) {
+        if (!lease && now < d->bypass_until)
+            break;                       /* the schedule looked damaged: unscheduled for now */
+        if (lease && now < vgpu_sched_deadline(&d->s, lease)) {
+            atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
             track(d, stream, ptsz);
             t_lease[dev] = lease;
             t_stream[dev] = stream;
@@ -406,6 +531,17 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
         now = vgpu_now_ns();
         if (!waited_from)
             waited_from = now;
+        if (now - waited_from > stall_bound(x.cap)) {
+            /* Bounded: nothing legitimate keeps a job of this cap out this long. */
+            d->bypass_until = now + VGPU_SCHED_PERIOD_NS;
+            vgpu_sched_unwant(&d->s, d->proc);
+            if (!d->warned_stall)
+                vgpu_warn("%s: waited %.1f s for GPU time, longer than the schedule allows (damaged, or held by a "
+                          "process that ignores it); running without the compute limit until it moves again",
+                          vgpu_job_label(), (double)(now - waited_from) / 1e9);
+            d->warned_stall = true;
+            break;
+        }
         /* Limits are re-read at every turn: `vgpu limit` applies from the next lease on. */
         vgpu_sched_job(&d->s, job_key(r), x.cap, x.soft, x.prio, now);
         uint64_t granted, end;
@@ -417,6 +553,8 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             d->start = now;
             d->nstreams = 0;
             d->whole_ctx = false;
+            d->idle_since = 0;
+            atomic_store(&d->touched, 1);
             atomic_store(&d->end, end);
             atomic_store(&d->lease, granted);
             if (now > waited_from && r->use)
@@ -442,10 +580,17 @@ void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
         return;
     struct dstate *d = &devs[dev];
     uint64_t lease = atomic_load_explicit(&d->lease, memory_order_acquire);
-    if (__builtin_expect(lease != 0 && lease == t_lease[dev] && stream == t_stream[dev], 1) &&
-        vgpu_now_ns() < atomic_load_explicit(&d->end, memory_order_relaxed) &&
-        __builtin_expect(++t_since_fence[dev] < atomic_load_explicit(&d->fence_every, memory_order_relaxed), 1))
-        return;
+    /* Our lease (the helper thread zeroes d->lease at the deadline, before draining), still
+     * ours in the shared schedule (not taken by a preemptor or revoked): two loads, no clock. */
+    if (__builtin_expect(lease != 0 && lease == t_lease[dev] && stream == t_stream[dev], 1)) {
+        struct vgpu_sched_file *f = d->s.f;
+        if (atomic_load_explicit(&f->lease, memory_order_relaxed) == lease &&
+            __builtin_expect(++t_since_fence[dev] < atomic_load_explicit(&d->fence_every, memory_order_relaxed), 1)) {
+            if (!atomic_load_explicit(&d->touched, memory_order_relaxed))
+                atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
+            return;
+        }
+    }
     slow_path(dev, d, stream, ptsz);
 }
 
@@ -465,6 +610,8 @@ __attribute__((destructor)) static void limiter_exit(void)
             atomic_store(&d->lease, 0);
         }
         vgpu_sched_detach(&d->s, d->proc);
+        /* Other threads may still launch: remove a schedule nobody uses, but keep it mapped. */
+        vgpu_sched_retire(&d->s);
         pthread_mutex_unlock(&d->mu);
     }
 }

@@ -11,9 +11,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hook.h"
+#include "vgpu/outside.h"
 #include "vgpu/region.h"
 
 #define NV(sym) ((vgpu_##sym##_fn)vgpu_real_nvml_sym(#sym))
@@ -154,10 +156,10 @@ VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t rc = real(device, memory);
     int dev;
-    if (rc != NVML_SUCCESS || !memory || (dev = job_dev_of_handle(device)) < 0 || !vgpu_acct_limit(dev))
+    if (rc != NVML_SUCCESS || !memory || (dev = job_dev_of_handle(device)) < 0 || !vgpu_acct_limit_job(dev))
         return rc;
     uint64_t fr, to, used;
-    vgpu_acct_view(dev, memory->free, memory->total, &fr, &to, &used);
+    vgpu_acct_view_job(dev, memory->free, memory->total, &fr, &to, &used);
     memory->total = to;
     memory->free = fr;
     memory->used = used;
@@ -171,10 +173,10 @@ VGPU_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t rc = real(device, memory);
     int dev;
-    if (rc != NVML_SUCCESS || !memory || (dev = job_dev_of_handle(device)) < 0 || !vgpu_acct_limit(dev))
+    if (rc != NVML_SUCCESS || !memory || (dev = job_dev_of_handle(device)) < 0 || !vgpu_acct_limit_job(dev))
         return rc;
     uint64_t fr, to, used;
-    vgpu_acct_view(dev, memory->free, memory->total, &fr, &to, &used);
+    vgpu_acct_view_job(dev, memory->free, memory->total, &fr, &to, &used);
     memory->total = to;
     memory->reserved = 0;      /* the slice has no driver-reserved part: used + free = total */
     memory->free = fr;
@@ -214,15 +216,16 @@ static void nvml_init(void)
     nvml_ok = init && init() == NVML_SUCCESS;
 }
 
-/* The NVML handle of job device `dev` (CUDA ordinal), by UUID. */
+/* The NVML handle of CUDA device `dev`, by UUID. */
 static bool handle_of_dev(int dev, nvmlDevice_t *h)
 {
     vgpu_nvmlDeviceGetHandleByUUID_fn by_uuid = NV(nvmlDeviceGetHandleByUUID);
     struct vgpu_region *r = vgpu_job();
     if (!by_uuid || !r)
         return false;
-    if ((unsigned)dev < vgpu_region_device_count(r) && r->hdr->dev[dev].uuid[0])
-        return by_uuid(r->hdr->dev[dev].uuid, h) == NVML_SUCCESS;
+    int jdev = vgpu_job_dev(dev);
+    if (jdev >= 0 && r->hdr->dev[jdev].uuid[0])
+        return by_uuid(r->hdr->dev[jdev].uuid, h) == NVML_SUCCESS;
     /* No UUID in the region (HAMi variables): ask the driver. */
     vgpu_cuDeviceGetUuid_v2_fn cu_uuid = (vgpu_cuDeviceGetUuid_v2_fn)vgpu_real_cuda_sym("cuDeviceGetUuid_v2");
     CUuuid u;
@@ -271,21 +274,113 @@ void vgpu_ctx_overhead_charged(int dev, uint64_t bytes)
     }
 }
 
-static bool process_used(nvmlDevice_t h, unsigned pid, uint64_t *used)
+#define MAX_NVML_PROCS 128
+
+/* This process's pid as NVML reports it: its host pid when the slot has it (a process in a
+ * container cannot see it itself), else NSpid's first entry. */
+static unsigned own_nvml_pid(struct vgpu_region *r, int slot)
+{
+    const struct vgpu_region_slot *s = &r->use->slot[slot];
+    if (r->hdr->creator_pidns && atomic_load(&s->host_ns) == r->hdr->creator_pidns && atomic_load(&s->host_pid) > 0)
+        return (unsigned)atomic_load(&s->host_pid);
+    return (unsigned)vgpu_proc_host_pid();
+}
+
+/* NVML's compute processes of h: this process's used memory (*used, false when it is not
+ * listed), and the job's memory outside the limiter recorded for job device jdev. */
+static bool scan_processes(struct vgpu_region *r, nvmlDevice_t h, int jdev, unsigned self, uint64_t *used)
 {
     vgpu_nvmlDeviceGetComputeRunningProcesses_v3_fn procs = NV(nvmlDeviceGetComputeRunningProcesses_v3);
-    nvmlProcessInfo_t info[64];
-    unsigned n = 64;
+    nvmlProcessInfo_t info[MAX_NVML_PROCS];
+    unsigned pids[MAX_NVML_PROCS];
+    uint64_t bytes[MAX_NVML_PROCS];
+    unsigned n = MAX_NVML_PROCS;
     if (!procs || procs(h, &n, info) != NVML_SUCCESS)
         return false;
+    if (n > MAX_NVML_PROCS)
+        n = MAX_NVML_PROCS;
     *used = 0;
-    bool found = false;
-    for (unsigned i = 0; i < n && i < 64; i++)
-        if (info[i].pid == pid) {
-            *used += info[i].usedGpuMemory;
+    bool found = false, unknown = false;
+    for (unsigned i = 0; i < n; i++) {
+        /* No per-process figure here (MIG, some containers): NVML_VALUE_NOT_AVAILABLE. */
+        bool na = info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE;
+        if (info[i].pid == self) {
+            unknown |= na;
+            *used += na ? 0 : info[i].usedGpuMemory;
             found = true;
         }
-    return found;
+        pids[i] = info[i].pid;
+        bytes[i] = na ? 0 : info[i].usedGpuMemory;
+    }
+    if (jdev >= 0) {
+        struct vgpu_outside o;
+        if (vgpu_outside_find(r, pids, bytes, n, &o))
+            vgpu_region_set_outside(r, (unsigned)jdev, o.bytes, o.count ? o.pid[0] : 0, o.count);
+    }
+    return found && !unknown;
+}
+
+int vgpu_nvml_self_used(int dev, uint64_t *used)
+{
+    pthread_once(&init_once, nvml_init);
+    vgpu_nvmlDeviceGetComputeRunningProcesses_v3_fn procs = NV(nvmlDeviceGetComputeRunningProcesses_v3);
+    nvmlDevice_t h;
+    if (!nvml_ok || !procs || !handle_of_dev(dev, &h))
+        return 0;
+    /* A busy GPU can list more processes than a fixed buffer holds: grow it (two-call protocol;
+     * the list can grow between the calls, hence the retries). */
+    nvmlProcessInfo_t small[64], *info = small;
+    unsigned cap = 64, n = cap;
+    nvmlReturn_t rc;
+    for (int tries = 0; (rc = procs(h, &n, info)) == NVML_ERROR_INSUFFICIENT_SIZE && tries < 4; tries++) {
+        if (info != small)
+            free(info);
+        cap = n + 16;
+        n = cap;
+        if (!(info = calloc(cap, sizeof *info)))
+            return 0;
+    }
+    int answer = rc == NVML_SUCCESS ? 1 : 0;
+    unsigned pid = (unsigned)vgpu_proc_host_pid();
+    *used = 0;
+    for (unsigned i = 0; answer == 1 && i < n && i < cap; i++) {
+        if (info[i].pid != pid)
+            continue;
+        if (info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+            answer = -1;
+        else
+            *used += info[i].usedGpuMemory;
+    }
+    if (info != small)
+        free(info);
+    return answer;
+}
+
+void vgpu_ctx_overhead_released(int dev, uint64_t bytes)
+{
+    if (dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
+        return;
+    uint64_t had = atomic_load(&overhead[dev]);
+    while (!atomic_compare_exchange_weak(&overhead[dev], &had, had > bytes ? had - bytes : 0))
+        ;
+}
+
+void vgpu_nvml_outside_refresh(int dev)
+{
+    static _Atomic uint64_t last_ns;
+    struct vgpu_region *r = vgpu_job();
+    int jdev = r ? vgpu_job_dev(dev) : -1;
+    uint64_t now = vgpu_now_ns(), last = atomic_load_explicit(&last_ns, memory_order_relaxed);
+    /* Only where there is something to re-measure, and not at every refused allocation. */
+    if (jdev < 0 || !vgpu_region_outside(r, (unsigned)jdev) || now - last < 200000000ull ||
+        !atomic_compare_exchange_strong(&last_ns, &last, now))
+        return;
+    pthread_once(&init_once, nvml_init);
+    nvmlDevice_t h;
+    uint64_t ignored;
+    int slot = vgpu_job_slot();
+    if (nvml_ok && slot >= 0 && handle_of_dev(dev, &h))
+        (void)scan_processes(r, h, jdev, own_nvml_pid(r, slot), &ignored);
 }
 
 void vgpu_nvml_reconcile_maybe(int dev)
@@ -301,7 +396,8 @@ void vgpu_nvml_reconcile_maybe(int dev)
     nvmlDevice_t h;
     uint64_t nvml_used;
     pthread_once(&init_once, nvml_init);
-    if (slot < 0 || !nvml_ok || !handle_of_dev(dev, &h) || !process_used(h, (unsigned)vgpu_proc_host_pid(), &nvml_used))
+    if (slot < 0 || !nvml_ok || !handle_of_dev(dev, &h) ||
+        !scan_processes(r, h, vgpu_job_dev(dev), own_nvml_pid(r, slot), &nvml_used))
         return;
     uint64_t charged = atomic_load(&r->use->slot[slot].used[dev]);
     uint64_t over = atomic_load(&overhead[dev]);

@@ -118,6 +118,33 @@ static int pool_device(CUmemoryPool pool)
     return dev;
 }
 
+/* What the pool holds, charged, that no allocation uses now: an allocation it can serve from
+ * there does not grow it. Memory freed with cuMemFreeAsync counts as used until its stream
+ * gets there (the driver may not hand it to another stream before), so it is not spare. */
+static uint64_t pool_spare(CUmemoryPool pool)
+{
+    vgpu_cuMemPoolGetAttribute_fn f = get_attr();
+    cuuint64_t used = 0;
+    pthread_mutex_lock(&lock);
+    struct pool_rec *p = find(pool);
+    uint64_t charged = p ? p->charged : 0;
+    pthread_mutex_unlock(&lock);
+    if (!f || f(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
+        return 0;
+    return charged > used ? charged - used : 0;
+}
+
+static void settle_pool(CUmemoryPool pool, int dev, uint64_t up_front);
+
+/* The part of a request the pool cannot serve from what it holds: reserved before the call.
+ * The pool is settled first (it may have shrunk at a synchronize), so its charge is current. */
+static uint64_t up_front(CUmemoryPool pool, int dev, uint64_t bytes)
+{
+    settle_pool(pool, dev, 0);
+    uint64_t spare = pool_spare(pool);
+    return bytes > spare ? bytes - spare : 0;
+}
+
 static void settle_pool(CUmemoryPool pool, int dev, uint64_t up_front)
 {
     pthread_mutex_lock(&lock);
@@ -137,10 +164,11 @@ static void settle_pool(CUmemoryPool pool, int dev, uint64_t up_front)
         CUmemoryPool pool = dev >= 0 ? current_pool(dev) : NULL;                            \
         if (!pool)                                                                          \
             return real(dptr, bytesize, hStream);                                           \
-        if (!vgpu_acct_reserve(dev, bytesize, #sym))                                        \
+        uint64_t held = up_front(pool, dev, bytesize);                                           \
+        if (!vgpu_acct_reserve(dev, held, #sym))                                            \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                \
         CUresult rc = real(dptr, bytesize, hStream);                                        \
-        settle_pool(pool, dev, bytesize);                                                   \
+        settle_pool(pool, dev, held);                                                       \
         return rc;                                                                          \
     }
 ASYNC_ALLOC(cuMemAllocAsync)
@@ -155,25 +183,45 @@ ASYNC_ALLOC(cuMemAllocAsync_ptsz)
         int dev = vgpu_job() && pool ? pool_device(pool) : -1;                                    \
         if (dev < 0)                                                                              \
             return real(dptr, bytesize, pool, hStream);                                           \
-        if (!vgpu_acct_reserve(dev, bytesize, #sym))                                              \
+        uint64_t held = up_front(pool, dev, bytesize);                                                 \
+        if (!vgpu_acct_reserve(dev, held, #sym))                                                  \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                      \
         CUresult rc = real(dptr, bytesize, pool, hStream);                                        \
-        settle_pool(pool, dev, bytesize);                                                         \
+        settle_pool(pool, dev, held);                                                             \
         return rc;                                                                                \
     }
 POOL_ALLOC(cuMemAllocFromPoolAsync)
 POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz)
 
-/* A free returns memory to its pool, not to the device: nothing to release until the pool
- * shrinks. Passed straight through, whatever the pointer. */
+/* A free of pool memory returns it to its pool, not to the device: nothing to release until
+ * the pool shrinks. cuMemFreeAsync also frees cuMemAlloc memory: that charge (mem.c's record)
+ * is given back when the free is queued, as cuMemFree gives it back (the driver returns the
+ * memory once the stream reaches the free). Anything else passes straight through. */
+static CUresult free_async(CUresult (*real)(CUdeviceptr, CUstream), CUdeviceptr dptr, CUstream hStream)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev;
+    uint64_t bytes;
+    bool tracked = vgpu_job() && vgpu_ptr_take(VGPU_AK_LINEAR, dptr, &dev, &bytes);
+    CUresult rc = real(dptr, hStream);
+    if (tracked) {
+        if (rc == CUDA_SUCCESS)
+            vgpu_acct_release(dev, bytes);
+        else
+            (void)vgpu_ptr_put(VGPU_AK_LINEAR, dptr, dev, bytes);
+    }
+    return rc;
+}
+
 VGPU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    CALL_REAL(cuMemFreeAsync, (dptr, hStream));
+    return free_async(REAL(cuMemFreeAsync), dptr, hStream);
 }
 
 VGPU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    CALL_REAL(cuMemFreeAsync_ptsz, (dptr, hStream));
+    return free_async(REAL(cuMemFreeAsync_ptsz), dptr, hStream);
 }
 
 VGPU_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)

@@ -144,7 +144,7 @@ __attribute__((used)) void *vgpu_dlsym_routed(void *handle, const char *name);
 
 /* These two run when a sanitizer runtime resolves its interceptors, before its shadow memory
  * exists: they must not be instrumented (a no-op in normal builds). */
-#define NOT_SANITIZED __attribute__((no_sanitize("address", "undefined")))
+#define NOT_SANITIZED __attribute__((no_sanitize("address", "undefined", "thread")))
 
 NOT_SANITIZED static bool routed_name(const char *name)
 {

@@ -479,6 +479,72 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
 } CUDA_MEM_ALLOC_NODE_PARAMS_v1;
 typedef CUDA_MEM_ALLOC_NODE_PARAMS_v1 CUDA_MEM_ALLOC_NODE_PARAMS;
 
+typedef struct CUDA_MEM_FREE_NODE_PARAMS_st {
+    CUdeviceptr dptr;
+} CUDA_MEM_FREE_NODE_PARAMS;
+
+typedef enum CUgraphNodeType_enum {
+    CU_GRAPH_NODE_TYPE_KERNEL = 0,
+    CU_GRAPH_NODE_TYPE_MEMCPY = 1,
+    CU_GRAPH_NODE_TYPE_MEMSET = 2,
+    CU_GRAPH_NODE_TYPE_HOST = 3,
+    CU_GRAPH_NODE_TYPE_GRAPH = 4,
+    CU_GRAPH_NODE_TYPE_EMPTY = 5,
+    CU_GRAPH_NODE_TYPE_WAIT_EVENT = 6,
+    CU_GRAPH_NODE_TYPE_EVENT_RECORD = 7,
+    CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL = 8,
+    CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT = 9,
+    CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+    CU_GRAPH_NODE_TYPE_MEM_FREE = 11,
+    CU_GRAPH_NODE_TYPE_BATCH_MEM_OP = 12,
+    CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
+} CUgraphNodeType;
+
+/* cuGraphAddNode's parameters (CUDA 12.2): the node type and a union of the per-type parameter
+ * structs, 232 bytes. Only the members vgpu and the fake read are spelled out; the kernel
+ * member is CUDA_KERNEL_NODE_PARAMS_v3, whose layout is v2's; alloc is
+ * CUDA_MEM_ALLOC_NODE_PARAMS_v2, whose layout is v1's. */
+typedef struct CUgraphNodeParams_st {
+    CUgraphNodeType type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        CUDA_KERNEL_NODE_PARAMS_v2 kernel;
+        CUDA_MEM_ALLOC_NODE_PARAMS_v1 alloc;
+        CUDA_MEM_FREE_NODE_PARAMS free;
+    };
+    long long reserved2;
+} CUgraphNodeParams;
+
+typedef struct CUgraphEdgeData_st {
+    unsigned char from_port;
+    unsigned char to_port;
+    unsigned char type;
+    unsigned char reserved[5];
+} CUgraphEdgeData;
+
+typedef enum CUgraphInstantiate_flags_enum {
+    CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH = 1,
+    CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD = 2,
+    CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH = 4,
+    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY = 8
+} CUgraphInstantiate_flags;
+
+typedef enum CUgraphInstantiateResult_enum {
+    CUDA_GRAPH_INSTANTIATE_SUCCESS = 0,
+    CUDA_GRAPH_INSTANTIATE_ERROR = 1,
+    CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE = 2,
+    CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED = 3,
+    CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED = 4
+} CUgraphInstantiateResult;
+
+typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
+    cuuint64_t flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    CUgraphInstantiateResult result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+
 typedef enum CUstreamCaptureStatus_enum {
     CU_STREAM_CAPTURE_STATUS_NONE = 0,
     CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
@@ -574,6 +640,12 @@ VGPU_CU_ASSERT_OFF(CUDA_MEM_ALLOC_NODE_PARAMS_v1, accessDescs, 88);
 VGPU_CU_ASSERT_OFF(CUDA_MEM_ALLOC_NODE_PARAMS_v1, accessDescCount, 96);
 VGPU_CU_ASSERT_OFF(CUDA_MEM_ALLOC_NODE_PARAMS_v1, bytesize, 104);
 VGPU_CU_ASSERT_OFF(CUDA_MEM_ALLOC_NODE_PARAMS_v1, dptr, 112);
+VGPU_CU_ASSERT_SIZE(CUgraphNodeParams, 256);
+VGPU_CU_ASSERT_OFF(CUgraphNodeParams, alloc, 16);
+VGPU_CU_ASSERT_OFF(CUgraphNodeParams, reserved2, 248);
+VGPU_CU_ASSERT_SIZE(CUgraphEdgeData, 8);
+VGPU_CU_ASSERT_SIZE(CUDA_GRAPH_INSTANTIATE_PARAMS, 32);
+VGPU_CU_ASSERT_OFF(CUDA_GRAPH_INSTANTIATE_PARAMS, result_out, 24);
 
 #ifdef __cplusplus
 }

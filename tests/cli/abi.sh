@@ -49,3 +49,4 @@ elif [ -f "$CUDA_INC/nvml.h" ]; then
 else
   skip "abi: nvml" "no $CUDA_INC/nvml.h (install the CUDA toolkit's NVML headers to check vgpu_nvml.h)"
 fi
+done_testing

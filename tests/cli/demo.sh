@@ -17,3 +17,4 @@ for j in infer:30 train:60; do
     not_ok "${j%%:*} got a share near its ${j#*:}% cap" "share=$share"
   fi
 done
+done_testing

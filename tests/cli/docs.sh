@@ -27,3 +27,4 @@ run vgpu completion bash
 assert_eq "completions/vgpu.bash is what 'vgpu completion bash' generates" "$(cat "$VGPU_SRC/completions/vgpu.bash")" "$out"
 run vgpu completion zsh
 assert_eq "completions/_vgpu is what 'vgpu completion zsh' generates" "$(cat "$VGPU_SRC/completions/_vgpu")" "$out"
+done_testing

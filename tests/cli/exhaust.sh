@@ -53,3 +53,5 @@ run bash -c 'ulimit -n 4; exec vgpu run true'
 assert_rc "vgpu run without file descriptors: 125" 125
 assert_contains "it says why" "Too many open files" "$err"
 assert_contains "and what to do" "ulimit -n" "$err"
+
+done_testing

@@ -93,3 +93,4 @@ probe graph 100M meminfo graphtrim meminfo
 assert_eq "a graph with a memory node launches" "graph rc=0" "$(line graph)"
 assert_contains "the graph pool's growth (100 MiB, 2 MiB steps) is charged" "used=641728512" "$(line meminfo 1)"
 assert_contains "cuDeviceGraphMemTrim gives it back" "$base" "$(line meminfo 2)"
+done_testing

@@ -67,3 +67,4 @@ assert_eq "... and the program still runs (unlimited), never exits" "0" "$rc"
 run env VGPU_REGION="$T_DIR/no-such-region" LD_PRELOAD="$lib" alloc_probe meminfo
 assert_contains "a bad VGPU_REGION is reported loudly" "runs WITHOUT GPU limits" "$err"
 assert_eq "... and the program still runs" "0" "$rc"
+done_testing

@@ -33,3 +33,4 @@ for m in grid multi; do
     not_ok "--core 30 throttles $m launches" "alone $base, capped $capped: $out $err"
   fi
 done
+done_testing

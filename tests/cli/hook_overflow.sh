@@ -29,3 +29,5 @@ run vgpu run --mem 1G -- alloc_probe pitch 1000 1000 array3d 1024 1024 1 mipmap 
 assert_contains "an ordinary pitched allocation succeeds" "pitch rc=0" "$(line pitch)"
 assert_contains "an ordinary array succeeds" "array3d rc=0" "$(line array3d)"
 assert_contains "an ordinary mipmapped array succeeds" "mipmap rc=0" "$(line mipmap)"
+
+done_testing

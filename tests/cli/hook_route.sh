@@ -66,3 +66,4 @@ assert_contains "NVML memory info through dlsym is ours" "nvml nvmlDeviceGetMemo
 assert_contains "other NVML names are NVML's" "nvml nvmlInit_v2 from=driver" "$out"
 assert_contains "RTLD_DEFAULT finds the hook" "default cuLaunchKernel_ptsz from=hook" "$out"
 assert_match "RTLD_NEXT from the program finds the next malloc (libc's, or a sanitizer's)" "next malloc from=(libc|.*libasan)" "$out"
+done_testing

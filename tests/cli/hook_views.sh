@@ -45,3 +45,4 @@ assert_contains "no limit: NVML still lists only the job's GPU" "count=1" "$out"
 assert_contains "no limit: NVML shows the real total" "total=$real_total " "$out"
 assert_contains "no limit: cuDeviceTotalMem is the real total, never 0" "totalmem rc=0 bytes=84927315968" "$out"
 assert_match "no limit: cuMemGetInfo shows the real GPU" "meminfo rc=0 free=[0-9]+ total=84927315968" "$out"
+done_testing

@@ -11,6 +11,7 @@ check "vgpu(1) is installed" test -f "$p/share/man/man1/vgpu.1"
 check "vgpu-json(7) is installed" test -f "$p/share/man/man7/vgpu-json.7"
 check "the bash completion is installed" test -f "$p/share/bash-completion/completions/vgpu"
 check "the zsh completion is installed" test -f "$p/share/zsh/vendor-completions/_vgpu"
+check "the tmpfiles.d entry for /run/vgpu-machine is installed" grep -qx "d /run/vgpu-machine 1777 root root -" "$p/lib/tmpfiles.d/vgpu.conf"
 for c in $(vgpu completion --complete 1 vgpu | grep -vx help); do
   name=$(vgpu "$c" --help 2>/dev/null | sed -n '1s/^usage: vgpu \([a-z-]*\).*/\1/p')
   [ "$name" = "$c" ] || continue   # aliases have no page or link of their own
@@ -25,3 +26,4 @@ run make --no-print-directory -s -C "$VGPU_SRC" BUILD="$VGPU_BUILD" DESTDIR="$ro
 assert_rc "make uninstall exits 0" 0
 left=$(find "$root" -type f -o -type l)
 assert_eq "make uninstall leaves no file behind" "" "$left"
+done_testing

@@ -39,3 +39,5 @@ assert_eq "it reached the second job" "1572864000" "$(limit_of "$p")"
 
 kill $(jobs -p) 2>/dev/null
 wait 2>/dev/null
+
+done_testing

@@ -13,9 +13,12 @@ check_doc "vgpu list --json" "$out"
 # ---- vgpu ps: no job, then a job with a process, --mem and --core (every key appears) ----
 run vgpu ps --json
 check_doc "vgpu ps --json" "$out"
-vgpu run --name probe --mem 4G --core 30 -- alloc_probe alloc 64M hold >"$T_DIR/probe.out" 2>&1 &
+# ... and a child outside the limiter (no LD_PRELOAD), for the outside_* keys.
+vgpu run --name probe --mem 4G --core 30 -- sh -c '
+  env -u LD_PRELOAD alloc_probe alloc 16M hold > "$0/outside.out" 2>&1 & echo $! > "$0/outside.pid"
+  exec alloc_probe alloc 64M hold' "$T_DIR" >"$T_DIR/probe.out" 2>&1 &
 job=$!
-for _ in $(seq 100); do grep -q holding "$T_DIR/probe.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q holding "$T_DIR/probe.out" 2>/dev/null && grep -q holding "$T_DIR/outside.out" && break; sleep 0.1; done
 run vgpu ps -q
 [ -n "$out" ] && ok "the job is listed" || not_ok "the job is listed" "$(cat "$T_DIR/probe.out")"
 run vgpu ps --json
@@ -27,7 +30,7 @@ doc_all_seen "vgpu ps --json"
 run vgpu ps -q --json
 check_doc "vgpu ps -q --json" "$out"
 assert_eq "ps -q --json: jobs are id strings" "string" "$(jq -r '.jobs[0] | type' <<<"$out")"
-kill $job 2>/dev/null; wait $job 2>/dev/null
+kill $job "$(cat "$T_DIR/outside.pid")" 2>/dev/null; wait $job 2>/dev/null
 run vgpu ps --json            # the job has ended (ended jobs stay listed a while)
 check_doc "vgpu ps --json" "$out"
 run vgpu run -- sh -c 'exit 3'
@@ -114,3 +117,4 @@ for c in $(vgpu completion --complete 1 vgpu | grep -vx help); do
       || not_ok "vgpu $c $v --json is documented in vgpu-json(7)"
   done
 done
+done_testing

@@ -11,13 +11,18 @@
 #   assert_contains DESC NEEDLE HAYSTACK
 #   assert_not_contains DESC NEEDLE HAYSTACK
 #   assert_match DESC REGEX TEXT
-#   skip DESC REASON
+#   skip DESC REASON         one test not run, and why (tests/run.sh lists every skip at the end)
+#   skip_all REASON          the whole script cannot run here: plan 1..0 with the reason, exit 0
+#   done_testing             the LAST line of every script: prints the TAP plan "1..N". tests/run.sh
+#                            fails a script without a plan, or whose plan disagrees with the tests
+#                            it printed, so a script that stops early fails
 set -u
 : "${VGPU_BUILD:?run the CLI tests through tests/run.sh (or make test)}"
 : "${VGPU_SRC:?run the CLI tests through tests/run.sh (or make test)}"
 
 T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-test.XXXXXX")
 t_cleanup() {
+  [ -z "${T_DONE:-}" ] && echo "# ended after $T_N tests without reaching done_testing (an early exit?)"
   # Kill whatever a test left running in the background, then remove its files.
   local pids; pids=$(jobs -p); [ -n "$pids" ] && kill $pids 2>/dev/null; wait 2>/dev/null
   rm -rf "$T_DIR"
@@ -27,11 +32,15 @@ trap t_cleanup EXIT
 export PATH="$VGPU_BUILD:$VGPU_BUILD/links:$VGPU_BUILD/fakegpu:$VGPU_BUILD/tests/progs:$PATH"
 export LD_LIBRARY_PATH="$VGPU_BUILD/fakegpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export VGPU_STATE_DIR=$T_DIR/state
+# The machine-wide directory (placement ledger; its path also keys the GPU-time schedules):
+# per script, so scripts never share a schedule.
+export VGPU_MACHINE_DIR=$T_DIR/machine
 export VGPU_FAKE_STATE=$T_DIR/fakegpu.state
 export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
 export VGPU_FAKE_LIBDIR=$VGPU_BUILD/fakegpu
 [ -n "${VGPU_TEST_PRELOAD:-}" ] && export LD_PRELOAD=$VGPU_TEST_PRELOAD
 mkdir -m 0700 -p "$VGPU_STATE_DIR"
+mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
 
 T_N=0
 use_scenario() {
@@ -54,6 +63,11 @@ not_ok() {
   return 0
 }
 skip() { T_N=$((T_N + 1)); echo "ok $T_N - $1 # SKIP $2"; }
+skip_all() {
+  if [ "$T_N" -gt 0 ]; then not_ok "skip_all after $T_N tests had run: $1"; done_testing; exit 1; fi
+  echo "1..0 # SKIP $1"; T_DONE=1; exit 0
+}
+done_testing() { echo "1..$T_N"; T_DONE=1; }
 
 check() {
   local desc=$1; shift

@@ -82,3 +82,4 @@ assert_contains "no GPUs is explained" "no supported NVIDIA GPU" "$err"
 run env VGPU_FAKE_FAIL=nvml_init=no_permission vgpu list
 assert_rc "no permission exits 6" 6
 assert_contains "no permission is explained" "/dev/nvidia" "$err"
+done_testing

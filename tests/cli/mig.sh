@@ -350,3 +350,4 @@ printf '%s\n' "$out" >"$T_DIR/failed-export.json"
 run vgpu mig apply "$T_DIR/failed-export.json"
 assert_rc "apply refuses a failed export" 2
 assert_contains "... says why" "output of a failed 'vgpu mig export'" "$err"
+done_testing

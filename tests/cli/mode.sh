@@ -77,3 +77,4 @@ assert_rc "MIG parent GPU, exclusive-process: refused" 1
 # No driver.
 VGPU_FAKE_FAIL=nvml_init=driver_not_loaded run vgpu mode get
 assert_rc "driver not loaded: exit status 4" 4
+done_testing

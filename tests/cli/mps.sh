@@ -128,3 +128,4 @@ run sh -c "echo set_default_device_pinned_mem_limit 0 1536M | CUDA_MPS_PIPE_DIRE
 assert_eq "fake control: limits read back in whole G" "1G" "$out"
 run vgpu mps stop --pipe-dir "$P"
 assert_rc "stop a daemon vgpu did not start" 0
+done_testing

@@ -37,3 +37,5 @@ assert_rc "status with a FIFO as the pid file: not running, 0" 0
 assert_contains "it says no daemon runs" "No MPS control daemon" "$out"
 
 kill "$victim"
+
+done_testing

@@ -18,3 +18,4 @@ for _ in $(seq 50); do run vgpu mps status --json; [ "$(jq '.servers[0].clients 
 check_doc "vgpu mps status --json" "$out"
 run vgpu mps stop --json;                        check_doc "vgpu mps stop --json" "$out"
 kill $client 2>/dev/null; wait $client 2>/dev/null || true
+done_testing

@@ -47,3 +47,4 @@ assert_rc "a GPU the daemon does not serve: refused" 125
 assert_contains "and says which" "does not serve GPU-66666666" "$err"
 run vgpu run --mps --gpu 1,0 --mem 1G -- sh -c "$show"
 assert_rc "two GPUs, one not served: refused" 125
+done_testing

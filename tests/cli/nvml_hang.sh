@@ -29,3 +29,5 @@ assert_rc "VGPU_NVML_TIMEOUT_S=0 waits as long as it takes: 0" 0
 run env VGPU_NVML_TIMEOUT_S=soon vgpu list
 assert_rc "a bad VGPU_NVML_TIMEOUT_S still lists: 0" 0
 assert_contains "a bad VGPU_NVML_TIMEOUT_S is reported" "VGPU_NVML_TIMEOUT_S='soon'" "$err"
+
+done_testing

@@ -96,3 +96,4 @@ run vgpu run --mem 15G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_match "binpack into the smaller MIG instance" '^MIG-' "$out"
 small=$(vgpu mig list --json | jq -r '.gpus[0].gpu_instances[] | select(.profile=="2g.20gb") | .compute_instances[0].uuid')
 assert_eq "... the 2g.20gb one" "$small" "$out"
+done_testing

@@ -55,20 +55,29 @@ assert_rc "limit of an unknown job: 8" 8
 assert_contains "an unknown job lists the jobs" "web" "$err"
 
 # Another user can neither read nor change the job.
-if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
-  chmod 0711 "$T_DIR"; chmod 0755 "$VGPU_STATE_DIR" "$VGPU_STATE_DIR/jobs"
-  as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env VGPU_STATE_DIR="$VGPU_STATE_DIR" "$@"; }
-  run as_nobody "$VGPU_BUILD/vgpu" limit "$id" --mem 1G
+# The clone may sit where that user cannot go (/root is 0700, and a root shell in a container
+# starts there): what they run is copied to a directory of the test's own that they can reach.
+other_user_can_run() {
+  mkdir -p "$T_DIR/other" && cp "$VGPU_BUILD/vgpu" "$T_DIR/other/vgpu" && cp -r "$VGPU_BUILD/fakegpu" "$T_DIR/other/" &&
+    chmod -R a+rX "$T_DIR/other" && chmod 0711 "$T_DIR" &&
+    setpriv --reuid=nobody --regid=nogroup --clear-groups "$T_DIR/other/vgpu" --version >/dev/null 2>&1
+}
+if ! command -v setpriv >/dev/null || [ "$(id -u)" != 0 ]; then
+  skip "limit of another user's job: 6" "needs root and setpriv"
+elif ! other_user_can_run; then
+  skip "limit of another user's job: 6" "user nobody cannot run a copy of vgpu in $T_DIR (is ${TMPDIR:-/tmp} reachable by other users?)"
+else
+  chmod 0755 "$VGPU_STATE_DIR" "$VGPU_STATE_DIR/jobs"
+  as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env VGPU_STATE_DIR="$VGPU_STATE_DIR" LD_LIBRARY_PATH="$T_DIR/other/fakegpu" VGPU_FAKE_LIBDIR="$T_DIR/other/fakegpu" "$@"; }
+  run as_nobody "$T_DIR/other/vgpu" limit "$id" --mem 1G
   assert_rc "limit of another user's job: 6" 6
   assert_contains "the permission error says whose job it is" "only its owner or root" "$err"
-  run as_nobody "$VGPU_BUILD/vgpu" ps --json
+  run as_nobody "$T_DIR/other/vgpu" ps --json
   assert_rc "ps as another user: 0" 0
   assert_eq "another user's job is not shown" "0" "$(printf '%s' "$out" | jq '.jobs | length')"
   run as_nobody cat "$VGPU_STATE_DIR/jobs/$id.region"
   check "another user cannot read the region file" test "$rc" -ne 0
   chmod 0700 "$T_DIR" "$VGPU_STATE_DIR" "$VGPU_STATE_DIR/jobs"
-else
-  skip "limit of another user's job: 6" "needs root and setpriv"
 fi
 
 echo > "$fifo"
@@ -94,3 +103,4 @@ kill -KILL "$(cat "$T_DIR/cmdpid")"
 sleep 0.2
 run vgpu ps -q
 assert_eq "a job whose vgpu run was killed, with no live process, is removed" "" "$out"
+done_testing

@@ -112,3 +112,4 @@ mkdir -m 0777 "$T_DIR/open"
 run env VGPU_STATE_DIR=$T_DIR/open vgpu run true
 assert_rc "a world-writable state directory: 125" 125
 assert_contains "a world-writable state directory is explained" "writable by group or others" "$err"
+done_testing

@@ -65,6 +65,11 @@ start_shell() {
 start_shell
 if wait_for "GPU, 0 jobs]>" 10; then ok "prompt shows host, GPUs and jobs"; else not_ok "prompt shows host, GPUs and jobs" "$(screen)"; fi
 assert_match "prompt names the host" "vgpu@$(hostname | cut -c1-20)" "$(screen)"
+# An ended job (kept a while for vgpu wait) is not counted, as vgpu top does not count it.
+tm send-keys -t vg 'run -- true' Enter
+for i in $(seq 1 100); do [ "$(screen | grep -c ']> *$')" -ge 2 ] && break; sleep 0.1; done
+last=$(screen | grep ']> *$' | tail -n 1)
+assert_contains "prompt after a job ended: still 0 jobs" "0 jobs]>" "$last"
 
 tm send-keys -t vg 'lis' Tab
 sleep 0.5
@@ -98,3 +103,4 @@ if wait_for ']> exit' 3; then ok "history survives a restart (Up recalls the las
 tm send-keys -t vg C-u C-d
 if wait_for "SHELL-EXITED-0"; then ok "Ctrl-D leaves"; else not_ok "Ctrl-D leaves" "$(screen)"; fi
 tm kill-server 2>/dev/null
+done_testing

@@ -113,3 +113,5 @@ if $as_root && [ -d /run/user ] && [ ! -e "/run/user/$nobody_uid" ] && [ ! -e "/
 else
   skip "the per-user fallback prefers /run/user/UID" "needs root, /run/user, and no state of uid $nobody_uid"
 fi
+
+done_testing

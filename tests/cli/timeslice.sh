@@ -77,3 +77,4 @@ run vgpu timeslice get --json
 assert_eq "MIG-enabled GPU: get marks it" true "$(jq -r '.gpus[0].mig_enabled' <<<"$out")"
 VGPU_FAKE_ROOT=1 run vgpu timeslice set short --json
 assert_match "MIG refusal --json has the error" '"error": ".*MIG' "$out"
+done_testing

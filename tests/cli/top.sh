@@ -98,3 +98,4 @@ if vgpu run --name top-a --mem 4G --core 30 -- sleep 30 >/dev/null 2>&1 &
 else
   skip "two limited jobs" "vgpu run does not work on the simulated GPU yet"
 fi
+done_testing

@@ -22,6 +22,17 @@ expect() { # desc text [seconds]
   if wait_for "$2" "${3:-5}"; then ok "$1"; else not_ok "$1" "missing: $2"$'\n'"$(pane)"; fi
 }
 keys() { tm send-keys -t t "$@"; }
+# The region's value, polled until it is what is wanted: a loaded machine may take seconds to
+# redraw, so the deadline is generous and only a wrong value at the deadline fails.
+expect_json() { # desc jq-filter value [seconds]
+  local i n=$(( ${4:-20} * 10 )) v=
+  for ((i = 0; i < n; i++)); do
+    v=$(vgpu top --once --json 2>/dev/null | jq -r "$2" 2>/dev/null)
+    [ "$v" = "$3" ] && { ok "$1"; return; }
+    sleep 0.1
+  done
+  not_ok "$1" "expected $3, got '$v'"
+}
 
 # A GPU process (through the simulated libcuda) outside any job, and a job with a core limit.
 cat >"$T_DIR/hold.py" <<'PY'
@@ -80,15 +91,28 @@ keys Escape
 # Live core-limit change on the job panel (Tab: processes -> GPUs -> jobs).
 keys Tab Tab
 keys -
-expect "core limit lowered" "core limit 25%"
-run vgpu top --once --json
-assert_eq "the region holds the new core limit" 25 "$(jq '.jobs[] | select(.name == "screenjob") | .core_limit_percent' <<<"$out")"
+expect_json "the region holds the lowered core limit" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 25
+expect "core limit lowered" "core limit 25%" 20
 keys +
-expect "core limit raised" "core limit 30%"
+# The region first (the condition), then the message, each with a deadline: it failed once in
+# three runs on a loaded machine when only the message was awaited for 5 s.
+expect_json "the region holds the raised core limit" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 30
+expect "core limit raised" "core limit 30%" 20
+
+# The m key takes what vgpu limit --mem takes, with the same check: 200G on an 80 GB GPU is
+# refused with vgpu limit's reason, and 2G is set.
+keys m
+expect "m: the prompt" "Memory limit"
+keys C-u 2 0 0 G Enter
+expect "m 200G: refused as vgpu limit refuses it" "is larger than" 20
+run vgpu top --once --json
+assert_eq "m 200G: the limit is unchanged" 4294967296 "$(jq '.jobs[] | select(.name == "screenjob") | .mem_limit_bytes' <<<"$out")"
+keys m
+keys C-u 2 G Enter
+expect_json "m 2G: the region holds 2G" '.jobs[] | select(.name == "screenjob") | .mem_limit_bytes' 2147483648
 
 # Resize to 80x24 and back.
 tm resize-window -t t -x 80 -y 24
-sleep 0.5
 expect "80x24: the job panel" "screenjob"
 expect "80x24: the process panel" "PID USER"
 w=$(pane | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')
@@ -121,3 +145,14 @@ else
   not_ok "no library: the banner" "$(tm capture-pane -p -t t2)"
 fi
 tm send-keys -t t2 q
+
+# A 20x5 terminal: the whole "too small" message, wrapped, not "vgpu top: the termin".
+# (after t2 has gone: a server whose last session is ending could take t3 down with it)
+for i in $(seq 50); do tm has-session -t t2 2>/dev/null || break; sleep 0.1; done
+tm kill-server 2>/dev/null
+tm new-session -d -s t3 -x 20 -y 5 "vgpu top"
+small=""
+for i in $(seq 50); do small=$(tm capture-pane -p -t t3 | tr '\n' ' '); case "$small" in *"10 at least"*) break ;; esac; sleep 0.1; done
+assert_contains "20x5: the too-small message is whole" "too small: it needs 40x10 at" "$(tr -s ' ' <<<"$small")"
+tm send-keys -t t3 q
+done_testing

@@ -139,7 +139,7 @@ run vgpu run --mem 60G true
 assert_rc "the detached job's memory stays promised" 125
 assert_contains "a second 60G job does not fit" "not promised" "$err"
 sup=$(job_json "$pid" | jq -r .creator_pid)
-check "the promise belongs to the supervisor" sh -c "ls '$VGPU_STATE_DIR/promises' | grep -q '^$sup\\.'"
+check "the promise belongs to the supervisor" sh -c "ls '$VGPU_MACHINE_DIR/promises' | grep -q '^$sup\\.'"
 kill -TERM "$sup"
 run vgpu wait --timeout 5 "$pid"
 assert_rc "the placed job ends" 143
@@ -155,3 +155,4 @@ assert_rc "wait for a job ended longer ago than the keep time: 8" 8
 assert_contains "the message says how long a status is kept" "kept for 60 seconds" "$err"
 check "its region is removed" test ! -e "$VGPU_STATE_DIR/jobs/$id.region"
 check "its log is removed with it" test ! -e "$log"
+done_testing

@@ -130,6 +130,22 @@ T bash "$src/tests/gpu/policy.sh" "$B" > "$tmp/policy" 2>&1; cat "$tmp/policy" >
 T bash "$src/tests/gpu/launch.sh" "$B" > "$tmp/launch" 2>&1; cat "$tmp/launch" >&2
 row "kernel launch cost, no limit (launch.sh)" "$(tail -n 1 "$tmp/launch" | awk '{ print $1 }')" "$(tail -n 1 "$tmp/launch" | cut -d' ' -f2-)"
 
+# ---- the limiter's added cost per launch under budget, inside one process (launch_toggle) ----
+for c in 90 50; do
+  out=$(T vgpu run --gpu 0 --core $c -- launch_toggle -n 6000 -c $c 2>&1 | tail -n 1)
+  v=$(printf '%s\n' "$out" | tr ' ' '\n' | awk -F= '$1 == "mean_ns" { m = $2 } $1 == "ci95_ns" { h = $2 }
+      $1 == "median_ci95" { split($2, x, /\.\./); q = x[2] } END { print (m != "" && m + h < 100 && q < 100 ? "PASS" : "FAIL") }')
+  row "launch cost under --core $c, in-process" "$v" "$out (target: mean and median under 100 ns)"
+done
+
+# ---- the machine-wide schedule: inference beside training (latency.sh), tenants (tenants.sh) ----
+T bash "$src/tests/gpu/latency.sh" "$B" > "$tmp/lat" 2>&1; cat "$tmp/lat" >&2; cp "$tmp/lat" "$src/tests/gpu/RESULTS-latency.md"
+row "inference beside training (latency.sh)" "$(grep -q 'latency.sh: [0-9]* PASS, 0 FAIL' "$tmp/lat" && echo PASS || echo FAIL)" "$(tail -n 1 "$tmp/lat"); table in RESULTS-latency.md"
+if [ -f "$src/tests/gpu/tenants.sh" ]; then
+  T bash "$src/tests/gpu/tenants.sh" "$B" > "$tmp/ten" 2>&1; cat "$tmp/ten" >&2
+  while IFS='|' read -r _ c r d _; do [ -n "$c" ] && row "$(echo $c)" "$(echo $r)" "$(echo $d)"; done < <(grep '^|' "$tmp/ten" | grep -v '^| check\|^|---')
+fi
+
 # ---- vgpu top with a limited PyTorch job; its --once snapshot goes under the table ----
 T env TOP_SNAPSHOT="$tmp/topsnap" bash "$src/tests/gpu/top.sh" "$B" > "$tmp/top" 2>&1; cat "$tmp/top" >&2
 row "vgpu top, limited PyTorch job (top.sh)" "$(grep -q '^not ok' "$tmp/top" && echo FAIL || echo PASS)" \

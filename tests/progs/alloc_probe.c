@@ -28,7 +28,8 @@
  *                                   and then prints "parent" and the job's view (meminfo)
  *   sleep MS                        sleeps (a window for other processes / signals)
  *   hold                            prints "holding" and sleeps until killed
- * SIZE accepts K/M/G suffixes (binary). Exit status 0 unless the setup failed (2). */
+ * SIZE accepts K/M/G suffixes (binary). ALLOC_PROBE_DEVICE=N: use CUDA device N (default 0).
+ * Exit status 0 unless the setup failed (2). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -104,7 +105,8 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     MUST(cuInit(0));
-    MUST(cuDeviceGet(&dev, 0));
+    const char *which = getenv("ALLOC_PROBE_DEVICE");   /* the CUDA ordinal to use (default 0) */
+    MUST(cuDeviceGet(&dev, which ? atoi(which) : 0));
     MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
     MUST(cuCtxSetCurrent(ctx));
 

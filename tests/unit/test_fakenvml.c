@@ -196,19 +196,19 @@ static void test_processes_two_call_and_reaping(void **state)
     assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
     assert_int_equal(n, 1);
     assert_int_equal(v3[0].pid, c.pid);
-    assert_int_equal(v3[0].usedGpuMemory, 1073741824ULL);
+    assert_int_equal(v3[0].usedGpuMemory, 1073741824ULL + 536870912ULL); /* + its context (h100: 512 MiB) */
     assert_int_equal(v3[0].gpuInstanceId, 0xFFFFFFFFu);
     nvmlProcessInfo_v1_t v1[4];
     n = 4;
     assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses)(d, &n, v1), NVML_SUCCESS);
     assert_int_equal(v1[0].pid, c.pid); /* 16-byte records */
-    assert_int_equal(v1[0].usedGpuMemory, 1073741824ULL);
+    assert_int_equal(v1[0].usedGpuMemory, 1073741824ULL + 536870912ULL);
     n = 4;
     assert_int_equal(SYM(nvmlDeviceGetGraphicsRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
     assert_int_equal(n, 0);
     nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
     assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_SUCCESS);
-    assert_int_equal(m2.used, 1073741824ULL);
+    assert_int_equal(m2.used, 1073741824ULL + 536870912ULL);
 
     /* SIGKILL: nothing cleans up, yet the next reader no longer sees the process or its memory */
     kill(c.pid, SIGKILL);
@@ -218,6 +218,68 @@ static void test_processes_two_call_and_reaping(void **state)
     assert_int_equal(n, 0);
     assert_int_equal(SYM(nvmlDeviceGetMemoryInfo_v2)(d, &m2), NVML_SUCCESS);
     assert_int_equal(m2.used, 0);
+}
+
+/* ---- PID namespaces: NVML reports host pids ---- */
+
+/* The only child of `parent` (the process unshare -f forked), or 0. */
+static pid_t child_of(pid_t parent)
+{
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (!fgets(buf, sizeof buf, f))
+        buf[0] = 0;
+    fclose(f);
+    return (pid_t)atoi(buf);
+}
+
+static void test_processes_in_pid_namespace(void **state)
+{
+    (void)state;
+    if (system("unshare -pf --mount-proc true 2>/dev/null") != 0) {
+        skip();
+        return;
+    }
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/fakegpu-ctl", libdir);
+        execlp("unshare", "unshare", "-pf", "--mount-proc", path, "hold", "0", "1073741824", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *out = fdopen(fd[0], "r");
+    char line[64] = "";
+    assert_non_null(fgets(line, sizeof line, out));
+    assert_string_equal(line, "ready 1\n");          /* pid 1 in its own namespace */
+    pid_t host = child_of(pid);
+    assert_true(host > 1);
+    nvmlDevice_t d = dev0();
+    nvmlProcessInfo_v2_t v3[4];
+    unsigned n = 4;
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    assert_int_equal(v3[0].pid, (unsigned)host);        /* the host's pid, as the driver reports */
+    /* its 1 GiB and the context fakegpu-ctl hold creates (512 MiB in this scenario) */
+    assert_int_equal(v3[0].usedGpuMemory, 1073741824ULL + (512ULL << 20));
+    n = 4;                                              /* and again: not reaped as dead */
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
+    assert_int_equal(n, 1);
+    kill(host, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    fclose(out);
+    n = 4;
+    assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
+    assert_int_equal(n, 0);                             /* the dead one is reaped */
 }
 
 /* ---- utilisation from another process's kernels ---- */
@@ -601,6 +663,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_memory_versions),
         cmocka_unit_test(test_processes_two_call_and_reaping),
+        cmocka_unit_test(test_processes_in_pid_namespace),
         cmocka_unit_test(test_utilisation_samples),
         cmocka_unit_test(test_compute_mode_cross_process),
         cmocka_unit_test(test_mig_profiles_with_mig_off),

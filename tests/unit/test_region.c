@@ -246,6 +246,81 @@ static void test_reap_killed(void **state)
 }
 
 /* Writes a copy of a valid region with `patch` applied, and returns the open error. */
+/* Slots that cannot be judged keep their usage: a live process whose start time could not be
+ * read, a process of a PID namespace this reader cannot see. Proven deaths are reaped: a pid
+ * gone from our own namespace, or a namespace we saw once (host_ns is ours) that is empty now. */
+static void put_slot(struct vgpu_region *r, int i, pid_t pid, uint64_t start, uint32_t pidns, pid_t host,
+                     uint32_t host_ns, uint64_t bytes)
+{
+    struct vgpu_region_slot *s = &r->use->slot[i];
+    atomic_store(&s->start_time, start);
+    atomic_store(&s->pidns, pidns);
+    atomic_store(&s->host_pid, host);
+    atomic_store(&s->host_ns, host_ns);
+    atomic_store(&s->used[0], bytes);
+    atomic_fetch_add(&r->use->dev[0].used, bytes);
+    atomic_store(&s->owner, ((uint64_t)(uint32_t)pid << 8) | VGPU_SLOT_LIVE);
+}
+
+static void test_reap_only_proven(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    make_job(&r, 1, 0);
+    uint32_t myns = vgpu_proc_view_ns();
+    assert_true(myns != 0);
+    assert_int_equal(r.hdr->creator_pidns, vgpu_proc_pidns(0));
+    /* A live process (our parent) whose start time could not be read when it attached. */
+    put_slot(&r, 1, getppid(), 0, myns, getppid(), myns, 1000);
+    /* A process of another PID namespace that no process here belongs to: cannot be seen. */
+    put_slot(&r, 2, 1, 4242, 0x7ffffff0u, 0, 0, 20000);
+    assert_int_equal(vgpu_region_reap(&r), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 21000);
+    assert_int_equal(vgpu_region_pids(&r, NULL, NULL, 0), 2);
+    assert_true(vgpu_region_creator_alive(&r));
+    /* A pid that is gone from our own namespace: dead, whatever the start time. */
+    put_slot(&r, 3, 4194303, 0, myns, 0, 0, 300000);
+    /* The same foreign namespace, but resolved in our view before (host_ns is ours, as the
+     * creator's): a namespace an ancestor saw once and that has no process left is gone. */
+    put_slot(&r, 4, 1, 4242, 0x7ffffff1u, 4194302, myns, 4000000);
+    assert_int_equal(vgpu_region_reap(&r), 2);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 21000);
+    /* CLAIMING and REAPING words of another namespace (its tag) are not judged by their pid. */
+    struct vgpu_region_slot *s = &r.use->slot[5];
+    atomic_store(&s->owner, (uint64_t)0x123456 << 40 | ((uint64_t)4194301 << 8) | VGPU_SLOT_CLAIMING);
+    atomic_store(&r.use->slot[6].owner, (uint64_t)0x123456 << 40 | ((uint64_t)4194301 << 8) | VGPU_SLOT_REAPING);
+    assert_int_equal(vgpu_region_reap(&r), 0);
+    /* Without a tag (an older vgpu) or with ours: the pid decides. */
+    atomic_store(&s->owner, ((uint64_t)4194301 << 8) | VGPU_SLOT_CLAIMING);
+    assert_int_equal(vgpu_region_reap(&r), 1);
+    struct vgpu_err e;
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
+/* Memory of the job outside the limiter counts against the limit. */
+static void test_outside(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    make_job(&r, 1, 1000);
+    struct vgpu_err e;
+    int slot = vgpu_region_attach(&r, &e);
+    assert_true(slot >= 0);
+    assert_int_equal(vgpu_region_reserve(&r, slot, 0, 300), 0);
+    vgpu_region_set_outside(&r, 0, 600, 1234, 1);
+    assert_int_equal(vgpu_region_outside(&r, 0), 600);
+    assert_int_equal(vgpu_region_reserve(&r, slot, 0, 200), -1);
+    assert_int_equal(errno, ENOSPC);
+    assert_int_equal(vgpu_region_reserve(&r, slot, 0, 100), 0);   /* 300 + 100 + 600 = 1000 fits */
+    vgpu_region_set_outside(&r, 0, 0, 0, 0);
+    assert_int_equal(vgpu_region_reserve(&r, slot, 0, 600), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 1000);
+    vgpu_region_detach(&r, slot);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
 static int open_patched(const char *src, void (*patch)(int fd), struct vgpu_err *e)
 {
     char dst[4200];
@@ -470,6 +545,8 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_race),
         cmocka_unit_test(test_reap_killed),
+        cmocka_unit_test(test_reap_only_proven),
+        cmocka_unit_test(test_outside),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_modes_and_umask),
         cmocka_unit_test(test_find_and_stale),

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -82,15 +83,40 @@ static void test_jobs(void **state)
 
     /* live limit changes, as the + - m keys do */
     assert_int_equal(top_job_set_core(j, 25, &e), 0);
-    assert_int_equal(top_job_set_mem(j, 8ULL << 30, &e), 0);
+    assert_int_equal(top_job_set_mem(j, "8G", &e), 0);
     assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 25);
     assert_int_equal(atomic_load(&r.hdr->dev[0].mem_limit), 8ULL << 30);
-    /* another owner's job is refused before anything is opened */
+    /* the m key's check is vgpu limit's: more than the GPU has is refused, nothing changes */
+    assert_int_equal(top_job_set_mem(j, "200G", &e), -1);
+    assert_non_null(strstr(e.msg, "is larger than"));
+    assert_int_equal(atomic_load(&r.hdr->dev[0].mem_limit), 8ULL << 30);
+    /* another owner's job is refused before anything is opened; as root (the suite's usual
+     * case) that is checked in a child that has become an unprivileged user, and root itself
+     * may change any owner's job */
     struct top_job other = *j;
     other.uid = getuid() + 1;
-    if (getuid() != 0) {
+    if (geteuid() != 0) {
         assert_int_equal(top_job_set_core(&other, 50, &e), -1);
         assert_int_equal(e.code, VGPU_EXIT_PERMISSION);
+        assert_non_null(strstr(e.msg, "only its owner or root"));
+    } else {
+        assert_int_equal(top_job_set_core(&other, 25, &e), 0);
+        other.uid = 1;   /* not the child's uid below */
+        pid_t child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+            if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
+                _exit(10);
+            struct vgpu_err ce;
+            if (top_job_set_core(&other, 50, &ce) != -1)
+                _exit(11);
+            /* the owner check itself, not a state directory the child cannot open */
+            _exit(ce.code == VGPU_EXIT_PERMISSION && strstr(ce.msg, "only its owner or root") ? 0 : 12);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(child, &status, 0), child);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);   /* 10: could not drop root, 11/12: not refused */
     }
     /* the pids a whole-job signal reaches, with their start times */
     pid_t pids[4];

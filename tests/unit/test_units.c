@@ -100,6 +100,35 @@ static void test_percent(void **state)
     }
 }
 
+/* Issue 13: the message states the range the caller accepts, and a bare number below 1 MiB
+ * is not a memory limit (was: "0 to 100" printed when 0 was refused; "50" meant 50 bytes). */
+static void test_ranges(void **state)
+{
+    (void)state;
+    struct vgpu_err e;
+    unsigned p = 99;
+    assert_int_equal(vgpu_parse_percent_range("0", 1, 100, &p, "--core", &e), -1);
+    assert_non_null(strstr(e.msg, "from 1 to 100"));
+    assert_int_equal(p, 99);
+    assert_int_equal(vgpu_parse_percent_range("1", 1, 100, &p, "--core", &e), 0);
+    assert_int_equal(p, 1);
+    assert_int_equal(vgpu_parse_percent("101", &p, "--core", &e), -1);
+    assert_non_null(strstr(e.msg, "from 0 to 100"));
+    uint64_t b = 7;
+    assert_int_equal(vgpu_parse_mem_limit("50", &b, "--mem", &e), -1);
+    assert_non_null(strstr(e.msg, "write the unit"));
+    assert_int_equal(b, 7);
+    assert_int_equal(vgpu_parse_mem_limit("1048575", &b, "--mem", &e), -1);
+    assert_int_equal(vgpu_parse_mem_limit("1048576", &b, "--mem", &e), 0);
+    assert_int_equal(b, 1048576);
+    assert_int_equal(vgpu_parse_mem_limit("50B", &b, "--mem", &e), 0); /* a unit says it is meant */
+    assert_int_equal(b, 50);
+    assert_int_equal(vgpu_parse_mem_limit("0", &b, "--mem", &e), 0);  /* callers say what 0 means */
+    assert_int_equal(b, 0);
+    assert_int_equal(vgpu_parse_mem_limit("4Q", &b, "--mem", &e), -1);
+    assert_non_null(strstr(e.msg, "'4Q' is not a size"));
+}
+
 static void test_format(void **state)
 {
     (void)state;
@@ -124,6 +153,7 @@ int main(void)
         cmocka_unit_test(test_sizes_accepted),
         cmocka_unit_test(test_sizes_rejected),
         cmocka_unit_test(test_percent),
+        cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

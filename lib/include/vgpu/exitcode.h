@@ -17,6 +17,7 @@ enum vgpu_exit {
     VGPU_EXIT_NO_CAPACITY = 9,  /* does not fit: no free placement, memory promised elsewhere */
     VGPU_EXIT_PENDING     = 10, /* accepted but pending (MIG mode needs a reset) */
     VGPU_EXIT_STATE       = 11, /* vgpu's own state is corrupt or unreadable */
+    VGPU_EXIT_GPU_LOST    = 12, /* a GPU the command needed is lost or does not answer */
 
     VGPU_EXIT_RUN_FAILED   = 125, /* vgpu run: its own error */
     VGPU_EXIT_RUN_NOEXEC   = 126, /* vgpu run: the command was found but cannot be run */

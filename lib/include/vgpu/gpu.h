@@ -32,6 +32,8 @@ struct vgpu_gpu {
     unsigned mig_current, mig_pending;
     int compute_mode;             /* nvmlComputeMode_t, -1 when unknown */
     unsigned sm_count;            /* 0 when unknown */
+    bool lost;                    /* NVML_ERROR_GPU_IS_LOST: it stopped answering the driver */
+    char unreachable[64];         /* another reason NVML gave no handle (""): name etc. unknown */
     void *handle;                 /* nvmlDevice_t */
 };
 
@@ -58,6 +60,15 @@ int vgpu_gpus_select(const struct vgpu_gpu_list *list, const char *sel, struct v
 /* The same, but returns all (as above) when sel is NULL. */
 int vgpu_gpus_select_default(const struct vgpu_gpu_list *list, const char *sel,
                              struct vgpu_gpu_sel *out, struct vgpu_err *e);
+
+/* Why a GPU cannot be used ("is lost (it stopped answering the driver)", "cannot be reached
+ * (NVML: ...)"), or NULL when it answers. */
+const char *vgpu_gpu_trouble(const struct vgpu_gpu *g, char *buf, size_t len);
+
+/* Says on stderr, for every selected GPU that is lost or unreachable, "GPU N is lost ...; what
+ * to do" (sel NULL: every GPU of the list). Returns VGPU_EXIT_GPU_LOST when it said anything,
+ * else 0: listing commands print their rows, then exit with it (vgpu(1) EXIT STATUS). */
+int vgpu_gpus_report_lost(const struct vgpu_gpu_list *list, const struct vgpu_gpu_sel *sel);
 
 /* Appends "  0  GPU-...  NVIDIA H100 ...\n" lines for every GPU to buf (for error messages). */
 void vgpu_gpus_describe(const struct vgpu_gpu_list *list, char *buf, size_t len);

@@ -30,8 +30,9 @@ struct vgpu_place_cand {
     uint64_t promised;        /* bytes promised to running jobs */
 };
 
-/* Pure: the candidate for `want` bytes, or -1 when none fits (with overcommit: the one with the
- * most room left, never -1 when n > 0). Ties go to the lower position. */
+/* Pure: the candidate for `want` bytes, or -1 when none fits (with overcommit: among those whose
+ * total is at least `want`, the one with the most room left; -1 when none is that large). Ties
+ * go to the lower position. */
 int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want, enum vgpu_place_policy pol,
                       bool overcommit);
 

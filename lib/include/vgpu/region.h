@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "vgpu/log.h"
+#include "vgpu/proc.h"
 
 #define VGPU_REGION_MAGIC        0x314E475255504756ULL /* "VGPURGN1" as little-endian bytes */
 #define VGPU_REGION_VERSION      1
@@ -80,7 +81,8 @@ struct vgpu_region_header {
     _Atomic uint32_t state;             /* enum vgpu_job_state */
     _Atomic int32_t exit_code;          /* when EXITED: 0..255, or -1 when killed by a signal */
     _Atomic int32_t exit_signal;        /* when EXITED by a signal: its number, else 0 */
-    uint32_t reserved0;
+    uint32_t creator_pidns;             /* inode of the creator's PID namespace: slots' host_pid are
+                                         * pids in it (0: a region of an older vgpu, see the slot) */
     _Atomic uint64_t exited_realtime_ns; /* CLOCK_REALTIME when the command ended (EXITED), else 0 */
     uint64_t reserved[7];
     struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
@@ -92,21 +94,37 @@ struct vgpu_region_dev_usage {
     _Atomic uint64_t peak;              /* highest `used` seen */
     _Atomic uint64_t gpu_time_ns;       /* for the compute limiter */
     _Atomic uint64_t throttled_ns;      /* time launches waited for the limiter */
-    uint64_t reserved[4];
+    /* GPU memory of processes that descend from the job but left the limiter (no LD_PRELOAD, a
+     * static binary, RTLD_DEEPBIND), as NVML reports it: written by whoever looks (vgpu ps,
+     * vgpu top, the job's own processes at most once a second, see vgpu_region_set_outside);
+     * reservations count it against the limit. */
+    _Atomic uint64_t outside_bytes;
+    _Atomic int32_t outside_pid;        /* one of those processes (host pid), 0 when none */
+    _Atomic uint32_t outside_count;     /* how many */
+    _Atomic uint64_t outside_at_ns;     /* CLOCK_MONOTONIC of the last update */
+    uint64_t reserved[1];
 };
 
 enum vgpu_slot_state { VGPU_SLOT_FREE = 0, VGPU_SLOT_CLAIMING = 1, VGPU_SLOT_LIVE = 2, VGPU_SLOT_REAPING = 3 };
 
-/* One process of the job. `owner` packs (pid << 8 | state) so that claiming, and taking a
- * dead slot over for reaping, are single CASes: no window where the state says "taken" and the
- * pid is not yet known. */
+/* One process of the job. `owner` packs (nstag << 40 | pid << 8 | state) so that claiming, and
+ * taking a dead slot over for reaping, are single CASes: no window where the state says "taken"
+ * and the pid is not yet known. The pid is the process's own (getpid(): in a container, the
+ * container's pid); nstag is the low 24 bits of its PID namespace's inode (0: unknown), so that
+ * a reader in another namespace never judges a CLAIMING or REAPING word by a pid that means
+ * another process to it. Liveness: vgpu/proc.h (vgpu_proc_liveness). */
 struct vgpu_region_slot {
     _Atomic uint64_t owner;             /* VGPU_SLOT_FREE == 0; see vgpu_slot_* helpers below */
-    _Atomic uint64_t start_time;        /* /proc/PID/stat field 22 of the process */
-    _Atomic int32_t host_pid;           /* NSpid first entry (the pid in the outermost namespace) */
-    uint32_t reserved0;
+    _Atomic uint64_t start_time;        /* /proc/PID/stat field 22 of the process (0: unreadable) */
+    _Atomic int32_t host_pid;           /* its pid in the creator's PID namespace (the one NVML
+                                         * reports on a host), valid when host_ns ==
+                                         * hdr->creator_pidns; filled by the process itself when
+                                         * it can see it, else by the first reader that can */
+    _Atomic uint32_t host_ns;           /* the namespace host_pid is in (0 in regions of older vgpu) */
     _Atomic uint64_t used[VGPU_REGION_MAX_DEVICES]; /* bytes this process holds, per job device */
-    uint64_t reserved[2];
+    _Atomic uint32_t pidns;             /* inode of the process's PID namespace (0: unknown) */
+    uint32_t reserved0;
+    uint64_t reserved[1];
 };
 
 struct vgpu_region_usage {
@@ -121,7 +139,8 @@ struct vgpu_region_usage {
 #define VGPU_REGION_SIZE (VGPU_REGION_LIMITS_SIZE + sizeof(struct vgpu_region_usage))
 
 static inline unsigned vgpu_slot_state_of(uint64_t owner) { return (unsigned)(owner & 0xff); }
-static inline pid_t vgpu_slot_pid_of(uint64_t owner) { return (pid_t)(owner >> 8); }
+static inline pid_t vgpu_slot_pid_of(uint64_t owner) { return (pid_t)(uint32_t)(owner >> 8); }
+static inline uint32_t vgpu_slot_nstag_of(uint64_t owner) { return (uint32_t)(owner >> 40); }
 
 /* An open region. */
 struct vgpu_region {
@@ -185,16 +204,20 @@ int vgpu_region_attach(struct vgpu_region *r, struct vgpu_err *e);
 void vgpu_region_detach(struct vgpu_region *r, int slot);
 
 /* Reserves `bytes` on job device `dev` for slot `slot`, atomically against the current limit,
- * BEFORE the real allocation. 0 on success; -1 with errno ENOSPC when it would pass the limit
- * (nothing changed), EINVAL for a bad slot/device index, EOVERFLOW when the sum overflows. */
+ * BEFORE the real allocation. The limit counts the job's memory outside the limiter too
+ * (outside_bytes): used + outside + bytes must fit. 0 on success; -1 with errno ENOSPC when it
+ * would pass the limit (nothing changed), EINVAL for a bad slot/device index, EOVERFLOW when the
+ * sum overflows. */
 int vgpu_region_reserve(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
 /* Returns `bytes` (after a free, or after the real allocation failed). Never underflows: at
  * most what the slot holds is released. 0, or -1 with errno EINVAL for bad indexes. */
 int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
 
-/* Finds slots whose process is gone (no /proc/PID, or a different start time) and returns
- * their usage to the device counters. Returns the number of slots reclaimed. Safe to call
- * from any number of processes at once. */
+/* Finds slots whose process is proven gone (vgpu_proc_liveness: DEAD, judged in the process's
+ * own PID namespace) and returns their usage to the device counters; a process that cannot be
+ * judged (another namespace not visible from here, an unreadable start time) keeps its usage.
+ * A reader in the creator's namespace records the host pid of slots it resolves. Returns the
+ * number of slots reclaimed. Safe to call from any number of processes at once. */
 int vgpu_region_reap(struct vgpu_region *r);
 /* reap() at most once a second per job (across all processes): cheap enough to call from the
  * allocation path (one atomic load when it is not time). */
@@ -206,10 +229,20 @@ unsigned vgpu_region_device_count(const struct vgpu_region *r);
 /* 0 (no limit) for out-of-range devices. */
 uint64_t vgpu_region_mem_limit(const struct vgpu_region *r, unsigned dev);
 uint64_t vgpu_region_mem_used(const struct vgpu_region *r, unsigned dev);
-/* Live processes (LIVE slots), into pids[] (up to max); returns the count (may exceed max). */
+/* Live processes (LIVE slots), into pids[] (their own pids) and host_pids[] (pids in the
+ * creator's namespace, 0 while unknown), up to max; returns the count (may exceed max). */
 unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *host_pids, unsigned max);
-/* True when the creator (`vgpu run`) is alive. */
+/* The pid of slot `slot`'s process in the caller's view (its /proc, kill(2) when the caller's
+ * /proc is its own); 0 when unknown (another PID namespace, host pid not resolved). */
+pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot);
+/* True unless the creator (`vgpu run`) is proven dead (vgpu_proc_liveness). */
 bool vgpu_region_creator_alive(const struct vgpu_region *r);
+/* The creator's and every live slot's pid in the caller's view (for vgpu_proc_descends): those
+ * that cannot be resolved from here are left out. Returns how many (at most max). */
+unsigned vgpu_region_roots(const struct vgpu_region *r, pid_t *roots, unsigned max);
+/* Records the job's memory outside the limiter on device dev (see vgpu_region_dev_usage). */
+void vgpu_region_set_outside(struct vgpu_region *r, unsigned dev, uint64_t bytes, pid_t one_pid, unsigned count);
+uint64_t vgpu_region_outside(const struct vgpu_region *r, unsigned dev);
 
 /* --- changing (ADMIN only: vgpu run, vgpu limit) --------------------------------------------- */
 
@@ -222,13 +255,7 @@ int vgpu_region_set_core_limit(struct vgpu_region *r, unsigned dev, unsigned pct
 int vgpu_region_set_state(struct vgpu_region *r, enum vgpu_job_state st, int exit_code, int exit_signal,
                           struct vgpu_err *e);
 
-/* --- processes -------------------------------------------------------------------------------- */
-
-/* Start time of a process (/proc/PID/stat field 22), 0 when it does not exist. */
-uint64_t vgpu_proc_start_time(pid_t pid);
-/* First NSpid entry of /proc/self/status (the calling process's pid in the outermost pid
- * namespace visible to its /proc); getpid() when unavailable. */
-pid_t vgpu_proc_host_pid(void);
+/* --- processes: vgpu/proc.h (vgpu_proc_start_time, vgpu_proc_liveness, ...) ------------------ */
 
 /* --- enumerating jobs (vgpu ps/top/limit/wait) ------------------------------------------------ */
 
@@ -240,6 +267,8 @@ struct vgpu_job_ref {
     uint64_t created_ns;                /* CLOCK_REALTIME (the file's mtime when unreadable) */
     bool readable;                      /* false: another user's job (0600): only id/owner known */
     unsigned state;                     /* enum vgpu_job_state (readable jobs only) */
+    bool damaged;                       /* vgpu_jobs_find only: the region cannot be used, */
+    char damaged_why[512];              /* ... because of this */
 };
 
 /* How long an EXITED job stays listed (so that vgpu wait started late still gets its status):
@@ -253,10 +282,12 @@ struct vgpu_job_ref {
 int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
                    struct vgpu_err *e);
 
-/* Finds one job by exact id, unique id prefix or exact name, and opens it in `mode`. A name
- * shared by an ended job and a later one means the job that has not ended, else the newest.
- * VGPU_EXIT_NOT_FOUND (listing the jobs), VGPU_EXIT_USAGE (ambiguous prefix), or
- * VGPU_EXIT_PERMISSION (another user's job). 0, or -1 with e set. */
+/* Finds one job by exact id, else exact name, else unique id prefix, and opens it in `mode`.
+ * A name shared by an ended job and a later one means the job that has not ended, else the
+ * newest. A key that names one job and is (the start of) another's id is ambiguous.
+ * VGPU_EXIT_NOT_FOUND (listing the jobs), VGPU_EXIT_USAGE (ambiguous), VGPU_EXIT_PERMISSION
+ * (another user's job), or VGPU_EXIT_STATE (its region is damaged: which file, and why; a
+ * region whose id is not its file name counts as damaged). 0, or -1 with e set. */
 int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
                    struct vgpu_err *e);
 

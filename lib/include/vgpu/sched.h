@@ -1,22 +1,42 @@
-/* The per-GPU scheduler file of the compute limiter (DESIGN.md decision 7).
+/* The per-GPU schedule of the compute limiter (DESIGN.md decisions 7 and 10).
  *
- * One file per physical GPU (or MIG device), <statedir>/sched/<uuid>, 0600, mapped MAP_SHARED
- * by every capped process that launches work there. Jobs take turns holding one *lease*: only
- * the holder's process launches; before passing the lease on it waits for its own work to
- * finish, so the lease's wall time is the GPU time it used, whatever its kernels look like.
+ * One schedule per physical GPU (or MIG device) for the whole machine, shared by every user:
+ * a System V shared-memory segment whose key is derived from the machine-wide directory's
+ * path and the GPU's UUID (vgpu_sched_key). Why not a file in that directory: every process
+ * must write the lease word, so the file would have to be writable by all, and anyone who can
+ * write a file can truncate it, after which every process that maps it dies of SIGBUS on its
+ * next launch. A segment has a fixed size for its whole life: a hostile user can write garbage
+ * into it, never pull the memory out from under another user's job. Every value read from it
+ * is therefore validated or clamped (see the readers in sched.c), and every wait on it is
+ * bounded, so damaged or hostile state degrades to the driver's plain time-slicing.
+ *
+ * Jobs take turns holding one *lease*: only the holder's processes launch; before passing the
+ * lease on, the holder waits for its own work to finish, so a lease's wall time is the GPU time
+ * it used, whatever its kernels look like.
  *
  * Budget ("credit", ns): each job earns cap% of wall time, capped at a burst of two quanta
  * (quantum = cap% of the 50 ms period); a lease costs the time it was held (overruns included,
  * so they are paid back by the next turns). A hard job may take the lease once its credit
- * reaches one quantum, so alone it runs quantum, idles (100-cap)% of the period, and repeats:
- * its cap holds from the first period. Whoever is entitled goes first by: starving (eligible
- * for longer than VGPU_SCHED_STARVE_NS), then priority, then credit relative to its quantum,
- * then waiting time. Soft jobs may borrow the GPU for a short lease when no waiting job is
+ * reaches one quantum. Whoever is entitled goes first by: starving (eligible for longer than
+ * VGPU_SCHED_STARVE_NS), priority, credit relative to its quantum, waiting time. Soft jobs may borrow the GPU for a short lease when no waiting job is
  * entitled; borrowed time leaves them no debt beyond zero credit.
  *
+ * Latency (reference/latency.md): a lease is not exclusive for its whole length. An entitled
+ * waiter of another job *preempts* the holder at once when it has higher priority, or when its
+ * credit is near its burst (it has used less than its cap lately: an inference service between
+ * requests). It takes the lease word from the holder by compare-and-swap and launches at once;
+ * the holder sees the lease gone at its next launch (or its helper thread, woken through a futex
+ * in the segment), stops launching, and charges its time until its already-queued work (which
+ * the pacing fences bound to a kernel or two) has finished. That work and the preemptor's share
+ * the GPU meanwhile under the driver's own time-slicing, so the preemptor waits no longer than
+ * plain time-slicing would make it; the holder is charged the overlap. Any other waiter only
+ * asks; the holder then gives the lease back once it has launched nothing and had nothing in
+ * flight for VGPU_SCHED_IDLE_NS. Accuracy comes from charging what each lease used, not from
+ * the lease's length.
+ *
  * No locks: the lease is one 64-bit word taken and given back by compare-and-swap; waiters
- * sleep on a futex in the file (bounded), and anyone may free the lease of a dead holder or of
- * one that overstays its deadline by VGPU_SCHED_GRACE_NS. libc only (linked into libvgpu.so). */
+ * sleep on a futex in the segment (bounded), and anyone may free the lease of a dead holder or
+ * of one that overstays its deadline by VGPU_SCHED_GRACE_NS. libc only (linked into libvgpu.so). */
 #ifndef VGPU_SCHED_H
 #define VGPU_SCHED_H
 
@@ -27,7 +47,7 @@
 #include "vgpu/log.h"
 
 #define VGPU_SCHED_MAGIC       0x3148435355504756ULL /* "VGPUSCH1" */
-#define VGPU_SCHED_VERSION     1
+#define VGPU_SCHED_VERSION     2
 #define VGPU_SCHED_MAX_JOBS    32
 #define VGPU_SCHED_MAX_PROCS   256
 #define VGPU_SCHED_PERIOD_NS   50000000ULL   /* 50 ms: a 30% job runs 15 ms, idles 35 ms */
@@ -38,6 +58,12 @@
 #define VGPU_SCHED_GRACE_NS    20000000ULL   /* a holder past deadline + grace loses the lease */
 #define VGPU_SCHED_ABSENT_NS   25000000ULL   /* waiters retry at least every 5 ms */
 #define VGPU_SCHED_JOB_IDLE_NS 10000000000ULL /* a job entry with no process for 10 s is freed */
+#define VGPU_SCHED_MAX_LEASE_NS (2 * VGPU_SCHED_PERIOD_NS) /* no valid lease is longer (two quanta of 100%) */
+#define VGPU_SCHED_DEBT_NS     (4 * VGPU_SCHED_PERIOD_NS)  /* the most debt a job carries (overruns) */
+#define VGPU_SCHED_IDLE_NS     200000ULL     /* a holder asked to yield gives the lease back after
+                                                * launching nothing for this long */
+#define VGPU_SCHED_STALL_NS    3000000000ULL /* a launch never waits longer: past it, the schedule is
+                                                * taken as damaged and the process runs unscheduled */
 
 enum vgpu_sched_prio { VGPU_PRIO_LOW = -1, VGPU_PRIO_NORMAL = 0, VGPU_PRIO_HIGH = 1 };
 
@@ -61,18 +87,31 @@ struct vgpu_sched_proc {
     uint32_t reserved0;
     _Atomic uint64_t want_since;   /* 0, or when it began waiting for the lease */
     _Atomic uint64_t polled;       /* last try: a waiter silent for VGPU_SCHED_ABSENT_NS is passed over */
-    uint64_t reserved[2];
+    _Atomic uint64_t pidns;        /* inode of its PID namespace: a pid means nothing in another one */
+    uint64_t reserved[1];
 };
 
 struct vgpu_sched_file {
+    /* The first cache line is what a launch reads: the lease word and its deadline. */
+    _Atomic uint64_t lease;        /* generation << 16 | (holder proc index + 1); low 16 bits 0 = free */
+    _Atomic uint64_t lease_end;    /* deadline for launching; a preemptor sets it to now */
+    _Atomic uint64_t lease_start;  /* CLOCK_MONOTONIC when granted */
+    _Atomic uint32_t seq;          /* futex word: bumped whenever the lease is freed */
+    _Atomic uint32_t yield_seq;    /* futex word the holder's helper thread sleeps on: bumped by a
+                                    * waiter that preempts or asks the holder to yield */
+    _Atomic uint32_t borrowed;     /* the current lease is a soft job's borrowed turn */
+    uint32_t reserved1;
+    _Atomic uint64_t overlap_until; /* a preempted holder's queued work finished then: the time
+                                     * before it is charged to that holder, not to the next */
+    _Atomic uint64_t want_ns;      /* last time an entitled waiter of another job asked for the GPU */
+    /* Header (second cache line). */
     _Atomic uint64_t magic;        /* written last at creation */
     uint32_t version, size;
-    _Atomic uint32_t seq;          /* futex word: bumped whenever the lease is freed */
-    _Atomic uint32_t borrowed;     /* the current lease is a soft job's borrowed turn */
-    _Atomic uint64_t lease;        /* generation << 16 | (holder proc index + 1); low 16 bits 0 = free */
-    _Atomic uint64_t lease_start;  /* CLOCK_MONOTONIC when granted */
-    _Atomic uint64_t lease_end;    /* deadline for launching */
-    uint64_t reserved[4];
+    _Atomic uint32_t closing;      /* the last process is removing the segment (sched.c) */
+    uint32_t reserved0;
+    _Atomic uint64_t preemptions;  /* leases cut short by a preemptor (statistics) */
+    _Atomic uint64_t yields;       /* leases given back early on request (statistics) */
+    uint64_t reserved[3];
     struct vgpu_sched_job jobs[VGPU_SCHED_MAX_JOBS];
     struct vgpu_sched_proc procs[VGPU_SCHED_MAX_PROCS];
 };
@@ -114,14 +153,24 @@ int vgpu_sched_pick(const struct vgpu_sched_cand *c, unsigned n, uint64_t now, b
 
 struct vgpu_sched {
     struct vgpu_sched_file *f;     /* NULL when closed */
-    int fd;
+    int fd;                        /* a file mapping (tests), else -1 */
+    int shmid;                     /* a machine-wide segment, else -1 */
 };
 
-/* Opens (creating 0600 when missing) <statedir>/sched/<uuid>. 0, or -1 with e set. */
-int vgpu_sched_open(struct vgpu_sched *s, const char *statedir, const char *uuid, struct vgpu_err *e);
+/* The segment key of a GPU's schedule: a hash of the machine-wide directory's path
+ * (vgpu_machinedir_path) and the UUID, never IPC_PRIVATE. */
+int vgpu_sched_key(const char *machinedir, const char *uuid);
+/* Attaches the machine-wide schedule of GPU `uuid`, creating it (mode 0666) when missing.
+ * 0, or -1 with e set (a segment of another layout, or one others may not write: the caller
+ * runs unscheduled and says so). */
+int vgpu_sched_open(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e);
 /* Opens a file by path (tests). */
 int vgpu_sched_open_path(struct vgpu_sched *s, const char *path, struct vgpu_err *e);
+/* Detaches; the last process of a schedule nobody uses removes the segment. */
 void vgpu_sched_close(struct vgpu_sched *s);
+/* The removal part of close, keeping the segment mapped (at exit, while other threads may
+ * still read it). */
+void vgpu_sched_retire(struct vgpu_sched *s);
 
 /* Finds or adds the entry of job `key` and (re)writes its cap, policy and priority: called at
  * every lease boundary, so `vgpu limit` takes effect at the next turn. Returns the job index,
@@ -132,8 +181,9 @@ int vgpu_sched_attach(struct vgpu_sched *s, unsigned job, pid_t pid, uint64_t st
 void vgpu_sched_detach(struct vgpu_sched *s, int proc);
 
 /* Tries to take the lease for process `proc` (marks it waiting first). true: granted, *lease
- * is the lease word to release with, *end the deadline. Frees a dead or overdue holder's lease
- * on the way. */
+ * is the lease word to release with, *end the deadline. Frees a dead, overdue or invalid
+ * holder's lease on the way. When another job holds the lease and `proc` is entitled, it
+ * preempts the holder (higher priority, or credit near its burst) or asks it to yield. */
 bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64_t *lease, uint64_t *end);
 /* Gives the lease back and charges its job `used` ns. Returns false when the lease had already
  * been taken away (overdue): the time is charged all the same. */
@@ -145,6 +195,21 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns);
 /* How long the caller should sleep at most before trying again (until its job is eligible,
  * capped to a few ms so that a lease freed without a wake-up is never missed for long). */
 uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
+
+/* A preempted holder finished draining at `now` (its release found the lease gone). */
+void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now);
+/* Where the charge of a lease granted at `start` begins: the end of the overlap with a
+ * preempted holder's queued work when that falls inside [start, now], else start. */
+uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now);
+/* For the holder's helper thread: true when a waiter of another job asked for the GPU after
+ * `since` (the holder should give the lease back once it is idle). */
+bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since);
+/* Sleeps on the holder's futex until a waiter preempts or asks, or max_ns passed. *seen is the
+ * value last seen (updated). */
+void vgpu_sched_wait_yield(struct vgpu_sched *s, uint32_t *seen, uint64_t max_ns);
+/* The lease word and deadline as stored (validated: a deadline beyond the longest valid lease
+ * reads as already passed). */
+uint64_t vgpu_sched_deadline(struct vgpu_sched *s, uint64_t lease);
 
 /* Process liveness (pid + start time); overridable for tests. */
 extern bool (*vgpu_sched_alive)(pid_t pid, uint64_t start);

@@ -32,6 +32,12 @@ void vgpu_proc_free(struct vgpu_proc *p);
 /* The nvidia-smi to run: $VGPU_NVIDIA_SMI, else "nvidia-smi" on PATH. */
 const char *vgpu_smi_path(void);
 
+/* Why a tool that vgpu_proc_run could not start is missing, worded for where the name came
+ * from: "/x/y does not exist" for a path (never "not found on PATH"), "not found on PATH"
+ * for a bare name; with env_var (the variable that named it, when set) it says to fix or
+ * unset that variable, else `install` (what to install). */
+char *vgpu_tool_missing(const char *tool, const char *env_var, const char *install, char *buf, size_t len);
+
 /* ---- the time-slice policy (nvidia-smi compute-policy) -------------------------------------- */
 
 enum vgpu_timeslice {

@@ -74,6 +74,9 @@ struct top_job {
     int priority;
     unsigned nproc;
     bool soft;                  /* core limit is soft */
+    uint64_t mem_outside;       /* NVML memory of its processes outside the limiter (no LD_PRELOAD) */
+    unsigned outside_count;     /* how many such processes */
+    pid_t outside_pid;          /* one of them */
 };
 
 enum top_proc_valid { TOP_PV_MEM = 1u << 0, TOP_PV_SM = 1u << 1, TOP_PV_CPU = 1u << 2 };
@@ -90,6 +93,7 @@ struct top_proc {
     unsigned sm_pct;
     double cpu_pct;
     char cmd[160];
+    bool outside;               /* descends from job `job` but runs without the limiter */
 };
 
 struct top_model {
@@ -100,6 +104,7 @@ struct top_model {
     char driver_version[80];
     char cuda_version[16];
     char jobs_msg[512];         /* why jobs could not be read (empty when ok) */
+    int jobs_code;              /* its exit status (vgpu(1)), as vgpu ps would exit; 0 when ok */
     unsigned ngpu;
     struct top_gpu gpus[TOP_MAX_GPUS];
     unsigned njob;

@@ -3,10 +3,13 @@
  *   B; K, KB, KiB; M, MB, MiB; G, GB, GiB; T, TB, TiB (case-insensitive; "KB" means 1024,
  *   as nvidia-smi and Docker users expect). Plain digits are bytes.
  * Rejected, with the bad text quoted: empty, signs, hex/octal/exponent forms, unknown
- * suffixes, a fraction of a byte, overflow. Percents: "30" or "30%", 0..100, integers. */
+ * suffixes, a fraction of a byte, overflow. Percents: "30" or "30%", 0..100, integers.
+ * Memory limits typed by a user (vgpu_parse_mem_limit) also refuse a number without a unit
+ * below 1 MiB: "--mem 50" is a forgotten unit or '%', never 50 bytes. */
 #ifndef VGPU_UNITS_H
 #define VGPU_UNITS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "vgpu/log.h"
@@ -19,6 +22,24 @@
  * in the message ("--mem"). */
 int vgpu_parse_size(const char *text, uint64_t *bytes, const char *what, struct vgpu_err *e);
 int vgpu_parse_percent(const char *text, unsigned *pct, const char *what, struct vgpu_err *e);
+/* The same, accepting only min..max; the message states that range. */
+int vgpu_parse_percent_range(const char *text, unsigned min, unsigned max, unsigned *pct, const char *what,
+                             struct vgpu_err *e);
+/* vgpu_parse_size, refusing a number without a unit below 1 MiB (0 stays 0: callers say what
+ * 0 means for them). */
+int vgpu_parse_mem_limit(const char *text, uint64_t *bytes, const char *what, struct vgpu_err *e);
+
+/* One memory limit as a user types it, for a GPU of `total` bytes (0: unknown), checked the
+ * same way by vgpu run --mem, vgpu limit --mem and vgpu top's 'm' key: SIZE (a number
+ * without a unit must be at least 1 MiB), PCT% (1..100 of total), and with allow_none "none"
+ * (stored as 0). Refuses 0 and more than the GPU has. `gpu_desc` names the GPU in messages.
+ * 0, or -1 with e filled (code VGPU_EXIT_USAGE). */
+int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *out,
+                         struct vgpu_err *e);
+
+/* text when it fits in w characters, else its first w-1 and a '+' (written into buf), so a cut
+ * name never passes for a whole one; "" when w is 0. ASCII text (names are sanitized). */
+const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len);
 
 /* "4.00 GiB", "512 MiB", "1023 B": binary units, at most 3 significant decimals. */
 char *vgpu_format_size(uint64_t bytes, char *buf, size_t len);

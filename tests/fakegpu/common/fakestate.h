@@ -26,7 +26,7 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 1
+#define FS_LAYOUT_VERSION 2
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -79,7 +79,10 @@ struct fs_gpu_static {
 /* ---- dynamic state ---- */
 struct fs_proc {                         /* one process on one place of one GPU */
     bool used;
-    pid_t pid;
+    bool resolved;                       /* pid is the host pid (else FS_UNRESOLVED_PID + ns_pid) */
+    pid_t pid;                           /* what NVML reports: the pid in the host's PID namespace */
+    pid_t ns_pid;                        /* the process's own getpid() (in its namespace) */
+    unsigned pidns;                      /* inode of its PID namespace */
     unsigned long long start_time;       /* /proc/PID/stat field 22: a reused pid is another process */
     int gi, ci;                          /* slots; -1 = whole GPU */
     bool attached;                       /* holds a context (shown by NVML even at 0 bytes) */
@@ -152,6 +155,9 @@ struct fs_failures {                     /* injected failures; 0 = none (see REA
 struct fs_state {                        /* the whole file */
     uint64_t magic;
     uint32_t layout_version, size;       /* size = sizeof(struct fs_state) */
+    unsigned host_pidns;                 /* PID namespace of the state's creator: "the host", whose
+                                          * pids NVML reports (a process in another namespace is
+                                          * resolved by a reader on the host) */
     char lock_storage[64];               /* pthread_mutex_t, process-shared and robust */
     char driver_version[32];             /* "580.159.04" */
     char nvml_version[32];               /* "13.580.159.04" */
@@ -181,10 +187,15 @@ void fs_reap(void);
 void fs_reap_gpu(unsigned gpu);
 
 /* ---- processes and memory (under the lock unless said otherwise) ---- */
+/* A pid NVML reports for a process in another PID namespace while no reader on the host has
+ * resolved its host pid: never a real pid (pid_max is at most 2^22). */
+#define FS_UNRESOLVED_PID 4194304
 unsigned long long fs_proc_start_time(pid_t pid);     /* 0 when the process does not exist */
+unsigned fs_proc_pidns(pid_t pid);                   /* PID namespace inode; pid 0: self; 0 unknown */
 bool fs_proc_alive(pid_t pid, unsigned long long start_time);
 /* The record of (pid, place) on gpu; creates it (this process's start time) when create is set.
- * NULL when not found or the table is full. */
+ * pid == getpid() means this process, found by its own namespace and pid (whatever pid NVML
+ * reports for it). NULL when not found or the table is full. */
 struct fs_proc *fs_proc_get(unsigned gpu, pid_t pid, int gi, int ci, bool create);
 /* Capacity and use of a place: whole GPU (gi = -1; total = mem_total - mem_reserved) or a GPU
  * instance (total = its profile's memory; ci does not matter: CIs of a GI share its memory). */

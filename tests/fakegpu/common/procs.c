@@ -1,7 +1,9 @@
 /* procs.c: processes on the simulated GPUs: their memory, their contexts, their kernels on the
  * device timelines, and the reaping of dead ones. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,7 +18,10 @@ static unsigned long long stat_of(pid_t pid, bool *zombie)
 {
     char path[64], buf[1024];
     *zombie = false;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -43,12 +48,162 @@ static unsigned long long stat_of(pid_t pid, bool *zombie)
 unsigned long long fs_proc_start_time(pid_t pid)
 {
     bool zombie;
-    return stat_of(pid, &zombie);
+    return pid > 0 ? stat_of(pid, &zombie) : 0;
 }
+
+/* ---- PID namespaces: NVML reports host pids ----
+ * A process in a container knows only its own pid (with --mount-proc, its /proc shows nothing
+ * else). It records that, its namespace and its start time; the host pid is its NSpid's first
+ * entry when its /proc is the host's, else the first reader on the host that looks finds it
+ * (the driver, which lives on the host, always knows it). */
+
+unsigned fs_proc_pidns(pid_t pid)
+{
+    char path[64], buf[64];
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/ns/pid");
+    ssize_t n = readlink(path, buf, sizeof buf - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    unsigned long v = 0;
+    return sscanf(buf, "pid:[%lu]", &v) == 1 ? (unsigned)v : 0;
+}
+
+/* NSpid of /proc/PID/status (0: self): the number of entries, the first and the last. */
+static int nspid_of(pid_t pid, pid_t *first, pid_t *last)
+{
+    char path[64], buf[4096];
+    if (pid)
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    else
+        snprintf(path, sizeof path, "/proc/self/status");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return 0;
+    buf[len] = 0;
+    char *p = strstr(buf, "\nNSpid:");
+    if (!p)
+        return 0;
+    p += 7;
+    int n = 0;
+    for (;;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (!n)
+            *first = (pid_t)v;
+        *last = (pid_t)v;
+        n++;
+        p = end;
+    }
+    return n;
+}
+
+/* This process: its namespace, its start time, and its host pid (0 when it cannot know). */
+struct self_id {
+    pid_t pid, host_pid;
+    unsigned pidns;
+    unsigned view_ns;                    /* the namespace whose pids its /proc shows (0: unknown) */
+    bool host_proc;                      /* that is the host's */
+    unsigned long long start;
+};
+
+static const struct self_id *self_id(void)
+{
+    static __thread struct self_id me;
+    if (me.pid == getpid())
+        return &me;
+    struct self_id n = { .pid = getpid() };
+    bool zombie;
+    n.start = stat_of(0, &zombie);
+    n.pidns = fs_proc_pidns(0);
+    unsigned host = fs_state()->host_pidns;
+    pid_t first = 0, last = 0;
+    n.view_ns = n.pidns;
+    if (!host || n.pidns == host) {
+        n.host_pid = n.pid;
+        n.host_proc = true;
+    } else if (nspid_of(0, &first, &last) > 1) {
+        n.host_pid = first;              /* a /proc mounted by the host (unshare -p without --mount-proc) */
+        n.host_proc = true;
+        n.view_ns = host;
+    }
+    me = n;
+    return &me;
+}
+
+static bool own_proc(void)
+{
+    const struct self_id *me = self_id();
+    return me->view_ns == me->pidns;
+}
+
+/* A walk of /proc (from the host) for (pidns, ns_pid, start): 1 found (*host set), 0 proven
+ * gone, -1 cannot tell (a candidate's namespace could not be read). */
+static int resolve(const struct fs_proc *p, pid_t *host)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    int rc = 0;
+    struct dirent *de;
+    while (rc != 1 && (de = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        pid_t first = 0, last = 0;
+        if (nspid_of((pid_t)pid, &first, &last) < 2 || last != p->ns_pid)
+            continue;
+        bool zombie;
+        if (stat_of((pid_t)pid, &zombie) != p->start_time || zombie)
+            continue;
+        unsigned ns = fs_proc_pidns((pid_t)pid);
+        if (!ns)
+            rc = -1;
+        else if (ns == p->pidns) {
+            *host = (pid_t)pid;
+            rc = 1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Whether the record's process lives, judged where it can be: in its own namespace, or from the
+ * host (which sees every namespace). A reader that can see neither keeps it, as the driver does
+ * while the process lives. Resolves host pids on the way. */
+static bool record_alive(struct fs_proc *p)
+{
+    const struct self_id *me = self_id();
+    if (!p->pidns || p->pidns == me->view_ns)
+        return fs_proc_alive(p->ns_pid, p->start_time);
+    if (!me->host_proc)
+        return true;
+    if (p->resolved)
+        return fs_proc_alive(p->pid, p->start_time);
+    pid_t host = 0;
+    int rc = resolve(p, &host);
+    if (rc == 1) {
+        p->pid = host;
+        p->resolved = true;
+    }
+    return rc != 0;
+}
+static bool own_proc(void);
 
 bool fs_proc_alive(pid_t pid, unsigned long long start_time)
 {
-    if (kill(pid, 0) != 0 && errno == ESRCH)
+    /* kill(2) takes pids of our own namespace: a shortcut only when /proc shows that one. */
+    if (own_proc() && kill(pid, 0) != 0 && errno == ESRCH)
         return false;
     /* kill(2) cannot tell a zombie, or a new process that got the pid, from the process: /proc
      * can, but reading it for hundreds of processes at every query costs milliseconds (a real
@@ -79,7 +234,7 @@ void fs_reap_gpu(unsigned gpu)
         return;
     for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
         struct fs_proc *p = &st->gpu[gpu].procs[i];
-        if (p->used && !fs_proc_alive(p->pid, p->start_time))
+        if (p->used && !record_alive(p))
             memset(p, 0, sizeof *p);
     }
 }
@@ -90,24 +245,16 @@ void fs_reap(void)
         fs_reap_gpu(g);
 }
 
-static unsigned long long self_start_time(void)
-{
-    static unsigned long long cached;
-    static pid_t cached_pid;
-    if (cached_pid != getpid()) { /* recomputed after fork */
-        cached = fs_proc_start_time(getpid());
-        cached_pid = getpid();
-    }
-    return cached;
-}
-
 struct fs_proc *fs_proc_get(unsigned gpu, pid_t pid, int gi, int ci, bool create)
 {
     struct fs_gpu *g = &fs_state()->gpu[gpu];
     struct fs_proc *free_slot = NULL;
+    const struct self_id *me = self_id();
+    bool self = pid == me->pid;
     for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
         struct fs_proc *p = &g->procs[i];
-        if (p->used && p->pid == pid && p->gi == gi && p->ci == ci)
+        if (p->used && p->gi == gi && p->ci == ci &&
+            (self ? p->ns_pid == pid && p->pidns == me->pidns : p->pid == pid))
             return p;
         if (!p->used && !free_slot)
             free_slot = p;
@@ -115,9 +262,12 @@ struct fs_proc *fs_proc_get(unsigned gpu, pid_t pid, int gi, int ci, bool create
     if (!create || !free_slot)
         return NULL;
     /* Records for other pids are made only by tests: they get that pid's start time. */
-    free_slot->start_time = pid == getpid() ? self_start_time() : fs_proc_start_time(pid);
+    free_slot->start_time = self ? me->start : fs_proc_start_time(pid);
     free_slot->used = true;
-    free_slot->pid = pid;
+    free_slot->ns_pid = pid;
+    free_slot->pidns = me->pidns;
+    free_slot->resolved = !self || me->host_pid;
+    free_slot->pid = !self ? pid : me->host_pid ? me->host_pid : FS_UNRESOLVED_PID + pid;
     free_slot->gi = gi;
     free_slot->ci = ci;
     return free_slot;
@@ -198,25 +348,29 @@ void fs_release_self(void)
     if (!st)
         return;
     fs_lock();
+    const struct self_id *me = self_id();
     for (unsigned g = 0; g < st->ngpus; g++)
-        for (unsigned i = 0; i < FS_MAX_PROCS; i++)
-            if (st->gpu[g].procs[i].used && st->gpu[g].procs[i].pid == getpid())
-                memset(&st->gpu[g].procs[i], 0, sizeof st->gpu[g].procs[i]);
+        for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
+            struct fs_proc *p = &st->gpu[g].procs[i];
+            if (p->used && p->ns_pid == me->pid && p->pidns == me->pidns)
+                memset(p, 0, sizeof *p);
+        }
     fs_unlock();
 }
 
 uint64_t fs_run(unsigned gpu, int gi, int ci, uint64_t earliest_ns, uint64_t dur_ns)
 {
     struct fs_gpu *g = &fs_state()->gpu[gpu];
-    pid_t pid = getpid();
     fs_lock();
     uint64_t *until = gi < 0 ? &g->busy_until_ns : &g->gi[gi].busy_until_ns;
     uint64_t start = earliest_ns > *until ? earliest_ns : *until;
     uint64_t end = start + dur_ns;
     *until = end;
-    struct fs_proc *p = fs_proc_get(gpu, pid, gi, ci, true);
+    struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
     if (p)
         p->busy_ns += dur_ns;
+    /* Intervals carry the pid NVML reports for the process (its utilisation samples). */
+    pid_t pid = p ? p->pid : getpid();
     /* Back-to-back work of one process extends its last interval, so the ring holds long
      * histories of a busy process. */
     unsigned last = (g->interval_head + FS_MAX_INTERVALS - 1) % FS_MAX_INTERVALS;

@@ -39,7 +39,46 @@ static pthread_mutex_t *state_mutex(struct fs_state *st)
     return (pthread_mutex_t *)(void *)st->lock_storage;
 }
 
-/* VGPU_FAKE_STATE, else /tmp/vgpu-fake-<uid>-<hash of the scenario path>.state */
+/* Shared mode (VGPU_FAKE_SHARED=NAME): one machine for every user, as a real GPU is. The file
+ * is DIR/NAME.state, mode 0666, in DIR = VGPU_FAKE_SHARED_DIR or /tmp/vgpu-fakegpu, a sticky
+ * 1777 directory (created so when missing) owned by root or the caller. */
+static bool shared_mode;
+
+static bool shared_name_ok(const char *s)
+{
+    if (!*s || *s == '.' || strlen(s) > 64)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+              *s == '_' || *s == '-'))
+            return false;
+    return true;
+}
+
+static bool shared_path(char *out, size_t len, const char *name)
+{
+    const char *dir = getenv("VGPU_FAKE_SHARED_DIR");
+    if (!dir || !*dir)
+        dir = "/tmp/vgpu-fakegpu";
+    if (!shared_name_ok(name)) {
+        set_error("VGPU_FAKE_SHARED='%s' is not a name: use 1 to 64 letters, digits, '.', '_' or '-'", name);
+        return false;
+    }
+    if (mkdir(dir, 01777) == 0)
+        chmod(dir, 01777);              /* the umask took bits away */
+    struct stat sb;
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || (sb.st_mode & 07777) != 01777 ||
+        (sb.st_uid != 0 && sb.st_uid != getuid())) {
+        set_error("the shared simulated-GPU directory %s is not a directory of mode 1777 owned by root or you; "
+                  "remove it or set VGPU_FAKE_SHARED_DIR", dir);
+        return false;
+    }
+    snprintf(out, len, "%s/%s.state", dir, name);
+    return true;
+}
+
+/* VGPU_FAKE_SHARED (see above), else VGPU_FAKE_STATE, else
+ * /tmp/vgpu-fake-<uid>-<hash of the scenario path>.state */
 static void state_path(char *out, size_t len, const char *scenario)
 {
     const char *env = getenv("VGPU_FAKE_STATE");
@@ -70,7 +109,7 @@ static bool create_state(const char *path, const char *scenario)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         set_error("cannot create the simulated GPU state %s: %s (set VGPU_FAKE_STATE to a writable path)", tmp,
                   strerror(errno));
@@ -78,7 +117,7 @@ static bool create_state(const char *path, const char *scenario)
     }
     bool ok = false;
     struct fs_state *st = MAP_FAILED;
-    if (ftruncate(fd, sizeof *st) != 0) {
+    if ((shared_mode && fchmod(fd, 0666) != 0) || ftruncate(fd, sizeof *st) != 0) {
         set_error("cannot size %s: %s", tmp, strerror(errno));
         goto out;
     }
@@ -96,6 +135,7 @@ static bool create_state(const char *path, const char *scenario)
         set_error("cannot initialise the lock in %s", tmp);
         goto out;
     }
+    st->host_pidns = fs_proc_pidns(0);
     st->magic = FS_MAGIC;
     st->layout_version = FS_LAYOUT_VERSION;
     st->size = sizeof *st;
@@ -119,9 +159,12 @@ out:
 
 static struct fs_state *map_state(const char *path)
 {
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0)
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            set_error("cannot open the simulated GPU state %s: %s", path, strerror(errno));
         return NULL;
+    }
     struct stat sb;
     struct fs_state *st = NULL;
     if (fstat(fd, &sb) == 0 && (size_t)sb.st_size == sizeof *st) {
@@ -150,8 +193,17 @@ struct fs_state *fs_open(void)
     if (scenario && !*scenario)
         scenario = NULL;
     char path[4096];
-    state_path(path, sizeof path, scenario);
+    const char *shared = getenv("VGPU_FAKE_SHARED");
+    shared_mode = shared && *shared;
     struct fs_state *st = NULL;
+    if (shared_mode) {
+        if (!shared_path(path, sizeof path, shared)) {
+            pthread_mutex_unlock(&open_lock);
+            return NULL;
+        }
+    } else {
+        state_path(path, sizeof path, scenario);
+    }
     for (int attempt = 0; attempt < 3 && !st; attempt++) {
         st = map_state(path);
         if (st)

@@ -1,8 +1,16 @@
 /* context.c: primary and created contexts, the per-thread context stack, limits.
- * Each process pays the scenario's context overhead on a device when its first context there
- * is created and gets it back when its last one there goes (fc_dev_attach also tells the
- * shared state, so the fake NVML lists the process). Destroying a context frees everything it
- * allocated, as the real driver does. */
+ *
+ * Creating a context takes time, as in the driver (hundreds of milliseconds on an H100): the
+ * process shows up in NVML's process list at once (fc_dev_attach), and its memory grows in
+ * CTX_STEPS steps over VGPU_FAKE_CTX_CREATE_MS (default 100 ms) until the context holds the
+ * scenario's context overhead. Every context costs its own overhead (a second cuCtxCreate on
+ * the same device costs as much as the first), returned when that context goes; the process
+ * leaves NVML's list when its last context on the device goes. So processes that create their
+ * contexts at the same moment see each other's memory move while their own creation is under
+ * way, which is what a limiter measuring device-wide deltas gets wrong. Destroying a context
+ * frees everything it allocated, as the real driver does. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,16 +67,56 @@ CUresult fc_current(struct fc_ctx **out)
     return CUDA_SUCCESS;
 }
 
-/* Caller holds fc_lock. */
+#define CTX_STEPS 4
+#define CTX_CREATE_MS_DEFAULT 100
+
+/* VGPU_FAKE_CTX_CREATE_MS: how long creating a context takes (0..60000 ms). */
+static unsigned create_ms(void)
+{
+    static int ms = -1;
+    if (ms >= 0)
+        return (unsigned)ms;
+    const char *e = getenv("VGPU_FAKE_CTX_CREATE_MS");
+    ms = CTX_CREATE_MS_DEFAULT;
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(e, &end, 10);
+        if (errno || *end || v > 60000 || *e == '-')
+            fprintf(stderr, "fake libcuda: VGPU_FAKE_CTX_CREATE_MS='%s' is not a number of milliseconds "
+                            "0..60000; using %d\n", e, CTX_CREATE_MS_DEFAULT);
+        else
+            ms = (int)v;
+    }
+    return (unsigned)ms;
+}
+
+/* Caller holds fc_lock (the driver serialises context creation within a process too). Charges
+ * the context's overhead in steps over the creation time; on failure gives back what the
+ * steps took. */
 static CUresult ctx_open(struct fc_ctx *c, int dev, unsigned int flags)
 {
-    if (live_contexts[dev] == 0) {
-        CUresult r = fc_dev_charge(dev, fc_devs[dev].ctx_overhead);
-        if (r != CUDA_SUCCESS)
-            return r;
+    if (live_contexts[dev] == 0)
         fc_dev_attach(dev, true);
+    unsigned long long total = fc_devs[dev].ctx_overhead, done = 0;
+    uint64_t step_ns = (uint64_t)create_ms() * 1000000ULL / CTX_STEPS, t = fc_now_ns();
+    for (int i = 0; i < CTX_STEPS; i++) {
+        unsigned long long part = i == CTX_STEPS - 1 ? total - done : fc_round_up(total / CTX_STEPS, 2 * FC_MIB);
+        if (part > total - done)
+            part = total - done;
+        CUresult r = fc_dev_charge(dev, part);
+        if (r != CUDA_SUCCESS) {
+            fc_dev_uncharge(dev, done);
+            if (live_contexts[dev] == 0)
+                fc_dev_attach(dev, false);
+            return r;
+        }
+        done += part;
+        t += step_ns;
+        fc_sleep_until(t);
     }
     live_contexts[dev]++;
+    c->overhead = total;
     c->magic = FC_CTX_MAGIC;
     c->device = dev;
     c->alive = true;
@@ -86,10 +134,10 @@ static void ctx_close(struct fc_ctx *c)
     for (int l = 0; l < 8; l++)
         fc_dev_uncharge(c->device, limit_cost(c, l, c->limits[l]));
     c->alive = false;
-    if (--live_contexts[c->device] == 0) {
-        fc_dev_uncharge(c->device, fc_devs[c->device].ctx_overhead);
+    fc_dev_uncharge(c->device, c->overhead + c->module_bytes);
+    c->overhead = c->module_bytes = 0;
+    if (--live_contexts[c->device] == 0)
         fc_dev_attach(c->device, false);
-    }
 }
 
 static CUresult check_dev(CUdevice dev)

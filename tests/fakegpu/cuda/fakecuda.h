@@ -36,7 +36,7 @@ struct fc_device {
     unsigned long long total_mem;
     int sm_count;
     int cc_major, cc_minor;
-    unsigned long long ctx_overhead;   /* what this process's first context here costs */
+    unsigned long long ctx_overhead;   /* what each context here costs */
     int gpu;                /* index of the physical GPU in the shared state */
     int mig;                /* MIG instance index in the shared state, -1 for a whole GPU */
 };
@@ -97,6 +97,8 @@ struct fc_ctx {
     unsigned int flags;
     size_t limits[8];    /* CUlimit values */
     uint64_t legacy_tail;/* completion time of work on the legacy default stream */
+    unsigned long long overhead; /* device memory this context itself holds */
+    unsigned long long module_bytes; /* device memory its modules' code took (lazy loading) */
 };
 #define FC_CTX_MAGIC 0xC0C7C7C0u
 CUresult fc_check_init(void);
@@ -108,6 +110,7 @@ CUresult fc_ctx_valid(CUcontext c);
 enum fc_alloc_kind {
     FC_ALLOC_DEVICE, FC_ALLOC_MANAGED, FC_ALLOC_HOST, FC_ALLOC_POOL, FC_ALLOC_VA, FC_ALLOC_ARRAY,
     FC_ALLOC_GRAPH,
+    FC_ALLOC_POOL_FREEING,      /* a pool allocation whose cuMemFreeAsync the stream has not reached */
 };
 struct fc_alloc {
     struct fc_alloc *next;
@@ -120,6 +123,7 @@ struct fc_alloc {
     void *host;                     /* real memory for host and managed allocations */
     struct fc_pool *pool;
     bool live;                      /* graph allocations: allocated by a launch, not yet freed */
+    bool uploaded;                  /* graph allocations: memory taken by cuGraphUpload for the next launch */
 };
 CUdeviceptr fc_va_reserve(size_t size, size_t align);
 struct fc_alloc *fc_alloc_new(enum fc_alloc_kind kind, CUdeviceptr base, size_t size, int device,
@@ -144,6 +148,7 @@ struct fc_pool *fc_default_pool(int device);
 CUresult fc_pool_alloc(struct fc_pool *pool, size_t size, CUstream stream, CUdeviceptr *out);
 void fc_pool_release_all(int device);   /* at synchronize: honour release thresholds */
 void fc_pool_free(struct fc_alloc *a);
+void fc_pool_forget_ctx(struct fc_ctx *ctx);   /* a context goes: its pending frees are done */
 
 /* ---- streams, events, host functions (stream.c) ---- */
 struct fc_graph;
@@ -190,8 +195,11 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
 
 /* ---- graphs (graph.c) ---- */
 struct fc_graph *fc_graph_new(void);
-/* cuMemFree/cuMemFreeAsync of a graph allocation outside a graph. Caller holds fc_lock. */
+/* cuMemFree of a graph allocation outside a graph. Caller holds fc_lock. */
 CUresult fc_graph_alloc_free(struct fc_alloc *a);
+/* cuMemFreeAsync of one: the memory stays in use until due_ns (the stream reaches the free). */
+CUresult fc_graph_alloc_free_async(struct fc_alloc *a, uint64_t due_ns);
+void fc_graph_forget_ctx(struct fc_ctx *ctx);  /* a context goes: its pending frees are done */
 CUresult fc_graph_capture_kernel(struct fc_stream *st, const struct fc_launch *l);
 CUresult fc_graph_capture_alloc(struct fc_stream *st, size_t size, CUdeviceptr *out);
 CUresult fc_graph_capture_free(struct fc_stream *st, CUdeviceptr p);

@@ -4,8 +4,14 @@
  * same rules as a launch), memory allocations and frees. Dependencies are accepted but not
  * modelled: a launched graph occupies its device for the sum of its kernels' durations, queued
  * as one piece of work on the launch stream. Graph allocations get their address when the node
- * is added and their memory at launch, from a per-device graph pool that keeps what it reserved
- * until cuDeviceGraphMemTrim (the CU_GRAPH_MEM_ATTR_* counters). */
+ * is added and their memory at launch (or at cuGraphUpload, which reserves it ahead), from a
+ * per-device graph pool that keeps what it reserved until cuDeviceGraphMemTrim (the
+ * CU_GRAPH_MEM_ATTR_* counters). A free node runs when the graph's work on the stream is done,
+ * not inside cuGraphLaunch: until then the memory stays in use (USED_MEM_CURRENT), and so does
+ * memory freed with cuMemFreeAsync until its stream gets there. A relaunch of the same graph is
+ * ordered after its previous launch, so it reuses the memory of that launch's pending frees.
+ * cuGraphAddNode takes kernel, memory-allocation and memory-free nodes (other types:
+ * CUDA_ERROR_NOT_SUPPORTED in the fake). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +37,82 @@ struct fc_graph {
 
 struct graph_mem { unsigned long long used, used_high, reserved, reserved_high; };
 static struct graph_mem gmem[FC_MAX_DEVICES];
+
+/* Frees (free nodes of launched graphs, cuMemFreeAsync) the streams have not reached yet. */
+struct pending_free {
+    struct fc_alloc *a;
+    uint64_t due_ns;
+    struct pending_free *next;
+};
+static struct pending_free *pending;
+
+static void release_alloc(struct fc_alloc *a)
+{
+    struct graph_mem *m = &gmem[a->device];
+    unsigned long long n = fc_round_up(a->size, 512);
+    m->used = m->used > n ? m->used - n : 0;
+    a->live = false;
+}
+
+/* Caller holds fc_lock. Runs the frees that are due on `device` (-1: every device), and the one
+ * of `only` whatever its time (stream order). */
+static void retire(int device, const struct fc_alloc *only)
+{
+    uint64_t now = fc_now_ns();
+    for (struct pending_free **pp = &pending; *pp;) {
+        struct pending_free *f = *pp;
+        if (f->a == only || (f->due_ns <= now && (device < 0 || f->a->device == device))) {
+            *pp = f->next;
+            release_alloc(f->a);
+            free(f);
+        } else {
+            pp = &f->next;
+        }
+    }
+}
+
+static bool free_pending(const struct fc_alloc *a)
+{
+    for (struct pending_free *f = pending; f; f = f->next)
+        if (f->a == a)
+            return true;
+    return false;
+}
+
+/* Caller holds fc_lock. A context goes: its pending frees are done (its memory is gone). */
+void fc_graph_forget_ctx(struct fc_ctx *ctx)
+{
+    for (struct pending_free **pp = &pending; *pp;) {
+        struct pending_free *f = *pp;
+        if (f->a->ctx == ctx) {
+            *pp = f->next;
+            release_alloc(f->a);
+            free(f);
+        } else {
+            pp = &f->next;
+        }
+    }
+}
+
+/* Caller holds fc_lock. */
+static CUresult defer_free(struct fc_alloc *a, uint64_t due_ns)
+{
+    if (!a->live || free_pending(a))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct pending_free *f = calloc(1, sizeof *f);
+    if (!f) {
+        release_alloc(a);
+        return CUDA_SUCCESS;
+    }
+    *f = (struct pending_free){ a, due_ns, pending };
+    pending = f;
+    return CUDA_SUCCESS;
+}
+
+CUresult fc_graph_alloc_free_async(struct fc_alloc *a, uint64_t due_ns)
+{
+    return defer_free(a, due_ns);
+}
 
 struct fc_graph *fc_graph_new(void)
 {
@@ -78,6 +160,9 @@ static CUresult check_deps(const CUgraphNode *deps, size_t n)
             return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
+
+static CUresult add_free(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                         size_t numDependencies, CUdeviceptr dptr);
 
 CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
@@ -221,6 +306,12 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
                                size_t numDependencies, CUdeviceptr dptr)
 {
     FC_TRACE();
+    return add_free(phGraphNode, hGraph, dependencies, numDependencies, dptr);
+}
+
+static CUresult add_free(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                         size_t numDependencies, CUdeviceptr dptr)
+{
     struct fc_graph *g;
     CUresult r = fc_check_init();
     if (r == CUDA_SUCCESS)
@@ -242,6 +333,125 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const C
     if (r == CUDA_SUCCESS)
         *phGraphNode = (CUgraphNode)n;
     return r;
+}
+
+static CUresult add_any(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *deps, size_t ndeps,
+                        CUgraphNodeParams *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        const CUDA_KERNEL_NODE_PARAMS_v2 *k = &p->kernel;
+        const unsigned int grid[3] = { k->gridDimX, k->gridDimY, k->gridDimZ };
+        const unsigned int block[3] = { k->blockDimX, k->blockDimY, k->blockDimZ };
+        return add_kernel(phGraphNode, hGraph, deps, ndeps, k->func ? k->func : (CUfunction)k->kern, grid, block,
+                          k->sharedMemBytes, k->kernelParams, k->extra);
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        return cuGraphAddMemAllocNode(phGraphNode, hGraph, deps, ndeps, &p->alloc);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return add_free(phGraphNode, hGraph, deps, ndeps, p->free.dptr);
+    default:
+        return (unsigned)p->type <= CU_GRAPH_NODE_TYPE_CONDITIONAL ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                        size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    FC_TRACE();
+    return add_any(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                           const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    FC_TRACE();
+    (void)dependencyData;   /* edges are not modelled */
+    return add_any(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    FC_TRACE();
+    struct fc_graph *g;
+    CUresult r = fc_check_init();
+    if (r == CUDA_SUCCESS)
+        r = graph_valid(hGraph, GRAPH_MAGIC, &g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fc_lock);
+    if (nodes) {
+        for (size_t i = 0; i < *numNodes; i++)
+            nodes[i] = i < g->n ? (CUgraphNode)g->nodes[i] : NULL;
+        if (*numNodes > g->n)
+            *numNodes = g->n;
+    } else {
+        *numNodes = g->n;
+    }
+    pthread_mutex_unlock(&fc_lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult node_valid(CUgraphNode h, struct node **out)
+{
+    struct node *n = (struct node *)h;
+    CUresult r = fc_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!n || n->magic != NODE_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    FC_TRACE();
+    struct node *n;
+    CUresult r = node_valid(hNode, &n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    *type = n->kind == NODE_KERNEL ? CU_GRAPH_NODE_TYPE_KERNEL
+          : n->kind == NODE_ALLOC  ? CU_GRAPH_NODE_TYPE_MEM_ALLOC
+                                   : CU_GRAPH_NODE_TYPE_MEM_FREE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out)
+{
+    FC_TRACE();
+    struct node *n;
+    CUresult r = node_valid(hNode, &n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr_out || n->kind != NODE_FREE)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dptr_out = n->dptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+    FC_TRACE();
+    struct node *n;
+    CUresult r = node_valid(hNode, &n);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!params_out || n->kind != NODE_ALLOC)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(params_out, 0, sizeof *params_out);
+    params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    params_out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    params_out->poolProps.location.id = n->alloc->device;
+    params_out->bytesize = n->alloc->size;
+    params_out->dptr = n->alloc->base;
+    return CUDA_SUCCESS;
 }
 
 /* ---- capture (called by stream.c/launch.c/pool.c with the capturing stream) ---- */
@@ -285,9 +495,8 @@ CUresult fc_graph_capture_free(struct fc_stream *st, CUdeviceptr p)
 
 /* ---- instantiate and launch ---- */
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
-    FC_TRACE();
     struct fc_graph *g;
     CUresult r = fc_check_init();
     if (r == CUDA_SUCCESS)
@@ -318,6 +527,71 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
     return CUDA_SUCCESS;
 }
 
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    FC_TRACE();
+    return instantiate(phGraphExec, hGraph, flags);
+}
+
+/* The CUDA 10/11 forms: an error node and a log buffer, no flags. */
+static CUresult instantiate_logged(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                                   size_t bufferSize)
+{
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = 0;
+    return instantiate(phGraphExec, hGraph, 0);
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                            size_t bufferSize)
+{
+    FC_TRACE();
+    return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                               size_t bufferSize)
+{
+    FC_TRACE();
+    return instantiate_logged(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+static CUresult graph_upload(CUgraphExec hGraphExec, CUstream s, bool ptsz);
+
+static CUresult instantiate_with_params(CUgraphExec *phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *p,
+                                        bool ptsz)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    p->hErrNode_out = NULL;
+    CUresult r = instantiate(phGraphExec, hGraph, p->flags);
+    if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
+        r = graph_upload(*phGraphExec, p->hUploadStream, ptsz);
+        if (r != CUDA_SUCCESS) {
+            (void)cuGraphExecDestroy(*phGraphExec);
+            *phGraphExec = NULL;
+        }
+    }
+    p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    FC_TRACE();
+    return instantiate_with_params(phGraphExec, hGraph, instantiateParams, false);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    FC_TRACE();
+    return instantiate_with_params(phGraphExec, hGraph, instantiateParams, true);
+}
+
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     FC_TRACE();
@@ -333,34 +607,47 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     return CUDA_SUCCESS;
 }
 
-/* Caller holds fc_lock. */
+/* Caller holds fc_lock. cuMemFree: synchronous. */
 CUresult fc_graph_alloc_free(struct fc_alloc *a)
 {
-    if (!a->live)
+    if (!a->live || free_pending(a))
         return CUDA_ERROR_INVALID_VALUE;
-    struct graph_mem *m = &gmem[a->device];
-    unsigned long long n = fc_round_up(a->size, 512);
-    m->used = m->used > n ? m->used - n : 0;
-    a->live = false;
+    release_alloc(a);
+    return CUDA_SUCCESS;
+}
+
+/* Caller holds fc_lock. Grows the device's graph pool so that `n` more bytes fit. */
+static CUresult graph_reserve(int device, unsigned long long n)
+{
+    struct graph_mem *m = &gmem[device];
+    if (m->used + n <= m->reserved)
+        return CUDA_SUCCESS;
+    unsigned long long grow = fc_round_up(m->used + n - m->reserved, 2 * FC_MIB);
+    CUresult r = fc_dev_charge(device, grow);
+    if (r != CUDA_SUCCESS)
+        return r;
+    m->reserved += grow;
+    if (m->reserved > m->reserved_high)
+        m->reserved_high = m->reserved;
     return CUDA_SUCCESS;
 }
 
 /* Caller holds fc_lock. */
 static CUresult graph_alloc_take(struct fc_alloc *a)
 {
+    retire(a->device, free_pending(a) ? a : NULL);   /* a relaunch comes after the last one's free */
     if (a->live)
         return CUDA_ERROR_INVALID_VALUE; /* relaunch before the previous allocation was freed */
+    if (a->uploaded) {                   /* cuGraphUpload took its memory already */
+        a->uploaded = false;
+        a->live = true;
+        return CUDA_SUCCESS;
+    }
     struct graph_mem *m = &gmem[a->device];
     unsigned long long n = fc_round_up(a->size, 512);
-    if (m->used + n > m->reserved) {
-        unsigned long long grow = fc_round_up(m->used + n - m->reserved, 2 * FC_MIB);
-        CUresult r = fc_dev_charge(a->device, grow);
-        if (r != CUDA_SUCCESS)
-            return r;
-        m->reserved += grow;
-        if (m->reserved > m->reserved_high)
-            m->reserved_high = m->reserved;
-    }
+    CUresult r = graph_reserve(a->device, n);
+    if (r != CUDA_SUCCESS)
+        return r;
     m->used += n;
     if (m->used > m->used_high)
         m->used_high = m->used;
@@ -383,23 +670,74 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream s, bool ptsz)
     if (r == CUDA_SUCCESS && st && st->capture)
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     uint64_t total = 0;
+    size_t taken = 0;
     for (size_t i = 0; r == CUDA_SUCCESS && i < e->n; i++) {
         struct node *n = e->nodes[i];
-        if (n->kind == NODE_KERNEL) {
+        if (n->kind == NODE_KERNEL)
             total += n->dur_ns;
-        } else if (n->kind == NODE_ALLOC) {
-            r = graph_alloc_take(n->alloc);
-        } else {
-            struct fc_alloc *a = fc_alloc_find(n->dptr, false);
-            if (a && a->kind == FC_ALLOC_GRAPH && a->live)
-                fc_graph_alloc_free(a);
+        else if (n->kind == NODE_ALLOC && (r = graph_alloc_take(n->alloc)) == CUDA_SUCCESS)
+            taken = i + 1;
+    }
+    if (r != CUDA_SUCCESS) {
+        /* Out of memory part way: what this launch took goes back, nothing runs. */
+        for (size_t i = 0; i < taken; i++)
+            if (e->nodes[i]->kind == NODE_ALLOC && e->nodes[i]->alloc->live)
+                release_alloc(e->nodes[i]->alloc);
+    } else {
+        /* The free nodes run when the stream gets through the graph's work. */
+        uint64_t end = fc_stream_enqueue(c, st, total);
+        for (size_t i = 0; i < e->n; i++) {
+            struct fc_alloc *a;
+            if (e->nodes[i]->kind == NODE_FREE && (a = fc_alloc_find(e->nodes[i]->dptr, false)) != NULL &&
+                a->kind == FC_ALLOC_GRAPH && a->live)
+                (void)defer_free(a, end);
         }
     }
-    if (r == CUDA_SUCCESS)
-        fc_stream_enqueue(c, st, total);
     pthread_mutex_unlock(&fc_lock);
     return r;
 }
+
+/* cuGraphUpload: the graph's allocations get their memory reserved in the graph pool ahead of
+ * the launch (which then takes it without growing the pool). */
+static CUresult graph_upload(CUgraphExec hGraphExec, CUstream s, bool ptsz)
+{
+    struct fc_ctx *c;
+    struct fc_graph *e;
+    struct fc_stream *st;
+    CUresult r = fc_current(&c);
+    if (r == CUDA_SUCCESS)
+        r = graph_valid((CUgraph)hGraphExec, EXEC_MAGIC, &e);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&fc_lock);
+    r = fc_stream_resolve(s, ptsz, c, &st);
+    /* Each allocation not yet mapped takes its memory now, as its launch would. */
+    size_t taken = 0;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < e->n; i++) {
+        struct fc_alloc *a = e->nodes[i]->alloc;
+        if (e->nodes[i]->kind != NODE_ALLOC || a->live || a->uploaded)
+            continue;
+        retire(a->device, NULL);
+        unsigned long long n = fc_round_up(a->size, 512);
+        if ((r = graph_reserve(a->device, n)) == CUDA_SUCCESS) {
+            gmem[a->device].used += n;
+            if (gmem[a->device].used > gmem[a->device].used_high)
+                gmem[a->device].used_high = gmem[a->device].used;
+            a->uploaded = true;
+            taken = i + 1;
+        }
+    }
+    for (size_t i = 0; r != CUDA_SUCCESS && i < taken; i++)
+        if (e->nodes[i]->kind == NODE_ALLOC && e->nodes[i]->alloc->uploaded) {
+            e->nodes[i]->alloc->uploaded = false;
+            release_alloc(e->nodes[i]->alloc);
+        }
+    pthread_mutex_unlock(&fc_lock);
+    return r;
+}
+
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) { FC_TRACE(); return graph_upload(hGraphExec, hStream, false); }
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) { FC_TRACE(); return graph_upload(hGraphExec, hStream, true); }
 
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) { FC_TRACE(); return graph_launch(hGraphExec, hStream, false); }
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { FC_TRACE(); return graph_launch(hGraphExec, hStream, true); }
@@ -415,6 +753,7 @@ CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fc_lock);
+    retire(device, NULL);
     struct graph_mem *m = &gmem[device];
     switch ((int)attr) {
     case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = m->used; break;
@@ -436,6 +775,7 @@ CUresult cuDeviceGraphMemTrim(CUdevice device)
     if (device < 0 || device >= fc_ndev)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&fc_lock);
+    retire(device, NULL);
     struct graph_mem *m = &gmem[device];
     unsigned long long keep = fc_round_up(m->used, 2 * FC_MIB);
     if (m->reserved > keep) {

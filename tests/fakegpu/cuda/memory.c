@@ -72,6 +72,8 @@ void fc_alloc_remove(struct fc_alloc *a)
 /* Caller holds fc_lock. */
 void fc_ctx_free_allocations(struct fc_ctx *ctx)
 {
+    fc_pool_forget_ctx(ctx);
+    fc_graph_forget_ctx(ctx);
     struct fc_alloc *a = allocs, *next;
     for (; a; a = next) {
         next = a->next;
@@ -225,7 +227,8 @@ static CUresult mem_free(CUdeviceptr dptr)
         return CUDA_SUCCESS;
     pthread_mutex_lock(&fc_lock);
     struct fc_alloc *a = fc_alloc_find(dptr, false);
-    if (!a || a->kind == FC_ALLOC_HOST || a->kind == FC_ALLOC_VA || a->kind == FC_ALLOC_ARRAY) {
+    if (!a || a->kind == FC_ALLOC_HOST || a->kind == FC_ALLOC_VA || a->kind == FC_ALLOC_ARRAY ||
+        a->kind == FC_ALLOC_POOL_FREEING) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else if (a->kind == FC_ALLOC_GRAPH) {
         r = fc_graph_alloc_free(a);

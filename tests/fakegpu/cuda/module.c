@@ -1,7 +1,11 @@
 /* module.c: modules, libraries and the functions/kernels in them.
  * The fake does not read images: any non-NULL image loads, and any function name exists in it
  * (the real driver would answer NOT_FOUND for a name the image lacks). The name matters only
- * for "sleep_us" (see launch.c). Loading costs no device memory in the fake. CUkernel handles
+ * for "sleep_us" (see launch.c). Loading is lazy, as with CUDA_MODULE_LOADING=LAZY (the default
+ * since CUDA 12.2): cuModuleLoad* costs no device memory, and the first cuModuleGetFunction of
+ * a module loads its code, charging VGPU_FAKE_MODULE_BYTES (default 2 MiB) to the module's
+ * context until the module is unloaded or the context goes. So a limiter that measures only
+ * around the load misses it; NVML's per-process figure shows it. CUkernel handles
  * are the same objects as CUfunction handles, so a CUkernel cast to CUfunction launches, as
  * with the real driver. */
 #include <stdio.h>
@@ -13,7 +17,27 @@
 struct fc_module {
     uint32_t magic;
     struct fc_ctx *ctx;   /* NULL for libraries (context-independent) */
+    unsigned long long lazy;  /* device memory its code took at the first cuModuleGetFunction */
 };
+
+/* VGPU_FAKE_MODULE_BYTES: what loading a module's code costs (bytes, default 2 MiB). */
+static unsigned long long module_bytes(void)
+{
+    static long long bytes = -1;
+    if (bytes >= 0)
+        return (unsigned long long)bytes;
+    const char *e = getenv("VGPU_FAKE_MODULE_BYTES");
+    bytes = (long long)(2 * FC_MIB);
+    if (e && *e) {
+        char *end;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (*end || *e == '-' || v > (1ULL << 40))
+            fprintf(stderr, "fake libcuda: VGPU_FAKE_MODULE_BYTES='%s' is not a number of bytes; using 2 MiB\n", e);
+        else
+            bytes = (long long)v;
+    }
+    return (unsigned long long)bytes;
+}
 #define FC_MODULE_MAGIC 0x30D01E00u
 #define FC_LIBRARY_MAGIC 0x11B4A400u
 
@@ -78,7 +102,13 @@ CUresult cuModuleUnload(CUmodule hmod)
     struct fc_module *m = (struct fc_module *)hmod;
     if (!m || m->magic != FC_MODULE_MAGIC)
         return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&fc_lock);
+    if (m->lazy && m->ctx && m->ctx->alive) {
+        fc_dev_uncharge(m->ctx->device, m->lazy);
+        m->ctx->module_bytes -= m->lazy;
+    }
     m->magic = 0;
+    pthread_mutex_unlock(&fc_lock);
     free(m);
     return CUDA_SUCCESS;
 }
@@ -108,6 +138,18 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!hfunc)
         return CUDA_ERROR_INVALID_VALUE;
+    /* Lazy loading: the module's code reaches the device at its first function lookup. */
+    pthread_mutex_lock(&fc_lock);
+    if (!m->lazy && m->ctx && m->ctx->alive && module_bytes()) {
+        r = fc_dev_charge(m->ctx->device, module_bytes());
+        if (r == CUDA_SUCCESS) {
+            m->lazy = module_bytes();
+            m->ctx->module_bytes += m->lazy;
+        }
+    }
+    pthread_mutex_unlock(&fc_lock);
+    if (r != CUDA_SUCCESS)
+        return r;
     struct fc_func *f;
     r = func_new(name, &f);
     if (r == CUDA_SUCCESS)

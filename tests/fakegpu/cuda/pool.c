@@ -5,13 +5,28 @@
  * reserved: cuMemPoolTrimTo gives it back, and each synchronize (stream, event, context)
  * shrinks every pool of the device to max(used, RELEASE_THRESHOLD), as the driver does.
  * The fake keeps one number per pool, not a free list: `reserved` is always a multiple of
- * 2 MiB and at least `used`. */
+ * 2 MiB and at least `used`.
+ *
+ * cuMemFreeAsync is stream-ordered: the memory stays in use (and counted in `used`) until the
+ * stream's work queued before the free has run, as in the driver. Until then only an allocation
+ * on the same stream may reuse it (stream order makes that safe); any other waits for the
+ * stream to get there, so the pool grows meanwhile. */
 #include <stdlib.h>
 
 #include "fakecuda.h"
 
 #define FC_POOL_CHUNK (32ULL * FC_MIB)
 #define FC_2MIB (2ULL * FC_MIB)
+
+/* Frees queued by cuMemFreeAsync that the stream has not reached yet. */
+struct pending_free {
+    struct fc_alloc *a;
+    struct fc_stream *st;     /* NULL: the legacy default stream */
+    struct fc_ctx *ctx;
+    uint64_t due_ns;          /* when the stream reaches the free */
+    struct pending_free *next;
+};
+static struct pending_free *pending_frees;
 
 static struct fc_pool default_pools[FC_MAX_DEVICES];
 static struct fc_pool *current_pools[FC_MAX_DEVICES];
@@ -60,9 +75,42 @@ static void pool_shrink(struct fc_pool *p, unsigned long long keep)
     }
 }
 
+/* Caller holds fc_lock. Carries out the frees of `device` the streams have reached, and those
+ * queued on `st` of `ctx` (stream order: an allocation there comes after them) when same_stream. */
+static void retire_frees(int device, bool same_stream, struct fc_ctx *ctx, struct fc_stream *st)
+{
+    uint64_t now = fc_now_ns();
+    for (struct pending_free **pp = &pending_frees; *pp;) {
+        struct pending_free *f = *pp;
+        if (f->a->device == device && (f->due_ns <= now || (same_stream && f->ctx == ctx && f->st == st))) {
+            *pp = f->next;
+            fc_pool_free(f->a);
+            free(f);
+        } else {
+            pp = &f->next;
+        }
+    }
+}
+
+/* Caller holds fc_lock. A context's pending frees are carried out when it goes. */
+void fc_pool_forget_ctx(struct fc_ctx *ctx)
+{
+    for (struct pending_free **pp = &pending_frees; *pp;) {
+        struct pending_free *f = *pp;
+        if (f->ctx == ctx) {
+            *pp = f->next;
+            fc_pool_free(f->a);
+            free(f);
+        } else {
+            pp = &f->next;
+        }
+    }
+}
+
 /* Caller holds fc_lock. */
 void fc_pool_release_all(int device)
 {
+    retire_frees(device, false, NULL, NULL);
     struct fc_pool *d = fc_default_pool(device);
     pool_shrink(d, d->release_threshold);
     for (size_t i = 0; i < sizeof user_pools / sizeof *user_pools; i++)
@@ -70,10 +118,11 @@ void fc_pool_release_all(int device)
             pool_shrink(user_pools[i], user_pools[i]->release_threshold);
 }
 
-/* Caller holds fc_lock. */
-static CUresult pool_take(struct fc_pool *p, struct fc_ctx *c, size_t size, CUdeviceptr *out)
+/* Caller holds fc_lock. st: the allocating stream (NULL: legacy default stream). */
+static CUresult pool_take(struct fc_pool *p, struct fc_ctx *c, struct fc_stream *st, size_t size, CUdeviceptr *out)
 {
     unsigned long long need = fc_round_up(size, 512);
+    retire_frees(p->device, true, c, st);
     if (p->max_size && p->used + need > p->max_size)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (p->used + need > p->reserved) {
@@ -122,13 +171,15 @@ void fc_pool_free(struct fc_alloc *a)
 
 CUresult fc_pool_alloc(struct fc_pool *pool, size_t size, CUstream stream, CUdeviceptr *out)
 {
-    (void)stream;
     struct fc_ctx *c;
+    struct fc_stream *st = NULL;
     CUresult r = fc_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&fc_lock);
-    r = pool_take(pool ? pool : current_pool(c->device), c, size, out);
+    if (fc_stream_resolve(stream, false, c, &st) != CUDA_SUCCESS)
+        st = NULL;
+    r = pool_take(pool ? pool : current_pool(c->device), c, st, size, out);
     pthread_mutex_unlock(&fc_lock);
     return r;
 }
@@ -152,7 +203,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool hpool, 
         return fc_graph_capture_alloc(st, size, dptr);
     }
     if (r == CUDA_SUCCESS)
-        r = pool_take(p ? p : current_pool(c->device), c, size, dptr);
+        r = pool_take(p ? p : current_pool(c->device), c, st, size, dptr);
     pthread_mutex_unlock(&fc_lock);
     return r;
 }
@@ -190,13 +241,18 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s, bool ptsz)
     if (r == CUDA_SUCCESS && !a)
         r = CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
-        /* The free happens in stream order; the fake completes it now, which only makes the
-         * memory reusable earlier, never double-counts. cuMemFreeAsync also frees cuMemAlloc
-         * memory, as the real one does. */
-        if (a->kind == FC_ALLOC_POOL)
+        /* The free happens in stream order: pool and graph memory stays in use until the stream
+         * reaches it. cuMemFreeAsync also frees cuMemAlloc memory, as the real one does (that
+         * goes back to the device at once in the fake). */
+        struct pending_free *f;
+        if (a->kind == FC_ALLOC_POOL && (f = calloc(1, sizeof *f)) != NULL) {
+            *f = (struct pending_free){ a, st, c, fc_stream_tail(c, st), pending_frees };
+            a->kind = FC_ALLOC_POOL_FREEING;   /* a second free of it is an error */
+            pending_frees = f;
+        } else if (a->kind == FC_ALLOC_POOL)
             fc_pool_free(a);
         else if (a->kind == FC_ALLOC_GRAPH)
-            r = fc_graph_alloc_free(a);
+            r = fc_graph_alloc_free_async(a, fc_stream_tail(c, st));
         else if (a->kind == FC_ALLOC_DEVICE || a->kind == FC_ALLOC_MANAGED)
             fc_alloc_remove(a);
         else

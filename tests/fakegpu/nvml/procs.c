@@ -1,7 +1,14 @@
 /* procs.c: the running-process lists in their three record formats, with the two-call
  * protocol (reference §4, §5). Dead processes are reaped first, as the driver frees their
  * memory at exit. Everything a process has is a compute process here: the graphics lists are
- * always empty, and so is the MPS list until the fake grows an MPS server (fs_mps). */
+ * always empty, and so is the MPS list until the fake grows an MPS server (fs_mps).
+ *
+ * usedGpuMemory is not the exact sum of what the process allocated, as with the driver: it is
+ * rounded up to 2 MiB pages and has a per-process extra (VGPU_FAKE_NVML_PROC_EXTRA bytes,
+ * default 0) added; VGPU_FAKE_NVML_PROC_MEM=na makes it NVML_VALUE_NOT_AVAILABLE, as some MIG
+ * setups and containers report. Both are read by the process asking. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakenvml.h"
@@ -36,6 +43,31 @@ static unsigned gather(const struct nvmlDevice_st *d, struct rec *out)
     return n;
 }
 
+/* What NVML reports for a process holding `mem` bytes. */
+static unsigned long long shown(unsigned long long mem)
+{
+    static int na = -1;
+    static unsigned long long extra;
+    if (na < 0) {
+        const char *e = getenv("VGPU_FAKE_NVML_PROC_MEM"), *x = getenv("VGPU_FAKE_NVML_PROC_EXTRA");
+        na = e && strcmp(e, "na") == 0;
+        if (e && *e && !na && strcmp(e, "exact") != 0)
+            fprintf(stderr, "fake NVML: VGPU_FAKE_NVML_PROC_MEM='%s' is neither 'na' nor 'exact'\n", e);
+        if (x && *x) {
+            char *end;
+            extra = strtoull(x, &end, 10);
+            if (*end || *x == '-') {
+                fprintf(stderr, "fake NVML: VGPU_FAKE_NVML_PROC_EXTRA='%s' is not a number of bytes\n", x);
+                extra = 0;
+            }
+        }
+    }
+    if (na)
+        return VGPU_NVML_VALUE_NOT_AVAILABLE;
+    const unsigned long long page = 2ULL << 20;
+    return (mem + page - 1) / page * page + extra;
+}
+
 enum kind { COMPUTE, GRAPHICS, MPS };
 
 static nvmlReturn_t list(nvmlDevice_t device, const char *fn, enum kind kind, unsigned int *count, void *infos,
@@ -58,12 +90,12 @@ static nvmlReturn_t list(nvmlDevice_t device, const char *fn, enum kind kind, un
             nvmlProcessInfo_v1_t *v1 = (nvmlProcessInfo_v1_t *)infos + i;
             memset(v1, 0, sizeof *v1);
             v1->pid = r[i].pid;
-            v1->usedGpuMemory = r[i].mem;
+            v1->usedGpuMemory = shown(r[i].mem);
         } else {
             nvmlProcessInfo_v2_t *v2 = (nvmlProcessInfo_v2_t *)infos + i;
             memset(v2, 0, sizeof *v2);
             v2->pid = r[i].pid;
-            v2->usedGpuMemory = r[i].mem;
+            v2->usedGpuMemory = shown(r[i].mem);
             v2->gpuInstanceId = r[i].gi;
             v2->computeInstanceId = r[i].ci;
         }
@@ -125,7 +157,7 @@ nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProc
         FN_RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
     }
     for (unsigned i = 0; i < n; i++)
-        plist->procArray[i] = (nvmlProcessDetail_v1_t){r[i].pid, r[i].mem, r[i].gi, r[i].ci, 0};
+        plist->procArray[i] = (nvmlProcessDetail_v1_t){r[i].pid, shown(r[i].mem), r[i].gi, r[i].ci, 0};
     plist->numProcArrayEntries = n;
     FN_RETURN(NVML_SUCCESS);
 }

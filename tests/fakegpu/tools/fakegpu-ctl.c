@@ -4,8 +4,9 @@
  *   fakegpu-ctl reset [GPU...]            "GPU reset": a pending MIG mode becomes current;
  *                                         fails (exit 6) while processes use the GPU
  *   fakegpu-ctl lose GPU | find GPU       the GPU falls off the bus / comes back
- *   fakegpu-ctl hold PLACE BYTES [SEC]    this process holds a context and BYTES on PLACE, prints
- *                                         "ready" and sleeps SEC seconds (default: until killed)
+ *   fakegpu-ctl hold PLACE BYTES [SEC]    this process holds a context (the GPU's context overhead,
+ *                                         as a CUDA process pays) and BYTES on PLACE, prints "ready"
+ *                                         and sleeps SEC seconds (default: until killed)
  *   fakegpu-ctl busy PLACE SEC [PCT]      this process keeps PLACE PCT % busy (default 100) for SEC
  *   fakegpu-ctl hang-locked               takes the state's lock, prints "ready" and sleeps: kill it
  *                                         with SIGKILL to check that the others recover the lock
@@ -178,9 +179,11 @@ static int hold(int argc, char **argv)
         return usage();
     unsigned long long bytes = strtoull(argv[1], NULL, 0);
     double secs = argc > 2 ? atof(argv[2]) : -1;
+    unsigned long long overhead = fs_state()->gpu[gpu].s.ctx_overhead;
     fs_attach(gpu, gi, ci, true);
-    if (!fs_charge(gpu, gi, ci, bytes)) {
-        fprintf(stderr, "fakegpu-ctl: out of memory on %s: %llu bytes do not fit\n", argv[0], bytes);
+    if (bytes > ~0ULL - overhead || !fs_charge(gpu, gi, ci, overhead + bytes)) {
+        fprintf(stderr, "fakegpu-ctl: out of memory on %s: a context (%llu bytes) and %llu bytes do not fit\n",
+                argv[0], overhead, bytes);
         fs_attach(gpu, gi, ci, false);
         return 1;
     }

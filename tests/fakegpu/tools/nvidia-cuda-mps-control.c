@@ -608,9 +608,20 @@ static int daemon_main(bool background)
         fprintf(stderr, "Failed to create pipe directory %s: %s\n", pipe_dir, strerror(errno));
         return 1;
     }
+    /* An existing path must be a directory (not a link to one): chmod 0777 on whatever was
+     * passed would open an ordinary file, or a link's target, to everyone. */
+    struct stat pst, lst;
+    if (lstat(pipe_dir, &pst) < 0 || !S_ISDIR(pst.st_mode)) {
+        fprintf(stderr, "Failed to create pipe directory %s: %s\n", pipe_dir, "it exists and is not a directory");
+        return 1;
+    }
     chmod(pipe_dir, 0777);
     if (mkdir(log_dir, 0700) < 0 && errno != EEXIST) {
         fprintf(stderr, "Failed to create log directory %s: %s\n", log_dir, strerror(errno));
+        return 1;
+    }
+    if (lstat(log_dir, &lst) < 0 || !S_ISDIR(lst.st_mode)) {
+        fprintf(stderr, "Failed to create log directory %s: %s\n", log_dir, "it exists and is not a directory");
         return 1;
     }
     if (!background)

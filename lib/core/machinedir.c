@@ -1,0 +1,116 @@
+/* The machine-wide directory (see vgpu/machinedir.h). */
+#include "vgpu/machinedir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vgpu/exitcode.h"
+
+const char *vgpu_machinedir_path(void)
+{
+    const char *env = getenv("VGPU_MACHINE_DIR");
+    return env && *env ? env : VGPU_MACHINEDIR_DEFAULT;
+}
+
+/* A directory others may write is safe only when sticky (their files stay theirs) and owned by
+ * root or by us (its owner could delete anyone's files). */
+static int check(int fd, const char *what, struct vgpu_err *e)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot stat the machine-wide directory %s: %s", what, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "the machine-wide directory %s is not a directory; remove it (root)", what);
+        return -1;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION,
+                     "refusing the machine-wide directory %s: it belongs to uid %u, who could delete other users' "
+                     "files in it; root should remove it and create it again (mode 1777)",
+                     what, (unsigned)st.st_uid);
+        return -1;
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION,
+                     "refusing the machine-wide directory %s: others may write it but it is not sticky (mode %04o), "
+                     "so anyone could replace anyone's files; run chmod 1777 %s as root", what,
+                     (unsigned)(st.st_mode & 07777), what);
+        return -1;
+    }
+    return 0;
+}
+
+int vgpu_machinedir_open(bool create, struct vgpu_err *e)
+{
+    const char *path = vgpu_machinedir_path();
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create && geteuid() == 0) {
+        /* The mode is filtered by the umask, which we never change: set it after. */
+        if (mkdir(path, 01777) != 0 && errno != EEXIST) {
+            vgpu_err_set(e, VGPU_EXIT_STATE, "cannot create the machine-wide directory %s: %s", path,
+                         strerror(errno));
+            return -1;
+        }
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            struct stat st;
+            if (fstat(fd, &st) == 0 && st.st_uid == 0 && (st.st_mode & 07777) != 01777)
+                fchmod(fd, 01777);
+        }
+    }
+    if (fd < 0) {
+        int err = errno;
+        if (err == ENOENT)
+            vgpu_err_set(e, VGPU_EXIT_STATE,
+                         "the machine-wide directory %s does not exist, so this job cannot see other users' jobs; "
+                         "root creates it (run any vgpu command as root once, or install the tmpfiles.d entry of "
+                         "`make install`)", path);
+        else if (err == ELOOP || err == ENOTDIR)
+            vgpu_err_set(e, VGPU_EXIT_STATE, "refusing the machine-wide directory %s: it is a symbolic link or not "
+                         "a directory; root should remove it", path);
+        else
+            vgpu_err_set(e, err == EACCES ? VGPU_EXIT_PERMISSION : VGPU_EXIT_STATE,
+                         "cannot open the machine-wide directory %s: %s", path, strerror(err));
+        return -1;
+    }
+    if (check(fd, path, e) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int vgpu_machinedir_sub(int dfd, const char *name, struct vgpu_err *e)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        if (mkdirat(dfd, name, 01777) != 0 && errno != EEXIST) {
+            vgpu_err_set(e, VGPU_EXIT_STATE, "cannot create %s/%s: %s", vgpu_machinedir_path(), name, strerror(errno));
+            return -1;
+        }
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            struct stat st;
+            if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 07777) != 01777)
+                fchmod(fd, 01777);
+        }
+    }
+    if (fd < 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot open %s/%s: %s", vgpu_machinedir_path(), name, strerror(errno));
+        return -1;
+    }
+    char what[4200];
+    snprintf(what, sizeof what, "%s/%s", vgpu_machinedir_path(), name);
+    if (check(fd, what, e) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}

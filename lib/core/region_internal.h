@@ -1,0 +1,38 @@
+/* Private to lib/core/region*.c: helpers the region's files share. */
+#ifndef VGPU_REGION_INTERNAL_H
+#define VGPU_REGION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "vgpu/region.h"
+
+static inline uint64_t region_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static inline size_t region_file_size(void)
+{
+    return VGPU_REGION_SIZE;
+}
+
+static inline void region_reset(struct vgpu_region *r)
+{
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+}
+
+static inline bool region_dev_ok(const struct vgpu_region *r, unsigned dev)
+{
+    return dev < VGPU_REGION_MAX_DEVICES && dev < r->hdr->device_count;
+}
+
+/* Maps an open region's file (r->fd, r->path set) in `mode`. region_io.c. */
+int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, struct vgpu_err *e);
+
+#endif

@@ -1,0 +1,192 @@
+/* The job region's file: validation of an existing one, mapping, closing, removing.
+ * libc only: linked into libvgpu.so. Never prints, never exits. */
+#include "vgpu/region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "region_internal.h"
+#include "vgpu/exitcode.h"
+
+/* ---- validation and mapping -------------------------------------------------------------- */
+
+static bool has_nul(const char *s, size_t n)
+{
+    return memchr(s, '\0', n) != NULL;
+}
+
+/* Checks a header read with pread (before mapping, so a truncated file cannot SIGBUS us). */
+static int check_header(const struct vgpu_region_header *h, const struct stat *st, const char *path,
+                        struct vgpu_err *e)
+{
+    const char *fix = "remove the file (the job's processes then run unlimited until restarted)";
+    uint64_t magic = atomic_load_explicit(&h->magic, memory_order_acquire);
+    if (magic != VGPU_REGION_MAGIC) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s is not a vgpu job region (bad magic number %#llx); %s", path,
+                     (unsigned long long)magic, fix);
+        return -1;
+    }
+    if (h->version != VGPU_REGION_VERSION) {
+        vgpu_err_set(e, VGPU_EXIT_STATE,
+                     "%s has region format version %u, this vgpu reads version %u; use the vgpu that started the job",
+                     path, h->version, VGPU_REGION_VERSION);
+        return -1;
+    }
+    if (h->limits_size != VGPU_REGION_LIMITS_SIZE || h->max_devices != VGPU_REGION_MAX_DEVICES ||
+        h->max_slots != VGPU_REGION_MAX_SLOTS || h->total_size != region_file_size()) {
+        vgpu_err_set(e, VGPU_EXIT_STATE,
+                     "%s is corrupt: its layout (limits %u B, %u devices, %u slots, %llu B) is not this version's; %s",
+                     path, h->limits_size, h->max_devices, h->max_slots, (unsigned long long)h->total_size, fix);
+        return -1;
+    }
+    if ((uint64_t)st->st_size != h->total_size) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s is truncated or corrupt: %lld bytes, expected %llu; %s", path,
+                     (long long)st->st_size, (unsigned long long)h->total_size, fix);
+        return -1;
+    }
+    if (h->device_count == 0 || h->device_count > VGPU_REGION_MAX_DEVICES || !has_nul(h->id, sizeof h->id) ||
+        !has_nul(h->name, sizeof h->name) || !has_nul(h->cmdline, sizeof h->cmdline)) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s is corrupt (device count %u, or unterminated strings); %s", path,
+                     h->device_count, fix);
+        return -1;
+    }
+    for (unsigned d = 0; d < h->device_count; d++)
+        if (!has_nul(h->dev[d].uuid, sizeof h->dev[d].uuid)) {
+            vgpu_err_set(e, VGPU_EXIT_STATE, "%s is corrupt (device %u's UUID is unterminated); %s", path, d, fix);
+            return -1;
+        }
+    return 0;
+}
+
+int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, struct vgpu_err *e)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (mode == VGPU_REGION_ADMIN || page != VGPU_REGION_LIMITS_SIZE) {
+        /* With pages larger than 4 KiB the limits page cannot be mapped apart: one writable
+         * mapping (the read-only protection is a guard against bugs, not a security boundary). */
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+        if (m == MAP_FAILED)
+            goto fail;
+        r->map_limits = m;
+        r->map_limits_len = size;
+        r->hdr = m;
+        r->hdr_rw = mode == VGPU_REGION_ADMIN ? m : NULL;
+        r->use = (struct vgpu_region_usage *)((char *)m + VGPU_REGION_LIMITS_SIZE);
+        return 0;
+    }
+    void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ, MAP_SHARED, r->fd, 0);
+    if (lim == MAP_FAILED)
+        goto fail;
+    void *use = mmap(NULL, size - VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+                     VGPU_REGION_LIMITS_SIZE);
+    if (use == MAP_FAILED) {
+        munmap(lim, VGPU_REGION_LIMITS_SIZE);
+        goto fail;
+    }
+    r->map_limits = lim;
+    r->map_limits_len = VGPU_REGION_LIMITS_SIZE;
+    r->map_usage = use;
+    r->map_usage_len = size - VGPU_REGION_LIMITS_SIZE;
+    r->hdr = lim;
+    r->hdr_rw = NULL;
+    r->use = use;
+    return 0;
+fail:
+    vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot map the job region %s: %s", r->path, strerror(errno));
+    return -1;
+}
+
+int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e)
+{
+    region_reset(r);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (r->fd < 0) {
+        int err = errno;
+        int code = err == ENOENT ? VGPU_EXIT_NOT_FOUND
+                   : (err == EACCES || err == EPERM) ? VGPU_EXIT_PERMISSION
+                   : err == ELOOP ? VGPU_EXIT_STATE : VGPU_EXIT_FAIL;
+        vgpu_err_set(e, code, "cannot open the job region %s: %s%s", path, strerror(err),
+                     code == VGPU_EXIT_PERMISSION ? " (another user's job: only its owner or root may use it)" : "");
+        return -1;
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) < 0) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot stat the job region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    r->file_uid = st.st_uid;
+    if (!S_ISREG(st.st_mode)) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s is not a regular file; remove it", path);
+        goto fail;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION,
+                     "refusing the job region %s: it is writable by group or others (mode %03o), so its limits cannot "
+                     "be trusted; remove it and start the job again",
+                     path, (unsigned)(st.st_mode & 0777));
+        goto fail;
+    }
+    if (mode == VGPU_REGION_ADMIN && geteuid() != 0 && st.st_uid != geteuid()) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION, "job region %s belongs to uid %u: only its owner or root may change it",
+                     path, (unsigned)st.st_uid);
+        goto fail;
+    }
+    struct vgpu_region_header *h = malloc(sizeof *h);
+    if (!h) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory reading %s", path);
+        goto fail;
+    }
+    memset(h, 0, sizeof *h);
+    ssize_t n = pread(r->fd, h, sizeof *h, 0);
+    int rc;
+    if (n < 0) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot read the job region %s: %s", path, strerror(errno));
+        rc = -1;
+    } else if ((size_t)n < sizeof *h) {
+        vgpu_err_set(e, VGPU_EXIT_STATE,
+                     "%s is truncated (%zd bytes, not even a header); remove the file", path, n);
+        rc = -1;
+    } else {
+        rc = check_header(h, &st, path, e);
+    }
+    free(h);
+    if (rc < 0 || region_map(r, mode, (size_t)st.st_size, e) < 0)
+        goto fail;
+    return 0;
+fail:
+    close(r->fd);
+    r->fd = -1;
+    return -1;
+}
+
+void vgpu_region_close(struct vgpu_region *r)
+{
+    if (!r)
+        return;
+    if (r->map_limits)
+        munmap(r->map_limits, r->map_limits_len);
+    if (r->map_usage)
+        munmap(r->map_usage, r->map_usage_len);
+    if (r->fd >= 0)
+        close(r->fd);
+    region_reset(r);
+}
+
+int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e)
+{
+    if (unlink(r->path) < 0 && errno != ENOENT) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot remove the job region %s: %s", r->path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,132 @@
+# Simultaneous starts (issue 11, part 1): processes that create their CUDA contexts at the same
+# moment are each charged their own context, never another process's. On the simulated GPU a
+# context takes 100 ms to create, its memory growing in steps meanwhile (h100 scenario: 512 MiB
+# a context), so a limiter that charges the device-wide delta around its own creation charges
+# every context that grows at the same time.
+. "$(dirname "$0")/lib.sh"
+
+MIB=1048576
+CTX=$((512 * MIB))
+
+# The job's side: N processes wait for $d/go, create their contexts, and the job's accounted
+# usage is sampled once all have answered; then they wait for $d/release.
+cat > "$T_DIR/job.sh" <<'EOF'
+d=$1 n=$2 tag=$3 mode=${4:-}
+for i in $(seq "$n"); do ctx_start "$d/go" "$d/release" $mode > "$d/$tag.$i" 2>&1 & done
+k=0
+while [ "$(cat "$d/$tag".[0-9]* | grep -c '^ctx rc=')" -lt "$n" ]; do
+  k=$((k + 1)); [ $k -gt 600 ] && { echo "TIMEOUT waiting for the contexts of $tag"; break; }
+  sleep 0.05
+done
+region_sampler "$VGPU_REGION" 0 1 > "$d/$tag.region"
+: > "$d/$tag.sampled"
+wait
+EOF
+
+# wait_count DESC N CMD...: waits (30 s at most) until CMD prints a number >= N; a timeout is a
+# failure.
+wait_count() {
+  local desc=$1 n=$2 k=0; shift 2
+  while [ "$("$@")" -lt "$n" ]; do
+    k=$((k + 1))
+    if [ $k -gt 600 ]; then not_ok "$desc (timed out)" "$(cat "$D"/* 2>/dev/null | head -40)"; return 1; fi
+    sleep 0.05
+  done
+}
+lines() { cat "$D"/*.[0-9]* 2>/dev/null | grep -c "$1"; }
+files() { ls "$D"/*."$1" 2>/dev/null | wc -l; }
+
+# start SPEC...: one job per SPEC "MEM N TAG [create]"; every process of every job waits for the
+# same go, so all contexts are created at the same moment. Outputs stay in $D.
+R=0
+start() {
+  R=$((R + 1)); D=$T_DIR/run.$R
+  local total=0 spec pids=()
+  mkdir -p "$D"
+  for spec in "$@"; do
+    set -- $spec
+    vgpu run --mem "$1" -- sh "$T_DIR/job.sh" "$D" "$2" "$3" "${4:-}" > "$D/$3.vgpu" 2>&1 &
+    pids+=($!)
+    total=$((total + $2))
+  done
+  wait_count "all $total processes initialised" "$total" lines '^ready' && : > "$D/go" &&
+    wait_count "every job sampled its usage" "${#pids[@]}" files sampled
+  : > "$D/go"; : > "$D/release"
+  wait "${pids[@]}"
+}
+started() { cat "$D/$1".[0-9]* | grep -c '^ctx rc=0 '; }
+refused() { cat "$D/$1".[0-9]* | grep -c '^ctx rc=2 '; }
+used() { sed -n 's/.* last=\([0-9]*\) .*/\1/p' "$D/$1.region"; }
+
+# A limit that holds 7 contexts (3.75 GiB): 7 of 8 start, the 8th gets OUT_OF_MEMORY.
+start "3840M 8 a"
+assert_eq "8 simultaneous starts under a limit that holds 7 contexts: 7 start" 7 "$(started a)"
+assert_eq "... and the 8th is refused with CUDA_ERROR_OUT_OF_MEMORY" 1 "$(refused a)"
+assert_eq "... and the job is charged exactly 7 contexts" $((7 * CTX)) "$(used a)"
+assert_match "the refusal says it was a context" "context creation of 512 MiB on GPU 0 refused" "$(cat "$D"/a.*)"
+
+# A limit that holds 8: all start.
+start "4G 8 b"
+assert_eq "8 simultaneous starts under a limit that holds 8 contexts: all start" 8 "$(started b)"
+assert_eq "... each charged its own context only" $((8 * CTX)) "$(used b)"
+
+# cuCtxCreate: every context costs its own memory, created at the same moment too.
+start "4G 8 c create"
+assert_eq "8 simultaneous cuCtxCreate under a limit that holds 8: all start" 8 "$(started c)"
+assert_eq "... each charged its own context only" $((8 * CTX)) "$(used c)"
+
+# Two jobs starting together on one GPU do not charge each other.
+start "1G 2 x" "1G 2 y"
+assert_eq "two jobs starting together: the first job's 2 processes start" 2 "$(started x)"
+assert_eq "... and the second job's 2" 2 "$(started y)"
+assert_eq "... the first job is charged its own 2 contexts" $((2 * CTX)) "$(used x)"
+assert_eq "... the second job its own 2 contexts" $((2 * CTX)) "$(used y)"
+
+# NVML's per-process figure is 2 MiB pages plus a per-process extra: that is what is charged.
+export VGPU_FAKE_NVML_PROC_EXTRA=$((3 * MIB))
+start "4G 4 e"
+assert_eq "with a per-process extra in NVML, 4 simultaneous starts start" 4 "$(started e)"
+assert_eq "... each charged NVML's figure for its own pid (context + extra)" $((4 * (CTX + 3 * MIB))) "$(used e)"
+unset VGPU_FAKE_NVML_PROC_EXTRA
+
+# Without per-process figures (NVML_VALUE_NOT_AVAILABLE, as on some MIG setups) a context is
+# charged the device-wide delta around its creation, clamped to 1 GiB (man/libvgpu.7).
+export VGPU_FAKE_NVML_PROC_MEM=na
+start "4G 8 n"
+n=$(started n) u=$(used n)
+if [ "$n" -ge 4 ] && [ "$((n + $(refused n)))" -eq 8 ]; then
+  ok "without per-process figures, at least 4 of 8 simultaneous starts fit in 4 GiB ($n)"
+else
+  not_ok "without per-process figures, at least 4 of 8 simultaneous starts fit in 4 GiB" "$n started; $(cat "$D"/n.*)"
+fi
+if [ "$u" -ge $((n * CTX)) ] && [ "$u" -le $((n * 1024 * MIB)) ] && [ "$u" -le $((4096 * MIB)) ]; then
+  ok "... each charged at least its own context and at most the 1 GiB bound ($u for $n)"
+else
+  not_ok "... each charged at least its own context and at most the 1 GiB bound" "used $u for $n contexts"
+fi
+unset VGPU_FAKE_NVML_PROC_MEM
+
+# Every context is charged, so a destroyed one must be given back: 5 contexts created and
+# destroyed in turn, then the primary context retained and released 5 times, in a job that
+# holds one context and a half.
+run vgpu run --mem 768M -- ctx_start --churn 5
+assert_eq "contexts created and destroyed in turn are given back, primary ones too" \
+  "churn created=5 retained=5 used=$CTX" "$out"
+
+# NVML reconciliation (at allocations, at most once a second) must skip a per-process figure of
+# NVML_VALUE_NOT_AVAILABLE: taken as a number it charged 16 EiB and refused every allocation.
+run env VGPU_FAKE_NVML_PROC_MEM=na vgpu run --mem 1G -- alloc_probe alloc 100M alloc 100M meminfo
+assert_eq "without per-process figures, allocations after the context are charged as they are" \
+  "alloc rc=0 size=104857600|alloc rc=0 size=104857600" "$(printf '%s\n' "$out" | grep '^alloc' | paste -sd'|')"
+assert_contains "... the job holds its context and 200 MiB" "used=$((712 * MIB))" "$out"
+
+# Lazy module loading: a module's code takes its memory at the first cuModuleGetFunction (2 MiB
+# on the simulated GPU), after the load that libvgpu.so measures; NVML's per-process figure
+# brings it into the job's usage at the next allocation.
+run vgpu run --mem 1G -- graph_probe region linearasync 1M region
+assert_eq "a lazily loaded module is not charged at its load" "region used=$CTX limit=1073741824" \
+  "$(printf '%s\n' "$out" | grep '^region' | sed -n 1p)"
+assert_eq "... and is charged, through NVML's per-process figure, at the next allocation" \
+  "region used=$((CTX + 2 * MIB)) limit=1073741824" "$(printf '%s\n' "$out" | grep '^region' | sed -n 2p)"
+
+done_testing

@@ -1,0 +1,39 @@
+# The man pages as a reader sees them: every page renders without a groff warning, no page
+# hides text behind a stray \" (a groff comment, even inside a macro's quoted argument), and
+# key sentences come out whole (issue 13: vgpu-top(1) stopped at "null for N/A, and",
+# vgpu-json(7) read "The contract, which  at the top", vgpu-ps(1) showed "jobs : [...]").
+. "$(dirname "$0")/lib.sh"
+
+if command -v groff >/dev/null; then
+  render() { groff -man -Tutf8 -P-cbou -rLL=2000n -rHY=0 "$1" 2>/dev/null | sed 's/\xe2\x80\x90/-/g; s/\xe2\x88\x92/-/g'; }
+elif command -v man >/dev/null; then
+  render() { MANWIDTH=2000 man -l "$1" 2>/dev/null | col -b; }
+else
+  skip "man page rendering" "neither groff nor man is installed"; exit 0
+fi
+
+for page in "$VGPU_SRC"/man/*.[0-9]; do
+  name=$(basename "$page")
+  # A comment is a line that starts with .\" (or '\"); anywhere else \" swallows the rest of the line.
+  bad=$(grep -n '\\"' "$page" | grep -vE "^[0-9]+:[.']\\\\\"")
+  [ -z "$bad" ] && ok "$name: no \\\" outside a comment line" || not_ok "$name: no \\\" outside a comment line" "$bad"
+  if command -v groff >/dev/null; then
+    warn=$(groff -man -Tutf8 -ww -z "$page" 2>&1)
+    [ -z "$warn" ] && ok "$name: groff renders it without a warning" || not_ok "$name: groff renders it without a warning" "$warn"
+  fi
+  text=$(render "$page")
+  assert_contains "$name: has its NAME section" "NAME" "$text"
+done
+
+sentence() { # page text
+  local text; text=$(render "$VGPU_SRC/man/$1")
+  assert_contains "$1 reads: $2" "$2" "$text"
+}
+sentence vgpu-top.1 'numbers with the unit in the key, null for N/A, and "schema": 1.'
+sentence vgpu-json.7 'The contract, named by "schema": 1 at the top of every document:'
+sentence vgpu-ps.1 '{"schema": 1, "jobs": [...]}'
+sentence vgpu.1 'Leading zeros are decimal, never octal: 010G is 10 GiB.'
+sentence vgpu.1 'must be at least 1048576 (1 MiB)'
+sentence vgpu-run.1 'A number without a unit is bytes and must be at least 1048576 (1 MiB)'
+
+done_testing

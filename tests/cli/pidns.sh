@@ -1,0 +1,65 @@
+# Processes of a job in another PID namespace (a container: `vgpu run -- unshare -pf
+# --mount-proc PROG`): their liveness is judged in their own namespace, so a live process's
+# usage is never dropped, and a dead one's is reclaimed. The simulated GPU reports host pids.
+. "$(dirname "$0")/lib.sh"
+
+if ! unshare -pf --mount-proc true 2>/dev/null; then
+  skip "PID namespaces" "unshare -pf --mount-proc does not work here (needs root or user namespaces)"
+  exit 0
+fi
+
+# Waits until FILE contains TEXT; fails after SECONDS (default 10).
+wait_text() {
+  local end=$((SECONDS + ${3:-10}))
+  until grep -q -- "$2" "$1" 2>/dev/null; do
+    [ $SECONDS -ge $end ] && return 1
+    sleep 0.05
+  done
+}
+job_used() { vgpu ps --json | jq '.jobs[-1].gpus[0].mem_used_bytes'; }
+job_nvml() { vgpu ps --json | jq '.jobs[-1].gpus[0].nvml_used_bytes'; }
+# 3 GiB + the fake's 512 MiB context.
+held=$((3 * 1073741824 + 536870912))
+
+mkfifo "$T_DIR/go"
+vgpu run --name ns --mem 4G -- sh -c '
+  unshare -pf --mount-proc alloc_probe alloc 3G hold > "$0/inner" 2>&1 & echo $! > "$0/unshare.pid"
+  read x < "$0/go"
+  alloc_probe alloc 1G > "$0/second" 2>&1
+  echo done > "$0/second.done"
+  read x < "$0/go"' "$T_DIR" > "$T_DIR/job.out" 2>&1 &
+runner=$!
+if wait_text "$T_DIR/inner" holding; then ok "a process of the job in its own PID namespace allocated 3 GiB"
+else not_ok "a process of the job in its own PID namespace allocated 3 GiB" "$(cat "$T_DIR/inner" "$T_DIR/job.out")"; fi
+
+assert_eq "vgpu ps counts its memory" "$held" "$(job_used)"
+assert_eq "... and again: no reader reaped it as dead" "$held" "$(job_used)"
+inner_host=$(pgrep -P "$(cat "$T_DIR/unshare.pid")" | head -n1)
+assert_eq "vgpu ps --json shows its host pid" "$inner_host" \
+  "$(vgpu ps --json | jq '.jobs[-1].processes[] | select(.pid == 1) | .host_pid')"
+assert_eq "the driver's view (NVML, by host pid) counts it too" "$held" "$(job_nvml)"
+
+echo go > "$T_DIR/go"
+wait_text "$T_DIR/second.done" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
+assert_contains "a second process of the job (host namespace) is refused what would pass 4 GiB" \
+  "alloc rc=2" "$(cat "$T_DIR/second")"
+assert_eq "after it ended, the job holds what the process in the namespace holds" "$held" "$(job_used)"
+
+# The process in the namespace dies: its usage is reclaimed (the namespace is gone with it).
+kill -KILL "$inner_host"
+end=$((SECONDS + 5)); u=$(job_used)
+while [ "$u" != 0 ] && [ $SECONDS -lt $end ]; do sleep 0.1; u=$(job_used); done
+assert_eq "a killed process in a PID namespace has its usage reclaimed" 0 "$u"
+echo go > "$T_DIR/go"
+wait "$runner"
+
+# unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).
+vgpu run --mem 4G -- unshare -pf alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
+runner=$!
+wait_text "$T_DIR/inner2" holding || not_ok "a process in a PID namespace without its own /proc ran" "$(cat "$T_DIR/inner2")"
+assert_eq "without --mount-proc too, vgpu ps counts its memory" $((1073741824 + 536870912)) "$(job_used)"
+kill -KILL "$(pgrep -P "$(pgrep -P $runner | head -n1)" | head -n1)"
+wait "$runner" 2>/dev/null
+true
+
+done_testing

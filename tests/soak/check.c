@@ -1,0 +1,348 @@
+/* The soak's checker: every 10 ms, what must always hold (soak.c lists it). Test code, not
+ * product. It only reads the job regions (mapped read-only) and the board, so it never
+ * takes part in a job: it reaps nothing, and what it measures is what the jobs do. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <sys/wait.h>
+
+#include "soak.h"
+#include "vgpu/machinedir.h"
+#include "vgpu/sched.h"
+
+/* A reservation that read the old limit may still complete after `vgpu limit` lowered it:
+ * at most one per process, each at most the largest piece a process asks for at once (a
+ * context, 64 MiB on the soak's GPU, or a 96 MiB allocation). */
+#define INFLIGHT_BOUND ((uint64_t)SOAK_SLOTS * 96 * SOAK_MIB)
+#define INFLIGHT_GRACE_NS (200ULL * 1000000ULL)   /* how long such a reservation may take */
+/* reap_maybe walks a job's slots at most once a second, at the next allocation call of any of
+ * its processes (every process allocates at least every 50 ms): 1 s + 50 ms, and 150 ms for a
+ * loaded machine. */
+#define RECLAIM_BOUND_NS (1200ULL * 1000000ULL)
+#define STALL_NS SOAK_SEC
+#define WARMUP_NS (2 * SOAK_SEC)
+
+bool soak_slot_present(const struct job *j, pid_t pid, uint64_t start)
+{
+    if (!j->use || pid <= 0)
+        return false;
+    for (unsigned i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+        const struct vgpu_region_slot *sl = &j->use->slot[i];
+        uint64_t o = atomic_load(&sl->owner);
+        if (vgpu_slot_state_of(o) == VGPU_SLOT_FREE || vgpu_slot_pid_of(o) != pid)
+            continue;
+        if (atomic_load(&sl->start_time) == start || vgpu_slot_state_of(o) != VGPU_SLOT_LIVE)
+            return true;
+    }
+    return false;
+}
+
+static struct wproc *record_of(struct soak *s, pid_t pid)
+{
+    for (unsigned i = 0; i < s->nprocs; i++)
+        if (s->procs[i].used && s->procs[i].alive && s->procs[i].pid == pid)
+            return &s->procs[i];
+    return NULL;
+}
+
+static void reap_children(struct soak *s, uint64_t now)
+{
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (soak_tool_pid(pid)) {
+            soak_tool_exited(s, pid, st);
+            continue;
+        }
+        bool job = false;
+        for (unsigned k = 0; k < s->njobs; k++) {
+            struct job *j = &s->jobs[k];
+            if (j->run_pid != pid)
+                continue;
+            job = true;
+            j->run_done = true;
+            if (now < s->end_ns)
+                soak_violation(s, V_WORKER_FAILED, "job %s's `vgpu run` ended during the soak (status 0x%x)",
+                               j->name, st);
+        }
+        struct wproc *w = job ? NULL : record_of(s, pid);
+        if (!w)
+            continue;
+        w->alive = false;
+        w->died_ns = now;
+        w->status = st;
+        struct job *j = &s->jobs[w->job];
+        int idx = (int)(w - s->procs);
+        if (j->slot_proc[w->slot] == idx) {
+            j->slot_proc[w->slot] = -1;
+            j->slot_restart_at[w->slot] = now + (50 + soak_rnd(s, 250)) * 1000000ULL;
+        }
+        bool ending = w->termed || now >= s->end_ns;
+        /* A SIGTERM that arrives before the worker installed its handler ends it by the signal. */
+        bool expected = (ending && ((WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+                                    (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM))) ||
+                        (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && w->killed) ||
+                        /* unshare(1) exits 1 when its child dies by a signal (it cannot re-raise SIGKILL). */
+                        (w->pidns && w->killed && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+        if (!expected)
+            soak_violation(s, V_WORKER_FAILED, "worker %d (job %s, %s%s) ended with status 0x%x%s (see soak.log)",
+                           idx, j->name, w->role == ROLE_LAUNCH ? "launch" : "alloc",
+                           w->pidns ? ", PID namespace" : "", st, w->killed ? " after SIGKILL" : "");
+    }
+}
+
+static void check_memory(struct soak *s, struct job *j, uint64_t now)
+{
+    uint64_t l1 = atomic_load(&j->hdr->dev[0].mem_limit);
+    uint64_t used = atomic_load(&j->use->dev[0].used);
+    uint64_t l2 = atomic_load(&j->hdr->dev[0].mem_limit);
+    uint64_t limit = l1 > l2 ? l1 : l2;   /* a raise between the two loads is not an overrun */
+    s->st.checks++;
+    if (l2 && (!j->last_limit || l2 < j->last_limit)) {
+        /* Lowered: nothing already granted is taken away (vgpu-limit(1)), and a reservation that
+         * read the old limit just before the change may still complete. */
+        uint64_t ceiling = (used > l2 ? used : l2) + INFLIGHT_BOUND;
+        if (ceiling > j->allow)
+            j->allow = ceiling;
+        j->lowered_ns = now;
+    }
+    j->last_limit = l2;
+    if (!limit || used <= limit) {
+        if (now - j->lowered_ns > INFLIGHT_GRACE_NS)
+            j->allow = 0;
+        j->over_reported = false;
+        return;
+    }
+    if (j->allow && used <= j->allow) {
+        if (!j->over_reported)
+            s->st.overrun_episodes++;
+        j->over_reported = true;
+        if (used - limit > s->st.overrun_max)
+            s->st.overrun_max = used - limit;
+        return;
+    }
+    if (j->allow || !j->over_reported) {
+        /* Who holds what: pid:MiB of every slot in use. */
+        char who[400] = "";
+        size_t at = 0;
+        for (unsigned i = 0; i < VGPU_REGION_MAX_SLOTS && at < sizeof who - 24; i++) {
+            uint64_t o = atomic_load(&j->use->slot[i].owner);
+            if (vgpu_slot_state_of(o) != VGPU_SLOT_FREE)
+                at += (size_t)snprintf(who + at, sizeof who - at, " %d:%llu", (int)vgpu_slot_pid_of(o),
+                                       (unsigned long long)(atomic_load(&j->use->slot[i].used[0]) / SOAK_MIB));
+        }
+        /* What can put a job past its limit, besides a lowered limit: a charge libvgpu.so forces
+         * for memory the driver already gave (lib/hook/acct.c vgpu_acct_force), e.g. when NVML
+         * shows a process more than it was charged because its context was measured as a
+         * device-wide NVML delta while other processes freed memory (issue 11 item 1), or after
+         * its slot was reaped while it ran (item 3). */
+        soak_violation(s, V_OVER_LIMIT, "job %s uses %llu bytes, over its limit of %llu (%s)%s; slots (pid:MiB):%s",
+                       j->name, (unsigned long long)used, (unsigned long long)limit,
+                       j->allow ? "past the allowed ceiling after a lowered limit"
+                                : "no limit lowered lately: a charge forced past the limit",
+                       j->drops ? ", after live processes' usage was dropped (see live_dropped)" : "", who);
+    }
+    j->allow = 0;
+    j->over_reported = true;
+}
+
+/* A live worker of the job past its context creation: its next allocation call may reap. */
+static bool has_reaper(const struct soak *s, const struct job *j)
+{
+    for (int sl = 0; sl < SOAK_SLOTS; sl++) {
+        int p = j->slot_proc[sl];
+        if (p >= 0 && s->procs[p].alive && atomic_load(&s->board->proc[p].phase) == 1)
+            return true;
+    }
+    return false;
+}
+
+static void check_reclaim(struct soak *s, struct wproc *w, uint64_t now)
+{
+    const struct soak_proc *b = &s->board->proc[w - s->procs];
+    struct job *j = &s->jobs[w->job];
+    s->st.checks++;
+    /* Nobody reaps a job none of whose processes runs: its clock starts when one does. */
+    if (!has_reaper(s, j))
+        w->died_ns = now;
+    if (!soak_slot_present(j, atomic_load(&b->pid), atomic_load(&b->start_ticks))) {
+        uint64_t lat = now - w->died_ns;
+        w->reclaimed = true;
+        s->st.reclaims++;
+        s->st.reclaim_sum_ns += lat;
+        if (lat > s->st.reclaim_max_ns)
+            s->st.reclaim_max_ns = lat;
+        return;
+    }
+    if (now - w->died_ns > RECLAIM_BOUND_NS && !w->late_reported) {
+        w->late_reported = true;
+        soak_violation(s, V_RECLAIM_LATE, "job %s: the slot of dead worker %d (pid %d%s) still holds usage %llu ms "
+                       "after it died", j->name, (int)(w - s->procs), (int)atomic_load(&b->pid),
+                       w->pidns ? " in its PID namespace" : "", (unsigned long long)((now - w->died_ns) / 1000000));
+    }
+}
+
+static void check_live(struct soak *s, struct wproc *w, uint64_t now)
+{
+    const struct soak_proc *b = &s->board->proc[w - s->procs];
+    struct job *j = &s->jobs[w->job];
+    uint64_t hb = atomic_load(&b->hb_ns), ref = hb ? hb : w->spawned_ns;
+    uint64_t gap = now > ref ? now - ref : 0;
+    s->st.checks += 2;
+    if (gap > s->st.hb_gap_max_ns)
+        s->st.hb_gap_max_ns = gap;
+    if (gap > STALL_NS && !w->stall_reported) {
+        w->stall_reported = true;
+        soak_violation(s, V_STALL, "worker %d (job %s, %s%s) has not made progress for %llu ms (%s)",
+                       (int)(w - s->procs), j->name, w->role == ROLE_LAUNCH ? "launch" : "alloc",
+                       w->pidns ? ", PID namespace" : "", (unsigned long long)(gap / 1000000),
+                       !hb ? "not started yet" : atomic_load(&b->phase) == 0 ? "creating its context"
+                       : atomic_load(&b->in_alloc) ? "inside an allocation call" : "between operations");
+    }
+    unsigned drop = atomic_load(&b->drop_kind);
+    if (drop != SOAK_DROP_NONE && !w->drop_reported) {
+        w->drop_reported = true;
+        j->drops++;
+        soak_violation(s, V_LIVE_DROPPED, "job %s: live worker %d (pid %d%s) holds %llu bytes but its slot %s",
+                       j->name, (int)(w - s->procs), (int)atomic_load(&b->pid),
+                       w->pidns ? " in a new PID namespace" : "", (unsigned long long)atomic_load(&b->drop_held),
+                       drop == SOAK_DROP_NO_SLOT ? "was reaped while it ran" : "charges less");
+    }
+}
+
+void soak_check_tick(struct soak *s, uint64_t now)
+{
+    s->st.check_rounds++;
+    reap_children(s, now);
+    for (unsigned k = 0; k < s->njobs; k++)
+        if (s->jobs[k].hdr)
+            check_memory(s, &s->jobs[k], now);
+    for (unsigned i = 0; i < s->nprocs; i++) {
+        struct wproc *w = &s->procs[i];
+        if (!w->used)
+            continue;
+        if (w->alive)
+            check_live(s, w, now);
+        else if (!w->reclaimed)
+            check_reclaim(s, w, now);
+    }
+    /* A capped job is saturating while one of its launchers is working. */
+    for (unsigned k = 0; k < s->njobs; k++) {
+        struct job *j = &s->jobs[k];
+        bool working = false;
+        for (int sl = 0; sl < SOAK_SLOTS && !working; sl++) {
+            int p = j->slot_proc[sl];
+            working = p >= 0 && s->procs[p].alive && s->procs[p].role == ROLE_LAUNCH &&
+                      atomic_load(&s->board->proc[p].phase) == 1 && atomic_load(&s->board->proc[p].launches) > 0;
+        }
+        if (!working)
+            j->unsat_since_sample = true;
+    }
+}
+
+/* Once a second: the capped jobs' GPU time, and the 10 s windows that end now. */
+void soak_share_sample(struct soak *s, uint64_t now)
+{
+    for (unsigned k = 0; k < s->njobs; k++) {
+        struct job *j = &s->jobs[k];
+        if (!j->hdr || !j->core)
+            continue;
+        if (j->ngt == SOAK_MAX_WINDOWS) {
+            unsigned keep = 11;
+            memmove(j->gt, j->gt + j->ngt - keep, keep * sizeof j->gt[0]);
+            memmove(j->gt_t, j->gt_t + j->ngt - keep, keep * sizeof j->gt_t[0]);
+            memmove(j->gt_cap, j->gt_cap + j->ngt - keep, keep * sizeof j->gt_cap[0]);
+            memmove(j->gt_sat, j->gt_sat + j->ngt - keep, keep * sizeof j->gt_sat[0]);
+            j->ngt = keep;
+        }
+        unsigned n = j->ngt++;
+        j->gt[n] = atomic_load(&j->use->dev[0].gpu_time_ns);
+        j->gt_t[n] = now;
+        j->gt_cap[n] = atomic_load(&j->hdr->dev[0].core_limit);
+        j->gt_sat[n] = !j->unsat_since_sample;
+        j->unsat_since_sample = false;
+        if (n < 10 || j->gt_t[n - 10] < s->t0 + WARMUP_NS)
+            continue;
+        bool valid = true;
+        for (unsigned i = n - 10; i <= n && valid; i++)
+            valid = j->gt_cap[i] == j->gt_cap[n] && (i == n - 10 || j->gt_sat[i]);
+        if (!valid || !j->gt_cap[n] || j->gt_cap[n] >= 100)
+            continue;
+        double share = 100.0 * (double)(j->gt[n] - j->gt[n - 10]) / (double)(j->gt_t[n] - j->gt_t[n - 10]);
+        if (!j->windows || share < j->share_min)
+            j->share_min = share;
+        if (!j->windows || share > j->share_max)
+            j->share_max = share;
+        j->windows++;
+        s->st.checks++;
+        double off = share - (double)j->gt_cap[n];
+        if (off > 5.0 || off < -5.0)
+            soak_violation(s, V_SHARE, "job %s (--core %u): %.1f%% of the GPU's time over the 10 s to %.0f s",
+                           j->name, j->gt_cap[n], share, (double)(now - s->t0) / 1e9);
+    }
+}
+
+static void leftover_dir(struct soak *s, const char *dir, const char *what)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;                         /* never made: nothing in it */
+    struct dirent *e;
+    unsigned n = 0;
+    char names[512] = "";
+    size_t used = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        n++;
+        if (used < sizeof names - 1)
+            used += (size_t)snprintf(names + used, sizeof names - used, " %s", e->d_name);
+    }
+    closedir(d);
+    s->st.checks++;
+    if (n)
+        soak_violation(s, V_LEFTOVER, "%u %s left in %s:%s", n, what, dir, names);
+}
+
+void soak_final_checks(struct soak *s)
+{
+    char path[1200];
+    for (unsigned u = 0; u < s->nusers; u++) {
+        snprintf(path, sizeof path, "%s/jobs", s->users[u].statedir);
+        leftover_dir(s, path, "job files");
+    }
+    snprintf(path, sizeof path, "%s/promises", vgpu_machinedir_path());
+    leftover_dir(s, path, "placement promises");
+    snprintf(path, sizeof path, "%s/queue", vgpu_machinedir_path());
+    leftover_dir(s, path, "placement queue entries");
+    for (unsigned k = 0; k < s->njobs; k++) {
+        const char *uuid = s->jobs[k].uuid;
+        bool seen = false;
+        for (unsigned i = 0; i < k && !seen; i++)
+            seen = !strcmp(s->jobs[i].uuid, uuid);
+        if (seen || !uuid[0])
+            continue;
+        s->st.checks++;
+        int key = vgpu_sched_key(vgpu_machinedir_path(), uuid);
+        int id = shmget(key, 0, 0);
+        if (id < 0)
+            continue;
+        unsigned procs = 0, jobs = 0;
+        const struct vgpu_sched_file *f = shmat(id, NULL, SHM_RDONLY);
+        if (f != (void *)-1) {
+            for (unsigned i = 0; i < VGPU_SCHED_MAX_PROCS; i++)
+                procs += atomic_load(&f->procs[i].pid) != 0;
+            for (unsigned i = 0; i < VGPU_SCHED_MAX_JOBS; i++)
+                jobs += atomic_load(&f->jobs[i].key) != 0;
+            shmdt(f);
+        }
+        soak_violation(s, V_LEFTOVER, "the GPU-time schedule of %s is still there (key 0x%08x, %u job and %u "
+                       "process entries)", uuid, (unsigned)key, jobs, procs);
+    }
+}

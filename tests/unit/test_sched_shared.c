@@ -1,0 +1,228 @@
+/* The machine-wide schedule (lib/core/sched.c): preemption and yield requests, the preemptor's
+ * claim on the next lease, reads that survive garbage written by another user, and the System V
+ * segment's life (one per GPU and machine directory, removed by its last user). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vgpu/machinedir.h"
+#include "vgpu/sched.h"
+
+#define MS 1000000ULL
+#define Q(cap) ((int64_t)vgpu_sched_quantum(cap))
+
+struct two {
+    struct vgpu_sched s;
+    char path[64];
+    int ja, jb, pa, pb;
+};
+
+/* A file-backed schedule with job A (cap 70, priority pa_prio) holding the lease and job B
+ * (cap 30, priority pb_prio) with `credit_b`. */
+static void setup_two(struct two *t, int a_prio, int b_prio, int64_t credit_b, uint64_t now)
+{
+    snprintf(t->path, sizeof t->path, "/tmp/vgpu-test-sched2.XXXXXX");
+    int fd = mkstemp(t->path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(&t->s, t->path, &e), 0);
+    t->ja = vgpu_sched_job(&t->s, 1, 70, false, a_prio, now);
+    t->jb = vgpu_sched_job(&t->s, 2, 30, false, b_prio, now);
+    t->pa = vgpu_sched_attach(&t->s, (unsigned)t->ja, getpid(), 1);
+    t->pb = vgpu_sched_attach(&t->s, (unsigned)t->jb, getpid(), 2);
+    assert_true(t->pa >= 0 && t->pb >= 0);
+    uint64_t lease, end;
+    assert_true(vgpu_sched_try_acquire(&t->s, t->pa, now, &lease, &end));
+    assert_int_equal(end, now + (uint64_t)Q(70));
+    atomic_store(&t->s.f->jobs[t->jb].credit, credit_b);
+    atomic_store(&t->s.f->jobs[t->jb].credit_t, now);
+}
+
+static void teardown_two(struct two *t)
+{
+    vgpu_sched_close(&t->s);
+    unlink(t->path);
+}
+
+static void test_idle_waiter_preempts(void **state)
+{
+    (void)state;
+    /* B has used less than its cap (credit at its burst): it takes the lease from A at once. */
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    setup_two(&t, 0, 0, 2 * Q(30), now);
+    uint64_t a_lease = atomic_load(&t.s.f->lease);
+    uint32_t yseq = atomic_load(&t.s.f->yield_seq);
+    assert_true(vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end));
+    assert_int_equal(vgpu_lease_holder(lease), (unsigned)t.pb + 1);
+    assert_true(vgpu_lease_gen(lease) > vgpu_lease_gen(a_lease));
+    assert_int_equal(end, now + MS + 2 * (uint64_t)Q(30));   /* a lease of its credit */
+    assert_int_equal(vgpu_sched_deadline(&t.s, a_lease), 0);  /* A's lease reads as over */
+    assert_int_equal(vgpu_sched_deadline(&t.s, lease), end);
+    assert_true(atomic_load(&t.s.f->yield_seq) != yseq);    /* the holder's helper is woken */
+    assert_int_equal(atomic_load(&t.s.f->preemptions), 1);
+    /* A drains and gives its lease back: the release reports it gone, and charges A all the same. */
+    assert_false(vgpu_sched_release(&t.s, a_lease, 3 * MS, now + 3 * MS));
+    assert_int_equal(atomic_load(&t.s.f->jobs[t.ja].used_ns), 3 * MS);
+    assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), (unsigned)t.pb + 1);
+    /* The overlap with A's queued work is A's: B's charge starts when A finished draining. */
+    vgpu_sched_drained(&t.s, now + 3 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 5 * MS), now + 3 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + 4 * MS, now + 5 * MS), now + 4 * MS);  /* older */
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 2 * MS), now + MS);          /* not yet */
+    /* A asks again while B holds: A is not at its burst, so it only asks. */
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pa, now + 4 * MS, &lease, &end));
+    assert_true(vgpu_sched_wanted(&t.s, now + 3 * MS));
+    teardown_two(&t);
+}
+
+static void test_busy_waiter_only_asks(void **state)
+{
+    (void)state;
+    /* B is entitled (one quantum) but not below its cap lately: it asks A to yield once idle,
+     * and A's deadline stands. */
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    setup_two(&t, 0, 0, Q(30), now);
+    uint64_t deadline = atomic_load(&t.s.f->lease_end);
+    assert_false(vgpu_sched_wanted(&t.s, now));
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end));
+    assert_int_equal(atomic_load(&t.s.f->lease_end), deadline);
+    assert_int_equal(atomic_load(&t.s.f->preemptions), 0);
+    assert_true(vgpu_sched_wanted(&t.s, now));
+    /* a waiter that is not entitled at all asks too (idle lease time is lost to everyone) */
+    atomic_store(&t.s.f->want_ns, 0);
+    atomic_store(&t.s.f->jobs[t.jb].credit, -(int64_t)(10 * MS));
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, now + 2 * MS, &lease, &end));
+    assert_int_equal(atomic_load(&t.s.f->lease_end), deadline);
+    assert_true(vgpu_sched_wanted(&t.s, now));
+    teardown_two(&t);
+}
+
+static void test_priority_preempts(void **state)
+{
+    (void)state;
+    /* High priority preempts a normal holder as soon as it is entitled, whatever its credit... */
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    setup_two(&t, VGPU_PRIO_NORMAL, VGPU_PRIO_HIGH, Q(30), now);
+    assert_true(vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end));
+    assert_true(end >= now + MS + (uint64_t)Q(30) && end <= now + MS + (uint64_t)Q(30) + MS);
+    teardown_two(&t);
+    /* ...but never before it is entitled: its cap still holds. */
+    setup_two(&t, VGPU_PRIO_NORMAL, VGPU_PRIO_HIGH, Q(30) / 2, now);
+    uint64_t deadline = atomic_load(&t.s.f->lease_end);
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end));
+    assert_int_equal(atomic_load(&t.s.f->lease_end), deadline);
+    teardown_two(&t);
+    /* Low priority never preempts normal, even with full credit... it only asks. */
+    setup_two(&t, VGPU_PRIO_NORMAL, VGPU_PRIO_LOW, Q(30) + Q(30) / 4, now);
+    deadline = atomic_load(&t.s.f->lease_end);
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end));
+    assert_int_equal(atomic_load(&t.s.f->lease_end), deadline);
+    teardown_two(&t);
+}
+
+static void test_same_job_never_preempts(void **state)
+{
+    (void)state;
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    setup_two(&t, 0, 0, 2 * Q(30), now);
+    int pa2 = vgpu_sched_attach(&t.s, (unsigned)t.ja, getpid(), 3);
+    atomic_store(&t.s.f->jobs[t.ja].credit, 2 * Q(70));
+    uint64_t deadline = atomic_load(&t.s.f->lease_end);
+    assert_false(vgpu_sched_try_acquire(&t.s, pa2, now + MS, &lease, &end));
+    assert_int_equal(atomic_load(&t.s.f->lease_end), deadline);
+    assert_false(vgpu_sched_wanted(&t.s, now));
+    teardown_two(&t);
+}
+
+static void test_garbage_is_bounded(void **state)
+{
+    (void)state;
+    /* What a hostile user may write into the shared schedule: a deadline far away, an absurd
+     * cap and credit, job and holder indexes out of range. Nothing crashes; a lease no valid
+     * grant could have made is revoked at once; values are clamped. */
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    setup_two(&t, 0, 0, 0, now);
+    uint64_t a_lease = atomic_load(&t.s.f->lease);
+    atomic_store(&t.s.f->lease_end, UINT64_MAX - 5);
+    assert_int_equal(vgpu_sched_deadline(&t.s, a_lease), 0);
+    atomic_store(&t.s.f->jobs[t.jb].cap, 5000);
+    atomic_store(&t.s.f->jobs[t.jb].credit, INT64_MAX);
+    atomic_store(&t.s.f->jobs[t.jb].credit_t, UINT64_MAX);
+    atomic_store(&t.s.f->jobs[t.jb].prio, 77);
+    assert_true(vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end));
+    assert_true(end - (now + MS) <= VGPU_SCHED_MAX_LEASE_NS);
+    /* the job's entry is repaired by its own process at its next turn */
+    vgpu_sched_job(&t.s, 2, 30, false, 0, now + 2 * MS);
+    assert_int_equal(atomic_load(&t.s.f->jobs[t.jb].cap), 30);
+    assert_true(atomic_load(&t.s.f->jobs[t.jb].credit) <= 2 * Q(30));
+    assert_true(atomic_load(&t.s.f->jobs[t.jb].credit_t) <= now + 2 * MS);
+    /* a holder index out of range, a job index out of range */
+    atomic_store(&t.s.f->lease, ((uint64_t)9 << 16) | 0xfff0);
+    atomic_store(&t.s.f->procs[t.pa].job, 9999);
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pa, now + 3 * MS, &lease, &end));
+    assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), 0);   /* revoked */
+    assert_true(vgpu_sched_retry_in(&t.s, t.pa, now + 3 * MS) <= 5 * MS);
+    atomic_store(&t.s.f->procs[t.pa].job, (uint32_t)t.ja);
+    assert_true(vgpu_sched_try_acquire(&t.s, t.pa, now + 4 * MS, &lease, &end));
+    teardown_two(&t);
+}
+
+static void test_segment_life(void **state)
+{
+    (void)state;
+    const char *uuid = "GPU-00000000-1111-2222-3333-444444444444";
+    int key = vgpu_sched_key(vgpu_machinedir_path(), uuid);
+    assert_true(key != IPC_PRIVATE);
+    assert_true(vgpu_sched_key("/other/dir", uuid) != key);
+    struct vgpu_sched a, b;
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open(&a, uuid, &e), 0);
+    assert_int_equal(vgpu_sched_open(&b, uuid, &e), 0);
+    int j = vgpu_sched_job(&a, 7, 50, false, 0, 1);
+    assert_int_equal(vgpu_sched_job(&b, 7, 50, false, 0, 1), j);   /* one schedule */
+    int p = vgpu_sched_attach(&a, (unsigned)j, getpid(), 0);
+    assert_true(p >= 0);
+    vgpu_sched_close(&b);   /* a process is still in it: kept */
+    assert_true(shmget(key, 0, 0) >= 0);
+    vgpu_sched_detach(&a, p);
+    vgpu_sched_close(&a);   /* the last one: removed */
+    assert_true(shmget(key, 0, 0) < 0);
+    /* a segment of another size under our key is refused with what to do */
+    int id = shmget(key, 100, IPC_CREAT | IPC_EXCL | 0666);
+    assert_true(id >= 0);
+    assert_int_equal(vgpu_sched_open(&a, uuid, &e), -1);
+    assert_non_null(strstr(e.msg, "ipcrm -m"));
+    shmctl(id, IPC_RMID, NULL);
+    /* so is one others may not write */
+    id = shmget(key, sizeof(struct vgpu_sched_file), IPC_CREAT | IPC_EXCL | 0644);
+    assert_true(id >= 0);
+    assert_int_equal(vgpu_sched_open(&a, uuid, &e), -1);
+    shmctl(id, IPC_RMID, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idle_waiter_preempts),
+        cmocka_unit_test(test_busy_waiter_only_asks),
+        cmocka_unit_test(test_priority_preempts),
+        cmocka_unit_test(test_same_job_never_preempts),
+        cmocka_unit_test(test_garbage_is_bounded),
+        cmocka_unit_test(test_segment_life),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
