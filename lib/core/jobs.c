@@ -186,7 +186,9 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
         }
         ref->readable = true;
         ref->state = atomic_load(&r.hdr->state);
-        snprintf(ref->name, sizeof ref->name, "%s", r.hdr->name);
+        /* Bounded: the file is the job user's, and may have changed since it was validated; a
+         * name without its NUL must not make us read past it. */
+        snprintf(ref->name, sizeof ref->name, "%.*s", (int)sizeof r.hdr->name - 1, r.hdr->name);
         ref->created_ns = r.hdr->created_realtime_ns;
         vgpu_region_close(&r);
         n++;

@@ -20,13 +20,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_ASSERT(out.gpu[i].n <= VGPU_MIG_MAX_ITEMS);
             FUZZ_ASSERT(memchr(out.gpu[i].sel, 0, sizeof out.gpu[i].sel));
         }
-        /* The same document with a second one after it must be refused. */
+        /* The same document with a second one after it must be refused. A newline between them:
+         * json-c takes comments, and a // comment at the end of the first would hide the second. */
         size_t n = strlen(s);
         char *twice = malloc(2 * n + 2);
         if (!twice)
             abort();
         memcpy(twice, s, n);
-        twice[n] = ' ';
+        twice[n] = '\n';
         memcpy(twice + n + 1, s, n + 1);
         FUZZ_ASSERT(vgpu_mig_layout_parse(twice, &out, &e) != 0);
         free(twice);

@@ -16,6 +16,14 @@
 
 static char dir[64], path[128];
 
+static void cleanup(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "fuzz_region: could not remove %s\n", dir);
+}
+
 static void write_file(const uint8_t *data, size_t size, uint8_t mode)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -45,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(jobs, sizeof jobs, "%s/jobs", dir);
         if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || (mkdir(jobs, 0700) != 0 && errno != EEXIST))
             abort();
+        atexit(cleanup);
     }
     if (size < 1)
         return 0;

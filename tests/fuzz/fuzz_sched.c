@@ -12,10 +12,17 @@
 
 static char path[64];
 
+static void cleanup(void)
+{
+    unlink(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!path[0])
+    if (!path[0]) {
         snprintf(path, sizeof path, "/dev/shm/vgpu-fuzz-sched.%d", (int)getpid());
+        atexit(cleanup);
+    }
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         abort();

@@ -44,6 +44,8 @@ for bin in "$build"/fuzz/fuzz_*; do
   corpus=$build/corpus/$name findings=$build/findings/$name log=$build/logs/$name.log
   mkdir -p "$corpus" "$findings" "$(dirname "$log")"
   rm -f "$log.replay"
+  touch "$log.start"
+  shm_before=$(ls -d /dev/shm/vgpu-fuzz-* 2>/dev/null)
   [ -d "tests/fuzz/seeds/$name" ] && cp -n tests/fuzz/seeds/"$name"/* "$corpus"/ 2>/dev/null
   replay=0 failing=0
   for f in tests/fuzz/findings/"$name"-*; do
@@ -59,7 +61,11 @@ for bin in "$build"/fuzz/fuzz_*; do
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   persec=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
   ncorpus=$(ls "$corpus" | wc -l)
-  nfound=$(ls "$findings" | wc -l)
+  nfound=$(find "$findings" -type f -newer "$log.start" | wc -l)   # this run's, not earlier ones
+  # Scratch files of harness processes that crashed (an exit removes its own).
+  for f in /dev/shm/vgpu-fuzz-*; do
+    [ -e "$f" ] && ! grep -qxF "$f" <<<"$shm_before" && rm -rf "$f"
+  done
   what="none"
   if [ "$rc" -ne 0 ] || [ "$nfound" -gt 0 ]; then
     found=1
