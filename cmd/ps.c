@@ -6,7 +6,8 @@ static const char usage[] =
     "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
     "processes (NVML), core limit, GPU time share (frozen at the job's end), and age. The\n"
     "table fits COLUMNS or the terminal (not a pipe); a cut value ends in '+'.\n"
-    "Processes that died are reaped first, so their memory no longer counts.\n"
+    "Processes that died are reaped first, so their memory no longer counts, and GPU-time\n"
+    "schedules no process is in any more are removed.\n"
     "GPU processes that descend from a job but run without the limiter (a child that unset\n"
     "LD_PRELOAD, a static binary) count in the job's NVML figure and are flagged under its\n"
     "row: '! 3.2 GiB outside the limiter (pid 1234)'; the job's own allocations are refused\n"
@@ -39,6 +40,7 @@ static const char usage[] =
 #include "vgpu/json.h"
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
+#include "vgpu/sched.h"
 #include "vgpu/outside.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
@@ -434,6 +436,9 @@ static int cmd_ps(int argc, char **argv)
     } else if (vgpu_jobs_list(statedir, &refs, &n, &corrupt, &e) < 0) {
         return vgpu_err_report(&e);
     }
+    /* Like dead processes, GPU-time schedules nobody is in any more are cleaned up by readers:
+     * their last user may have been another user, who may not remove them (vgpu/sched.h). */
+    vgpu_sched_sweep();
     if (corrupt)
         vgpu_warn("%u job file%s in %s/jobs could not be read (corrupt or from another vgpu version); "
                   "run with VGPU_LOG=debug, or remove them", corrupt, corrupt == 1 ? "" : "s", statedir);

@@ -69,6 +69,7 @@ static const char usage[] =
 #include "vgpu/nvml.h"
 #include "vgpu/placement.h"
 #include "vgpu/region.h"
+#include "vgpu/sched.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
 
@@ -705,6 +706,8 @@ out:
         close(sock);
     if (place_dir[0])
         vgpu_place_release(place_dir);
+    if (created)
+        vgpu_sched_sweep();   /* schedules whose last user could not remove them (vgpu/sched.h) */
     if (created) {
         /* An ended job stays, EXITED with its status, for vgpu ps and vgpu wait; the next
          * listing after VGPU_EXITED_KEEP_DEFAULT_S removes it (lib/core/jobs.c). A job whose

@@ -234,6 +234,14 @@ uint64_t vgpu_sched_deadline(struct vgpu_sched *s, uint64_t lease)
 
 /* ---- the segment ----------------------------------------------------------------------------------- */
 
+static uint64_t dir_hash(void)
+{
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+    for (const char *p = vgpu_machinedir_path(); *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h;
+}
+
 static void stamp(struct vgpu_sched_file *f)
 {
     /* A fresh segment is all zeroes: whoever comes first stamps it (the layout needs no other
@@ -241,6 +249,7 @@ static void stamp(struct vgpu_sched_file *f)
     if (atomic_load(&f->magic) == 0) {
         f->version = VGPU_SCHED_VERSION;
         f->size = (uint32_t)sizeof *f;
+        f->dirhash = dir_hash();
         uint64_t zero = 0;
         atomic_compare_exchange_strong(&f->magic, &zero, VGPU_SCHED_MAGIC);
     }
@@ -437,6 +446,37 @@ void vgpu_sched_close(struct vgpu_sched *s)
     s->f = NULL;
     s->fd = -1;
     s->shmid = -1;
+}
+
+unsigned vgpu_sched_sweep(void)
+{
+    struct shm_info info;
+    int max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&info);
+    unsigned removed = 0;
+    uint64_t mine = dir_hash();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    for (int idx = 0; idx <= max; idx++) {
+        struct shmid_ds ds;
+        int id = shmctl(idx, SHM_STAT, &ds);
+        if (id < 0 || ds.shm_segsz != sizeof(struct vgpu_sched_file) || (ds.shm_perm.mode & 0666) != 0666)
+            continue;
+        if (ds.shm_perm.uid != geteuid() && ds.shm_perm.cuid != geteuid() && geteuid() != 0)
+            continue;   /* we could not remove it anyway */
+        struct vgpu_sched_file *f = shmat(id, NULL, 0);
+        if (f == (void *)-1)
+            continue;
+        if (layout_ok(f) && f->dirhash == mine && !any_proc(f, now)) {
+            atomic_store(&f->closing, 1);
+            if (!any_proc(f, now) && shmctl(id, IPC_RMID, NULL) == 0)
+                removed++;
+            else
+                atomic_store(&f->closing, 0);
+        }
+        shmdt(f);
+    }
+    return removed;
 }
 
 bool vgpu_sched_removed(struct vgpu_sched *s)

@@ -292,27 +292,51 @@ VGPU_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 
 /* ---- modules and libraries ---- */
 
+/* A module's code and data on the GPU: charged like a context (see the rule at the top), by the
+ * growth of this process's own NVML figure across the load, less what its other threads
+ * allocated meanwhile; where NVML has no per-process figure, by the device-wide delta, clamped.
+ * The device-wide delta alone charged every other process's allocations and loads as well: on
+ * an H100, 8 PyTorch processes starting together under a limit for 7 got 4 started. */
 struct load_probe {
     int dev;
     uint64_t free0;
+    int self_ok;                 /* vgpu_nvml_self_used's answer before the load */
+    uint64_t self0, slot0;
 };
 
 static struct load_probe load_begin(void)
 {
-    struct load_probe p = { -1, 0 };
+    struct load_probe p = { -1, 0, 0, 0, 0 };
     uint64_t total;
-    if (vgpu_job() && vgpu_real_meminfo(&p.free0, &total))
+    if (vgpu_job() && vgpu_real_meminfo(&p.free0, &total)) {
         p.dev = vgpu_current_device();
+        if (p.dev >= 0) {
+            p.self_ok = vgpu_nvml_self_used(p.dev, &p.self0);
+            p.slot0 = slot_used(p.dev);
+        }
+    }
     return p;
 }
 
 /* 0 when fine; CUDA_ERROR_OUT_OF_MEMORY when the load must be undone. */
 static CUresult load_end(struct load_probe *p, uint64_t handle, const char *what)
 {
-    uint64_t free1, total;
-    if (p->dev < 0 || !vgpu_real_meminfo(&free1, &total) || free1 >= p->free0)
+    if (p->dev < 0)
         return CUDA_SUCCESS;
-    uint64_t grow = p->free0 - free1;
+    uint64_t slot1 = slot_used(p->dev), self1, free1, total, grow;
+    uint64_t others = slot1 > p->slot0 ? slot1 - p->slot0 : 0;
+    if (p->self_ok == 1 && vgpu_nvml_self_used(p->dev, &self1) == 1) {
+        grow = self1 > p->self0 ? self1 - p->self0 : 0;
+    } else {
+        if (!vgpu_real_meminfo(&free1, &total) || free1 >= p->free0)
+            return CUDA_SUCCESS;
+        grow = p->free0 - free1;
+        if (grow > CTX_CHARGE_MAX)
+            grow = CTX_CHARGE_MAX;
+    }
+    grow = grow > others ? grow - others : 0;
+    if (!grow)
+        return CUDA_SUCCESS;
     if (!vgpu_acct_reserve_measured(p->dev, grow, what))
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!vgpu_ptr_put(VGPU_AK_MODULE, handle, p->dev, grow))

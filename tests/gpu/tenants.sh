@@ -27,15 +27,22 @@ except Exception as e:
     print("ctx failed:", str(e).splitlines()[0][:160], flush=True)
 time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
 PY
-python3 "$T/ctx.py" 0 6 > /dev/null 2>&1 & p=$!
-sleep 4
-ctx_mib=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | awk -F", " -v p=$p '$1 == p { print $2 }')
-wait $p
-if [ -z "$ctx_mib" ]; then row "PyTorch context size" FAIL "nvidia-smi did not list the process"; exit 0; fi
+python3 "$T/ctx.py" 0 30 > "$T/ctx.out" 2>&1 & p=$!
+ctx_mib=""
+for _ in $(seq 100); do   # importing torch and creating the context take a few seconds cold
+  if grep -q "ctx ok" "$T/ctx.out" 2>/dev/null; then
+    sleep 1
+    ctx_mib=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | awk -F", " -v p=$p '$1 == p { print $2 }')
+    break
+  fi
+  sleep 0.2
+done
+kill $p 2>/dev/null; wait $p 2>/dev/null
+if [ -z "$ctx_mib" ]; then row "PyTorch context size" FAIL "nvidia-smi did not list the process: $(head -c 200 "$T/ctx.out")"; exit 0; fi
 
 # ---- 8 processes of one job create their contexts at the same moment ----
 simul() { # limit_mib -> "started failed"
-  local go; go=$(python3 -c 'import time; print(time.time() + 3)')
+  local go; go=$(python3 -c 'import time; print(time.time() + 8)')
   vgpu run --gpu 0 --mem "$1"M -- sh -c 'for i in 1 2 3 4 5 6 7 8; do python3 "$0" "$1" 3 & done; wait' "$T/ctx.py" "$go" > "$T/simul" 2>&1
   echo "$(grep -c 'ctx ok' "$T/simul") $(grep -c 'ctx failed' "$T/simul")"
 }
@@ -47,11 +54,11 @@ row "8 simultaneous contexts, limit holds 7" $v "context ${ctx_mib} MiB, limit $
 row "8 simultaneous contexts, limit holds 8" $v "limit ${hold8} MiB: started/refused $r8 (want 8 0)"
 
 # ---- two jobs start together: each is charged its own context ----
-go=$(python3 -c 'import time; print(time.time() + 3)')
+go=$(python3 -c 'import time; print(time.time() + 8)')
 for j in a b; do
   vgpu run --gpu 0 --mem 4G --name "two$j" -- python3 "$T/ctx.py" "$go" 5 > "$T/two$j" 2>&1 &
 done
-sleep 6.5
+sleep 11.5
 ps_json=$(vgpu ps --json 2>/dev/null)
 wait
 used=$(printf '%s' "$ps_json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(str(g["mem_used_bytes"] >> 20) for j in d["jobs"] for g in j["gpus"]))' 2>/dev/null)

@@ -221,6 +221,14 @@ static void test_segment_life(void **state)
     vgpu_sched_detach(&a, p);
     vgpu_sched_close(&a);   /* the last one: removed */
     assert_true(shmget(key, 0, 0) < 0);
+    /* a schedule left behind (its last user could not remove it) is swept by a reader */
+    assert_int_equal(vgpu_sched_open(&a, uuid, &e), 0);
+    int j2 = vgpu_sched_job(&a, 8, 50, false, 0, 1);
+    assert_true(vgpu_sched_attach(&a, (unsigned)j2, 999999, 1) >= 0);   /* a process long dead */
+    shmdt(a.f);                                                          /* left without retiring */
+    assert_true(shmget(key, 0, 0) >= 0);
+    assert_int_equal(vgpu_sched_sweep(), 1);
+    assert_true(shmget(key, 0, 0) < 0);
     /* a segment of another size under our key is refused with what to do */
     int id = shmget(key, 100, IPC_CREAT | IPC_EXCL | 0666);
     assert_true(id >= 0);

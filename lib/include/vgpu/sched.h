@@ -111,7 +111,8 @@ struct vgpu_sched_file {
     uint32_t reserved0;
     _Atomic uint64_t preemptions;  /* leases cut short by a preemptor (statistics) */
     _Atomic uint64_t yields;       /* leases given back early on request (statistics) */
-    uint64_t reserved[3];
+    uint64_t dirhash;              /* hash of the machine-wide directory's path (vgpu_sched_sweep) */
+    uint64_t reserved[2];
     struct vgpu_sched_job jobs[VGPU_SCHED_MAX_JOBS];
     struct vgpu_sched_proc procs[VGPU_SCHED_MAX_PROCS];
 };
@@ -171,6 +172,11 @@ void vgpu_sched_close(struct vgpu_sched *s);
 /* The removal part of close, keeping the segment mapped (at exit, while other threads may
  * still read it). */
 void vgpu_sched_retire(struct vgpu_sched *s);
+/* Removes the schedules of this machine-wide directory that no live process is in. The last
+ * process to leave a schedule removes it, but only its creator's processes (or root's) may: one
+ * created by another user stays until a sweep by its creator or root (`vgpu ps`, the end of
+ * `vgpu run`). Returns how many were removed. */
+unsigned vgpu_sched_sweep(void);
 /* True when the segment has been removed by its last user since we attached it (then the
  * caller closes it and opens the schedule anew: a new segment under the same key). */
 bool vgpu_sched_removed(struct vgpu_sched *s);
