@@ -1,7 +1,7 @@
 /* limiter.h: the compute limiter of libvgpu.so (DESIGN.md decision 7; model in vgpu/sched.h).
  *
  * The launch gate (gate.h) calls vgpu_limiter_gate() before every launch of a job that has a
- * core limit on some device. Under budget it costs two atomic loads (no clock read) and a few
+ * core limit on some device. Under budget it costs two atomic loads, one clock read and a few
  * compares; otherwise it waits (sleeping, never spinning) for the job's next turn on that GPU.
  * A helper thread of the process ends each turn at its deadline: it waits until the work the
  * process submitted during the turn has finished (events on the streams used, through the real
