@@ -253,7 +253,7 @@ static void print_outside(struct ps_table *t, const struct job_view *v)
 {
     uint64_t total = 0;
     unsigned count = 0;
-    char list[128] = "";
+    char list[56] = "";   /* fits the note cell with the rest of the line */
     size_t n = 0;
     for (unsigned d = 0; d < vgpu_region_device_count(v->r); d++) {
         total += v->outside[d].bytes;
