@@ -4,9 +4,13 @@
 # vgpu-json(7) read "The contract, which  at the top", vgpu-ps(1) showed "jobs : [...]").
 . "$(dirname "$0")/lib.sh"
 
-if command -v groff >/dev/null; then
+# groff is C++ and not ours: under make asan the sanitizer runtimes preloaded into every test
+# process report groff's own new/delete mismatch, so it runs without them.
+groff() { env -u LD_PRELOAD groff "$@"; }
+man() { env -u LD_PRELOAD man "$@"; }
+if type -P groff >/dev/null; then
   render() { groff -man -Tutf8 -P-cbou -rLL=2000n -rHY=0 "$1" 2>/dev/null | sed 's/\xe2\x80\x90/-/g; s/\xe2\x88\x92/-/g'; }
-elif command -v man >/dev/null; then
+elif type -P man >/dev/null; then
   render() { MANWIDTH=2000 man -l "$1" 2>/dev/null | col -b; }
 else
   skip "man page rendering" "neither groff nor man is installed"; exit 0
@@ -17,7 +21,7 @@ for page in "$VGPU_SRC"/man/*.[0-9]; do
   # A comment is a line that starts with .\" (or '\"); anywhere else \" swallows the rest of the line.
   bad=$(grep -n '\\"' "$page" | grep -vE "^[0-9]+:[.']\\\\\"")
   [ -z "$bad" ] && ok "$name: no \\\" outside a comment line" || not_ok "$name: no \\\" outside a comment line" "$bad"
-  if command -v groff >/dev/null; then
+  if type -P groff >/dev/null; then
     warn=$(groff -man -Tutf8 -ww -z "$page" 2>&1)
     [ -z "$warn" ] && ok "$name: groff renders it without a warning" || not_ok "$name: groff renders it without a warning" "$warn"
   fi
