@@ -32,7 +32,7 @@ CC        ?= cc
 SANITIZE  ?=
 
 DEB_PACKAGES := build-essential pkg-config libjson-c-dev libreadline-dev libncurses-dev \
-                libcmocka-dev tmux bash-completion zsh python3 jq
+                libcmocka-dev tmux bash-completion zsh python3 jq python3-jsonschema
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter -Wvla -Wpointer-arith
