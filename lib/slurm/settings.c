@@ -157,7 +157,9 @@ int vgslurm_opt_parse(struct vgslurm_opts *o, const struct vgslurm_site *site, c
 
 bool vgslurm_wants_limits(const struct vgslurm_site *site, const struct vgslurm_opts *o, unsigned shards)
 {
-    return o->mem[0] || o->core || site->mem[0] || site->core || (shards && site->shards_per_gpu);
+    /* A site maximum limits every task with GPUs, also those that ask for nothing. */
+    return o->mem[0] || o->core || site->mem[0] || site->core || site->max_mem[0] || site->max_core ||
+           (shards && site->shards_per_gpu);
 }
 
 int vgslurm_task_limits(const struct vgslurm_site *site, const struct vgslurm_opts *o, unsigned shards, uint64_t total,
