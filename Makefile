@@ -269,7 +269,7 @@ test-slurm:
 	@bash tests/deps.sh auto $(SLURM_PACKAGES) >/dev/null 2>&1 || true
 	@$(MAKE) --no-print-directory all
 	@if bash tests/deps.sh check $(SLURM_PACKAGES) 2>/dev/null; then $(MAKE) --no-print-directory slurm; fi
-	@VGPU_SLURM_PACKAGES="$(SLURM_PACKAGES)" bash tests/run.sh $(BUILD) slurm/
+	@VGPU_TEST_SLURM=1 VGPU_SLURM_PACKAGES="$(SLURM_PACKAGES)" bash tests/run.sh $(BUILD) cli/slurm.sh
 
 deps-slurm:
 	@bash tests/deps.sh install $(SLURM_PACKAGES)
@@ -286,11 +286,14 @@ install: $(VGPU_BIN) $(HOOK_LIB)
 	if ls man/*.7 >/dev/null 2>&1; then install -m 0644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; fi
 	install -m 0644 completions/vgpu.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu
 	install -m 0644 completions/_vgpu $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
+	install -m 0755 packaging/slurm/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog
+	if [ -f $(SLURM_PLUGIN) ]; then install -m 0644 $(SLURM_PLUGIN) $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so; fi
 	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	install -m 0644 packaging/tmpfiles.d/vgpu.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so
+	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so \
+	  $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so
 	for n in $(CMD_NAMES); do rm -f $(DESTDIR)$(PREFIX)/bin/vgpu-$$n $(DESTDIR)$(PREFIX)/share/man/man1/vgpu-$$n.1; done
 	for f in man/*.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$${f#man/}; done
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/vgpu.1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu \
