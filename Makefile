@@ -11,7 +11,7 @@
 #   make install    PREFIX=/usr/local DESTDIR=   (also PREFIX/lib/tmpfiles.d/vgpu.conf)
 #   make deb        build/deb/vgpu_VERSION_ARCH.deb (dpkg-buildpackage + debhelper; see debian/)
 #   make deps       install the Debian packages the build and the tests need (root), or print the line
-#   make slurm      build/slurm/spank_vgpu.so, the Slurm SPANK plugin (needs libslurm-dev)
+#   make slurm      build/slurm/spank_vgpu.so, the Slurm SPANK plugin (needs libslurm-dev); make install-slurm
 #   make test-slurm a real one-node Slurm on localhost with the simulated GPU (needs SLURM_PACKAGES)
 #
 # No CUDA toolkit is needed: lib/include declares the subset of the driver and NVML ABI we use.
@@ -252,7 +252,7 @@ tsan:
 SLURM_PACKAGES := libslurm-dev slurmctld slurmd slurm-client munge
 SLURM_SRC      := $(wildcard lib/slurm/*.c)
 SLURM_PLUGIN   := $(BUILD)/slurm/spank_vgpu.so
-.PHONY: slurm test-slurm deps-slurm slurm-headers
+.PHONY: slurm test-slurm deps-slurm slurm-headers install-slurm
 slurm: $(SLURM_PLUGIN)
 $(call obj,$(SLURM_SRC)): CFLAGS += -fvisibility=hidden -Ilib/slurm -DVGPU_SLURM_LIBRARY='"$(PREFIX)/lib/vgpu/libvgpu.so"' \
   -include lib/include/vgpu/glibc_compat.h
@@ -264,6 +264,11 @@ slurm-headers:
 $(SLURM_PLUGIN): $(call obj,$(SLURM_SRC)) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(call obj,$(SLURM_SRC)) $(CORE_LIB) -Wl,--exclude-libs,ALL $(LDFLAGS) -ldl -lpthread
+
+# The plugin is installed on its own (make install stays what the Debian package holds).
+install-slurm: $(SLURM_PLUGIN)
+	install -d $(DESTDIR)$(PREFIX)/lib/vgpu
+	install -m 0644 $(SLURM_PLUGIN) $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so
 
 test-slurm:
 	@bash tests/deps.sh auto $(SLURM_PACKAGES) >/dev/null 2>&1 || true
@@ -287,7 +292,6 @@ install: $(VGPU_BIN) $(HOOK_LIB)
 	install -m 0644 completions/vgpu.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu
 	install -m 0644 completions/_vgpu $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
 	install -m 0755 packaging/slurm/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog
-	if [ -f $(SLURM_PLUGIN) ]; then install -m 0644 $(SLURM_PLUGIN) $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so; fi
 	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	install -m 0644 packaging/tmpfiles.d/vgpu.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 
