@@ -79,6 +79,19 @@ run S srun --vgpu-mem=4G true
 [ "$rc" -ne 0 ] && ok "--vgpu-mem without GPUs fails the task" || not_ok "--vgpu-mem without GPUs fails the task" "rc=$rc"
 assert_contains "... saying how to ask for GPUs" "--gres=gpu:N or --gres=shard:N" "$err"
 
+# --- the TaskProlog alternative, on a Slurm without the plugin --------------------------------------
+slurm_down
+printf '%s\n' VGPU_SHARDS_PER_GPU=4 "VGPU_LIBRARY=$VGPU_BUILD/libvgpu.so" "VGPU=$VGPU_BUILD/vgpu" > "$T_DIR/tp.conf"
+# slurmstepd runs the TaskProlog with the task's environment, where VGPU_TASK_PROLOG_CONF points at it.
+if SLURM_EXTRA_CONF="TaskProlog=$VGPU_SRC/packaging/slurm/vgpu-task-prolog" slurm_up "$T_DIR/slurm2" - ""; then
+  run S srun --gres=shard:1 --export=ALL,VGPU_TASK_PROLOG_CONF="$T_DIR/tp.conf" alloc_probe meminfo alloc 30G
+  quarter=$(( total / 4 / 1048576 * 1048576 ))
+  assert_contains "TaskProlog: a task of 1 shard of 4 sees a quarter of the GPU" "total=$quarter" "$out"
+  assert_contains "... and cannot allocate more" "alloc rc=2" "$out"
+else
+  not_ok "TaskProlog: a Slurm without the plugin starts" "$slurm_why"
+fi
+
 # A task cannot raise its own limit: its region belongs to the job's user, who may change it with
 # vgpu limit. That needs limits the user cannot write (`vgpu run --user`, issue 12), not in main yet.
 skip "a task cannot raise its own limit" "needs limits its user cannot write (vgpu run --user, issue 12)"

@@ -3,7 +3,9 @@
 #                                        into DIR, starts munged, slurmctld and slurmd (as background
 #                                        jobs of the calling shell, so lib.sh's cleanup ends them)
 #                                        and waits (bounded) until the node is idle. 0, or 1 with
-#                                        the reason in $slurm_why.
+#                                        the reason in $slurm_why. PLUGIN "-": no plugin;
+#                                        $SLURM_EXTRA_CONF: more slurm.conf lines.
+#   slurm_down                           ends the daemons slurm_up started (and waits for them).
 # The node has one GPU (the simulated one) as gres/gpu and as 4 gres/shard, like vgpu-slurm(7).
 # Everything the daemons need comes from DIR: their own munge socket, ports, spool and state, so
 # a Slurm of the machine, if any, is never touched.
@@ -23,8 +25,10 @@ slurm_up() {
   chmod 0700 "$dir/munge"
   # munged: our own key (0400, owned by us, as munged checks), socket, pid and seed files.
   dd if=/dev/urandom of="$dir/munge/munge.key" bs=1 count=128 2>/dev/null && chmod 0400 "$dir/munge/munge.key"
+  slurm_pids=
   munged -F --force --socket="$dir/munge/sock" --key-file="$dir/munge/munge.key" --pid-file="$dir/munge/pid" \
     --seed-file="$dir/munge/seed" --log-file="$dir/log/munged.log" 2>>"$dir/log/munged.err" &
+  slurm_pids="$slurm_pids $!"
   slurm_wait 10 test -S "$dir/munge/sock" || { slurm_why="munged did not start: $(cat "$dir/log/munged"* 2>/dev/null | tail -3)"; return 1; }
   # The GPU's device file: Slurm takes the index from the name's trailing digits.
   mknod "$dir/dev/nvidia0" c 1 3 2>/dev/null || : > "$dir/dev/nvidia0"
@@ -58,6 +62,7 @@ SelectTypeParameters=CR_Core
 GresTypes=gpu,shard
 ReturnToService=2
 PlugStackConfig=$dir/plugstack.conf
+${SLURM_EXTRA_CONF:-}
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=100 Gres=gpu:1,shard:4 State=UNKNOWN
 PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOC
@@ -65,12 +70,21 @@ EOC
 Name=gpu File=$dir/dev/nvidia0
 Name=shard Count=4 File=$dir/dev/nvidia0
 EOC
-  echo "required $plugin $args" > "$dir/plugstack.conf"
+  if [ "$plugin" = - ]; then : > "$dir/plugstack.conf"; else echo "required $plugin $args" > "$dir/plugstack.conf"; fi
   export SLURM_CONF=$dir/slurm.conf
   slurmctld -D -i 2>>"$dir/log/slurmctld.err" &
+  slurm_pids="$slurm_pids $!"
   slurm_wait 20 scontrol ping || { slurm_why="slurmctld did not answer: $(tail -5 "$dir/log/slurmctld.log" "$dir/log/slurmctld.err" 2>/dev/null)"; return 1; }
   slurmd -D 2>>"$dir/log/slurmd.err" &
+  slurm_pids="$slurm_pids $!"
   slurm_wait 30 sh -c 'sinfo -h -o %t | grep -qx idle' || {
     slurm_why="the node did not become idle: $(sinfo -h -o '%t %E' 2>&1; tail -5 "$dir/log/slurmd.log" "$dir/log/slurmd.err" 2>/dev/null)"; return 1; }
   return 0
+}
+
+slurm_down() {
+  local p
+  for p in $slurm_pids; do kill "$p" 2>/dev/null; done
+  for p in $slurm_pids; do wait "$p" 2>/dev/null; done
+  slurm_pids=
 }
