@@ -83,4 +83,31 @@ else
   assert_contains "a second container gets its own budget" "alloc rc=0" "$out"
 fi
 
+# HAMi's device plugin, unchanged (scale-out.md section 3, libvgpu(7)): the container edits its Allocate
+# answers with, written as a CDI device: no LD_PRELOAD but /etc/ld.so.preload, the limits as
+# CUDA_DEVICE_MEMORY_LIMIT_<i> in MiB and CUDA_DEVICE_SM_LIMIT, and the cache in a per-container
+# host directory mounted at /usr/local/vgpu, beside the library.
+hami=$T_DIR/hami
+mkdir -p "$hami/containers/pod1_main"
+echo /usr/local/vgpu/libvgpu.so > "$hami/ld.so.preload"
+jq -n --arg lib "$VGPU_BUILD/libvgpu.so" --arg dir "$hami/containers/pod1_main" --arg pre "$hami/ld.so.preload" '{
+  cdiVersion: "1.1.0", kind: "hami.example/gpu",
+  devices: [{ name: "pod1-main", containerEdits: {
+    env: ["CUDA_DEVICE_MEMORY_LIMIT_0=3072m", "CUDA_DEVICE_SM_LIMIT=30",
+          "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/4b9a-cache.cache"],
+    mounts: [{ hostPath: $dir, containerPath: "/usr/local/vgpu", options: ["rw", "bind"] },
+             { hostPath: $lib, containerPath: "/usr/local/vgpu/libvgpu.so", options: ["ro", "bind"] },
+             { hostPath: $pre, containerPath: "/etc/ld.so.preload", options: ["ro", "bind"] }] } }] }' > "$T_DIR/hami.json"
+if [ "$(id -u)" -ne 0 ] || ! unshare --mount --pid --fork true 2>/dev/null; then
+  for d in "HAMi's edits" "... enforced" "... the cache"; do skip "$d" "needs root and unshare(1)"; done
+else
+  run apply_edits "$T_DIR/hami.json" sh -c 'echo "[$LD_PRELOAD]"; alloc_probe meminfo alloc 3G'
+  assert_contains "HAMi's edits: libvgpu.so through /etc/ld.so.preload (no LD_PRELOAD) holds 3072m" \
+    $'[]\nmeminfo rc=0 free=' "$out"
+  assert_match "... of 3 GiB" "total=3221225472" "$out"
+  assert_contains "... enforced" "alloc rc=2" "$out"
+  check "... the cache is in the per-container host directory, where a host monitor reads it" \
+    test -f "$hami/containers/pod1_main/4b9a-cache.cache"
+fi
+
 done_testing
