@@ -32,6 +32,15 @@ for i in $(seq 0 $((n - 1))); do
   fi
 done
 mapfile -t envs < <(jq -r '.devices[0].containerEdits.env // [] | .[]' "$spec")
+# Under the sanitizers (tests/run.sh, VGPU_ASAN=1) their runtimes must come first in LD_PRELOAD.
+san=()
+if [ -n "${VGPU_TEST_PRELOAD:-}" ]; then
+  pre=LD_PRELOAD=$VGPU_TEST_PRELOAD
+  for i in "${!envs[@]}"; do
+    case ${envs[$i]} in LD_PRELOAD=*) pre="$pre:${envs[$i]#LD_PRELOAD=}"; unset "envs[$i]" ;; esac
+  done
+  san=("$pre" "ASAN_OPTIONS=${ASAN_OPTIONS:-}" "UBSAN_OPTIONS=${UBSAN_OPTIONS:-}")
+fi
 # The simulated GPU stands in for NVIDIA's own device.
 exec env -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
-  VGPU_FAKE_STATE="$VGPU_FAKE_STATE" VGPU_FAKE_LIBDIR="$VGPU_FAKE_LIBDIR" "${envs[@]}" "$@"
+  VGPU_FAKE_STATE="$VGPU_FAKE_STATE" VGPU_FAKE_LIBDIR="$VGPU_FAKE_LIBDIR" "${envs[@]}" "${san[@]}" "$@"

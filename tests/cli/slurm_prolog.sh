@@ -19,8 +19,11 @@ assert_eq "... quietly" "" "$err"
 
 # Applied as slurmstepd does (every line an export), the limit holds.
 exports=$out
+# (Under the sanitizers their runtimes go first: tests/run.sh's VGPU_TEST_PRELOAD.)
+san=${VGPU_TEST_PRELOAD:+export LD_PRELOAD=$VGPU_TEST_PRELOAD:\$LD_PRELOAD ASAN_OPTIONS=$ASAN_OPTIONS UBSAN_OPTIONS=$UBSAN_OPTIONS}
 run env -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
   VGPU_FAKE_STATE="$VGPU_FAKE_STATE" VGPU_FAKE_LIBDIR="$VGPU_FAKE_LIBDIR" sh -c "$exports
+$san
 exec alloc_probe meminfo alloc $((quarter + 1048576))"
 assert_contains "the task sees its quarter" "total=$quarter" "$out"
 assert_contains "... and cannot allocate more" "alloc rc=2" "$out"
