@@ -17,15 +17,22 @@ assert_contains "... its own region file in the state directory" \
 assert_contains "... and libvgpu.so preloaded" "export LD_PRELOAD=$VGPU_BUILD/libvgpu.so" "$out"
 assert_eq "... quietly" "" "$err"
 
-# Applied as slurmstepd does (every line an export), the limit holds.
-exports=$out
-# (Under the sanitizers their runtimes go first: tests/run.sh's VGPU_TEST_PRELOAD.)
-san=${VGPU_TEST_PRELOAD:+export LD_PRELOAD=$VGPU_TEST_PRELOAD:\$LD_PRELOAD ASAN_OPTIONS=$ASAN_OPTIONS UBSAN_OPTIONS=$UBSAN_OPTIONS}
+# Applied as slurmstepd does (each "export NAME=value" line sets NAME to the rest of the line), the
+# limit holds. Under the sanitizers their runtimes go first (tests/run.sh's VGPU_TEST_PRELOAD).
+vars=()
+while IFS= read -r line; do
+  case $line in export\ *=*) vars+=("${line#export }") ;; esac
+done <<<"$out"
+if [ -n "${VGPU_TEST_PRELOAD:-}" ]; then
+  for i in "${!vars[@]}"; do
+    case ${vars[$i]} in LD_PRELOAD=*) vars[$i]="LD_PRELOAD=$VGPU_TEST_PRELOAD:${vars[$i]#LD_PRELOAD=}" ;; esac
+  done
+  vars+=("ASAN_OPTIONS=$ASAN_OPTIONS" "UBSAN_OPTIONS=$UBSAN_OPTIONS")
+fi
 run env -i PATH="$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
-  VGPU_FAKE_STATE="$VGPU_FAKE_STATE" VGPU_FAKE_LIBDIR="$VGPU_FAKE_LIBDIR" sh -c "$exports
-$san
-exec alloc_probe meminfo alloc $((quarter + 1048576))"
-assert_contains "the task sees its quarter" "total=$quarter" "$out"
+  VGPU_FAKE_STATE="$VGPU_FAKE_STATE" VGPU_FAKE_LIBDIR="$VGPU_FAKE_LIBDIR" "${vars[@]}" \
+  alloc_probe meminfo alloc $((quarter + 1048576))
+assert_contains "the task sees its quarter" "total=$quarter" "$out${err:+ (stderr: $err)}"
 assert_contains "... and cannot allocate more" "alloc rc=2" "$out"
 
 tp VGPU_DEFAULT_MEM=2G VGPU_DEFAULT_CORE=30 CUDA_VISIBLE_DEVICES=0
