@@ -11,6 +11,8 @@
 #   make install    PREFIX=/usr/local DESTDIR=   (also PREFIX/lib/tmpfiles.d/vgpu.conf)
 #   make deb        build/deb/vgpu_VERSION_ARCH.deb (dpkg-buildpackage + debhelper; see debian/)
 #   make deps       install the Debian packages the build and the tests need (root), or print the line
+#   make slurm      build/slurm/spank_vgpu.so, the Slurm SPANK plugin (needs libslurm-dev); make install-slurm
+#   make test-slurm a real one-node Slurm on localhost with the simulated GPU (needs SLURM_PACKAGES)
 #
 # No CUDA toolkit is needed: lib/include declares the subset of the driver and NVML ABI we use.
 # Every directory's sources are picked up by wildcard, so adding a file needs no Makefile edit:
@@ -32,7 +34,7 @@ CC        ?= cc
 SANITIZE  ?=
 
 DEB_PACKAGES := build-essential pkg-config libjson-c-dev libreadline-dev libncurses-dev \
-                libcmocka-dev tmux bash-completion zsh python3 jq
+                libcmocka-dev tmux bash-completion zsh python3 jq python3-jsonschema
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter -Wvla -Wpointer-arith
@@ -245,6 +247,39 @@ tsan:
 	CFLAGS="-O1 -g" $(MAKE) BUILD=build-tsan SANITIZE="-fsanitize=thread" all
 	@bash tests/tsan.sh build-tsan
 
+# ---- Slurm (issue 16): the SPANK plugin and its test on a real one-node Slurm ----------------------
+# Not part of `all` or `make test`: they need Debian's Slurm packages, which `make deps` installs
+# (root) and `make test-slurm` names when they are missing. man/vgpu-slurm.7 has the setup.
+SLURM_PACKAGES := libslurm-dev slurmctld slurmd slurm-client munge
+SLURM_SRC      := $(wildcard lib/slurm/*.c)
+SLURM_PLUGIN   := $(BUILD)/slurm/spank_vgpu.so
+.PHONY: slurm test-slurm deps-slurm slurm-headers install-slurm
+slurm: $(SLURM_PLUGIN)
+$(call obj,$(SLURM_SRC)): CFLAGS += -fvisibility=hidden -Ilib/slurm -DVGPU_SLURM_LIBRARY='"$(PREFIX)/lib/vgpu/libvgpu.so"' \
+  -include lib/include/vgpu/glibc_compat.h
+$(call obj,$(SLURM_SRC)): | slurm-headers
+slurm-headers:
+	@test -f /usr/include/slurm/spank.h || { echo "make slurm: /usr/include/slurm/spank.h is missing: sudo apt-get install libslurm-dev (or sudo make deps)" >&2; exit 1; }
+# The spank_* and slurm_* symbols come from the Slurm program that loads the plugin; the core's
+# own symbols stay inside (--exclude-libs), so they cannot clash with anything Slurm loads.
+$(SLURM_PLUGIN): $(call obj,$(SLURM_SRC)) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(call obj,$(SLURM_SRC)) $(CORE_LIB) -Wl,--exclude-libs,ALL $(LDFLAGS) -ldl -lpthread
+
+# The plugin is installed on its own (make install stays what the Debian package holds).
+install-slurm: $(SLURM_PLUGIN)
+	install -d $(DESTDIR)$(PREFIX)/lib/vgpu
+	install -m 0644 $(SLURM_PLUGIN) $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so
+
+test-slurm:
+	@bash tests/deps.sh auto $(SLURM_PACKAGES) >/dev/null 2>&1 || true
+	@$(MAKE) --no-print-directory all
+	@if bash tests/deps.sh check $(SLURM_PACKAGES) 2>/dev/null; then $(MAKE) --no-print-directory slurm; fi
+	@VGPU_TEST_SLURM=1 VGPU_SLURM_PACKAGES="$(SLURM_PACKAGES)" bash tests/run.sh $(BUILD) cli/slurm.sh
+
+deps-slurm:
+	@bash tests/deps.sh install $(SLURM_PACKAGES)
+
 # ---- packaging ----------------------------------------------------------------------------------
 install: $(VGPU_BIN) $(HOOK_LIB)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -257,11 +292,13 @@ install: $(VGPU_BIN) $(HOOK_LIB)
 	if ls man/*.7 >/dev/null 2>&1; then install -m 0644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; fi
 	install -m 0644 completions/vgpu.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu
 	install -m 0644 completions/_vgpu $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
+	install -m 0755 packaging/slurm/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog
 	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	install -m 0644 packaging/tmpfiles.d/vgpu.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so
+	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so \
+	  $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so
 	for n in $(CMD_NAMES); do rm -f $(DESTDIR)$(PREFIX)/bin/vgpu-$$n $(DESTDIR)$(PREFIX)/share/man/man1/vgpu-$$n.1; done
 	for f in man/*.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$${f#man/}; done
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/vgpu.1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu \
@@ -292,7 +329,7 @@ completions: $(VGPU_BIN)
 # ---- dependencies -----------------------------------------------------------------------------------
 # `make deps` installs what is missing when run as root, and otherwise prints the exact command.
 deps:
-	@bash tests/deps.sh install $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES)
+	@bash tests/deps.sh install $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES) $(SLURM_PACKAGES)
 
 deps-fuzz:
 	@bash tests/deps.sh install $(FUZZ_PACKAGES)

@@ -1,0 +1,428 @@
+/* vgpu cdi: Container Device Interface specs, so that container engines start limited containers. */
+static const char usage[] =
+    "usage: vgpu cdi generate [--gpu SEL] [--mem SIZE|PCT%] [--core PCT] [--name NAME]\n"
+    "                         [--library PATH] [--output DIR]\n"
+    "\n"
+    "Write a CDI spec (JSON, cdiVersion 1.1.0, kind vgpu.dev/gpu) with one device, NAME, whose\n"
+    "container edits preload libvgpu.so with the limits, so that podman, Docker 25+ (CDI on),\n"
+    "containerd and CRI-O start a limited container when asked for it beside NVIDIA's own device:\n"
+    "    podman run --device nvidia.com/gpu=0 --device vgpu.dev/gpu=NAME IMAGE CMD\n"
+    "The device carries: LD_PRELOAD and the limits (HAMi-core's variables, which libvgpu.so reads,\n"
+    "see libvgpu(7)); libvgpu.so bind-mounted read-only; a tmpfs of its own at /run/vgpu, the\n"
+    "per-container state (the job region, created by the container's first CUDA process), so\n"
+    "every container started with NAME gets the whole limit; and the machine-wide directory\n"
+    "(/run/vgpu-machine), so that the GPU-time caps of containers and host jobs add up.\n"
+    "\n"
+    "  --gpu SEL      the GPUs the container will be given, in the order NVIDIA's devices are\n"
+    "                 requested (they are its CUDA devices 0, 1, ...): an index, a UUID, a comma\n"
+    "                 list or 'all' (default: all). Used to check the limits and to resolve PCT%\n"
+    "  --mem SIZE     memory limit on each of the container's GPUs: 4G, 512MiB ... (or PCT% of\n"
+    "                 each selected GPU's memory)\n"
+    "  --core PCT     cap the container's share of GPU time at PCT percent (1-100)\n"
+    "  --name NAME    the device name (letters, digits, '_', '.', '-'; default from the limits,\n"
+    "                 e.g. mem-4GiB-core-30). Names are per allocation size: every device name\n"
+    "                 must be unique among the vgpu.dev/gpu specs an engine loads\n"
+    "  --library PATH the host's libvgpu.so to mount (default: the one vgpu run would preload;\n"
+    "                 give the installed copy, e.g. /usr/local/lib/vgpu/libvgpu.so)\n"
+    "  --output DIR   write DIR/vgpu.dev-gpu_NAME.json (atomically, 0644) instead of printing\n"
+    "                 the spec; /etc/cdi or /var/run/cdi are where engines look\n"
+    "  --help         show this help\n"
+    "\n"
+    "A container's own LD_PRELOAD is replaced by the spec's (the CDI editor replaces variables).\n"
+    "See vgpu-cdi(1) for the engines' settings and how to check a spec.\n"
+    "\n"
+    "Exit status: 0 written; 1 the file could not be written; 2 bad usage (an unknown GPU, a\n"
+    "limit larger than a GPU); 3-5 NVML could not be used to check the GPUs.\n";
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "run/library.h"
+#include "vgpu/exitcode.h"
+#include "vgpu/gpu.h"
+#include "vgpu/json.h"
+#include "vgpu/log.h"
+#include "vgpu/machinedir.h"
+#include "vgpu/nvml.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
+#include "vgpu/units.h"
+
+extern const struct vgpu_cmd vgpu_cmd_cdi;
+
+/* The CDI facts this file relies on (container-device-interface SPEC.md, specs-go/version.go):
+ * 1.1.0 is the current version; a spec loader refuses unknown fields and a cdiVersion below
+ * what the fields used need (mount "type" needs 0.4, annotations 0.6), so only long-standing
+ * fields are used. The kind is vendor.tld/class; device names are [A-Za-z0-9][A-Za-z0-9_.-]*. */
+#define CDI_VERSION "1.1.0"
+#define CDI_KIND "vgpu.dev/gpu"
+/* Inside the container. The state is a tmpfs per container (its own budget); the library is a
+ * read-only bind of the host's file. */
+#define CTR_LIBRARY "/usr/lib/vgpu/libvgpu.so"
+#define CTR_STATE "/run/vgpu"
+#define CTR_REGION CTR_STATE "/container.region"
+
+static const struct option options[] = {
+    { "gpu", required_argument, NULL, 'g' },
+    { "mem", required_argument, NULL, 'm' },
+    { "core", required_argument, NULL, 'c' },
+    { "name", required_argument, NULL, 'n' },
+    { "library", required_argument, NULL, 'l' },
+    { "output", required_argument, NULL, 'o' },
+    VGPU_OPTION_HELP,
+    VGPU_OPTION_END,
+};
+
+static const struct vgpu_opt_doc optdocs[] = {
+    { "gpu", VGPU_ARG_GPU, NULL },
+    { "mem", VGPU_ARG_SIZE, NULL },
+    { "core", VGPU_ARG_PERCENT, NULL },
+    { "name", VGPU_ARG_OTHER, NULL },
+    { "library", VGPU_ARG_FILE, NULL },
+    { "output", VGPU_ARG_DIR, NULL },
+    { NULL, 0, NULL },
+};
+
+static const struct vgpu_verb verbs[] = {
+    { "generate", "write a CDI spec whose device runs a container under vgpu's limits", VGPU_ARG_NONE, NULL },
+    { NULL, NULL, 0, NULL },
+};
+
+/* A CDI device name: [A-Za-z0-9][A-Za-z0-9_.-]*, and short enough for our file names. */
+static bool cdi_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
+            return false;
+    }
+    return true;
+}
+
+/* "4GiB", "1536MiB", "123456789B": exact, so two sizes never get one name. */
+static void size_word(uint64_t b, char *buf, size_t len)
+{
+    static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    unsigned u = 0;
+    while (u < 4 && b && b % 1024 == 0) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%llu%s", (unsigned long long)b, unit[u]);
+}
+
+static void env_add(struct json_object *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void env_add(struct json_object *env, const char *fmt, ...)
+{
+    char buf[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_object_array_add(env, json_object_new_string(buf));
+}
+
+static struct json_object *mount(const char *host, const char *ctr, const char *type, const char *const *opts)
+{
+    struct json_object *m = json_object_new_object();
+    json_object_object_add(m, "hostPath", json_object_new_string(host));
+    json_object_object_add(m, "containerPath", json_object_new_string(ctr));
+    if (type)
+        json_object_object_add(m, "type", json_object_new_string(type));
+    struct json_object *o = json_object_new_array();
+    for (; *opts; opts++)
+        json_object_array_add(o, json_object_new_string(*opts));
+    json_object_object_add(m, "options", o);
+    return m;
+}
+
+/* HAMi-core's size form where it is exact ("4096m", what its device plugin writes), else bytes. */
+static void hami_size(uint64_t b, char *buf, size_t len)
+{
+    if (b % (1024 * 1024) == 0)
+        snprintf(buf, len, "%llum", (unsigned long long)(b / (1024 * 1024)));
+    else
+        snprintf(buf, len, "%llu", (unsigned long long)b);
+}
+
+struct cdi_req {
+    unsigned ngpu;
+    const struct vgpu_gpu *gpu[VGPU_REGION_MAX_DEVICES];
+    uint64_t mem[VGPU_REGION_MAX_DEVICES];   /* 0: none */
+    unsigned core;                           /* 0: none */
+    char name[64];
+    char library[PATH_MAX];
+};
+
+static struct json_object *build_spec(const struct cdi_req *q)
+{
+    struct json_object *spec = json_object_new_object();
+    json_object_object_add(spec, "cdiVersion", json_object_new_string(CDI_VERSION));
+    json_object_object_add(spec, "kind", json_object_new_string(CDI_KIND));
+    struct json_object *ann = json_object_new_object();
+    json_object_object_add(ann, "vgpu.dev/generated-by", json_object_new_string("vgpu " VGPU_VERSION));
+    json_object_object_add(spec, "annotations", ann);
+
+    struct json_object *dev = json_object_new_object();
+    json_object_object_add(dev, "name", json_object_new_string(q->name));
+    /* Annotations say what the device is, for people and tools (cdi list): exact numbers. */
+    struct json_object *dann = json_object_new_object();
+    char buf[4096] = "";
+    for (unsigned i = 0; i < q->ngpu; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, sizeof buf - l, "%s%s", i ? "," : "", q->gpu[i]->uuid);
+    }
+    json_object_object_add(dann, "vgpu.dev/gpus", json_object_new_string(buf));
+    buf[0] = 0;
+    for (unsigned i = 0; i < q->ngpu; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, sizeof buf - l, "%s%llu", i ? "," : "", (unsigned long long)q->mem[i]);
+    }
+    json_object_object_add(dann, "vgpu.dev/memory-limit-bytes", json_object_new_string(buf));
+    snprintf(buf, sizeof buf, "%u", q->core);
+    json_object_object_add(dann, "vgpu.dev/core-limit-percent", json_object_new_string(buf));
+    json_object_object_add(dev, "annotations", dann);
+
+    struct json_object *edits = json_object_new_object();
+    struct json_object *env = json_object_new_array();
+    env_add(env, "LD_PRELOAD=%s", CTR_LIBRARY);
+    /* Per CUDA device of the container (the GPUs in --gpu order). HAMi's names: libvgpu.so
+     * reads them when VGPU_REGION is absent, and so would HAMi-core's library. */
+    for (unsigned i = 0; i < q->ngpu; i++) {
+        if (q->mem[i]) {
+            hami_size(q->mem[i], buf, sizeof buf);
+            env_add(env, "CUDA_DEVICE_MEMORY_LIMIT_%u=%s", i, buf);
+        }
+        if (q->core)
+            env_add(env, "CUDA_DEVICE_SM_LIMIT_%u=%u", i, q->core);
+    }
+    env_add(env, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s", CTR_REGION);
+    json_object_object_add(edits, "env", env);
+
+    struct json_object *mounts = json_object_new_array();
+    static const char *const ro[] = { "ro", "nosuid", "nodev", "bind", NULL };
+    static const char *const rw[] = { "rw", "nosuid", "nodev", "bind", NULL };
+    /* 1777 like /tmp: a container that runs as a non-root user must be able to create the
+     * region; it is private to the container all the same (a tmpfs of its own). */
+    static const char *const tmpfs[] = { "nosuid", "nodev", "noexec", "mode=1777", "size=16m", NULL };
+    json_object_array_add(mounts, mount(q->library, CTR_LIBRARY, NULL, ro));
+    json_object_array_add(mounts, mount("tmpfs", CTR_STATE, "tmpfs", tmpfs));
+    json_object_array_add(mounts, mount(vgpu_machinedir_path(), VGPU_MACHINEDIR_DEFAULT, NULL, rw));
+    json_object_object_add(edits, "mounts", mounts);
+    json_object_object_add(dev, "containerEdits", edits);
+
+    struct json_object *devs = json_object_new_array();
+    json_object_array_add(devs, dev);
+    json_object_object_add(spec, "devices", devs);
+    return spec;
+}
+
+/* DIR/NAME written through a temporary file and rename(), so an engine never loads half a spec. */
+static int write_spec(const char *dir, const char *name, const char *text)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 32];
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return vgpu_fail(VGPU_EXIT_FAIL, "--output %s: %s; create it first (engines read /etc/cdi and /var/run/cdi)",
+                         dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return vgpu_fail(VGPU_EXIT_FAIL, "--output %s: not a directory", dir);
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return vgpu_fail(VGPU_EXIT_USAGE, "--output %s: the path is too long", dir);
+    snprintf(tmp, sizeof tmp, "%s/.%s.%d.tmp", dir, name, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return vgpu_fail(VGPU_EXIT_FAIL, "cannot write %s: %s", tmp, strerror(errno));
+    size_t len = strlen(text), off = 0;
+    int err = 0;
+    if (fchmod(fd, 0644) != 0)          /* readable by the engine whatever the umask */
+        err = errno;
+    while (!err && off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            err = w < 0 ? errno : EIO;
+        else
+            off += (size_t)w;
+    }
+    if (!err && (write(fd, "\n", 1) != 1 || fsync(fd) != 0))
+        err = errno ? errno : EIO;
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        unlink(tmp);
+        return vgpu_fail(VGPU_EXIT_FAIL, "cannot write %s: %s", path, strerror(err));
+    }
+    printf("%s\n", path);
+    return 0;
+}
+
+static int generate(int argc, char **argv)
+{
+    const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *library = NULL, *output = NULL;
+    int c;
+    optind = 1;
+    while ((c = vgpu_getopt(&vgpu_cmd_cdi, argc, argv, "")) != -1) {
+        switch (c) {
+        case 'g': gpu = optarg; break;
+        case 'm': mem = optarg; break;
+        case 'c': core = optarg; break;
+        case 'n': name = optarg; break;
+        case 'l': library = optarg; break;
+        case 'o': output = optarg; break;
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return vgpu_usage_error(&vgpu_cmd_cdi, "generate takes no operands ('%s'): give the limits as options",
+                                argv[optind]);
+    struct vgpu_err e = { 0 };
+    struct cdi_req *q = calloc(1, sizeof *q);
+    if (!q)
+        return vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
+    int rc = VGPU_EXIT_USAGE;
+    struct vgpu_nvml *nv = NULL;
+    struct vgpu_gpu_list *list = NULL;
+    struct json_object *spec = NULL;
+    if (core && vgpu_parse_percent_range(core, 1, 100, &q->core, "--core", &e) < 0) {
+        rc = vgpu_err_report(&e);
+        goto out;
+    }
+    if (name && !cdi_name_valid(name)) {
+        rc = vgpu_usage_error(&vgpu_cmd_cdi, "--name '%s': a CDI device name is 1 to 63 letters, digits, '_', '.' "
+                              "or '-', starting with a letter or digit", name);
+        goto out;
+    }
+    nv = vgpu_nvml_open(&e);
+    if (!nv) {
+        vgpu_error("%s", e.msg);
+        rc = vgpu_fail(e.code ? e.code : VGPU_EXIT_NO_LIBRARY,
+                       "vgpu cdi generate needs NVML to check the limits against the GPUs; run it on the host "
+                       "that runs the containers");
+        goto out;
+    }
+    list = calloc(1, sizeof *list);
+    struct vgpu_gpu_sel sel;
+    if (!list) {
+        rc = vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
+        goto out;
+    }
+    if (vgpu_gpus_enumerate(nv, list, &e) < 0 || vgpu_gpus_select_default(list, gpu, &sel, &e) < 0) {
+        rc = vgpu_err_report(&e);
+        goto out;
+    }
+    if (sel.count == 0 || sel.count > VGPU_REGION_MAX_DEVICES) {
+        rc = vgpu_fail(VGPU_EXIT_USAGE, sel.count ? "--gpu: at most %d GPUs per device" : "no GPU selected%.0d",
+                       VGPU_REGION_MAX_DEVICES);
+        goto out;
+    }
+    q->ngpu = sel.count;
+    for (unsigned i = 0; i < sel.count; i++) {
+        const struct vgpu_gpu *g = &list->gpu[sel.pos[i]];
+        q->gpu[i] = g;
+        char desc[160];
+        snprintf(desc, sizeof desc, "GPU %u (%s)", g->index, g->uuid);
+        if (mem && vgpu_mem_limit_value(mem, g->mem_total, desc, false, &q->mem[i], &e) < 0) {
+            rc = vgpu_err_report(&e);
+            goto out;
+        }
+    }
+    if (name) {
+        snprintf(q->name, sizeof q->name, "%s", name);
+    } else {
+        char w[40] = "";
+        if (mem) {
+            bool same = true;
+            for (unsigned i = 1; i < q->ngpu; i++)
+                same = same && q->mem[i] == q->mem[0];
+            if (!same) {
+                rc = vgpu_usage_error(&vgpu_cmd_cdi, "--mem %s gives the GPUs different limits: name the device "
+                                      "with --name", mem);
+                goto out;
+            }
+            size_word(q->mem[0], w, sizeof w);
+        }
+        snprintf(q->name, sizeof q->name, "%s%s%s%s", mem ? "mem-" : "", w, q->core && mem ? "-" : "",
+                 q->core ? "core-" : (mem ? "" : "unlimited"));
+        if (q->core) {
+            size_t l = strlen(q->name);
+            snprintf(q->name + l, sizeof q->name - l, "%u", q->core);
+        }
+    }
+    if (library) {
+        if (library[0] != '/' || access(library, R_OK) != 0) {
+            rc = vgpu_fail(VGPU_EXIT_USAGE, "--library %s: %s", library,
+                           library[0] != '/' ? "give an absolute path (the engine mounts it)" : strerror(errno));
+            goto out;
+        }
+        snprintf(q->library, sizeof q->library, "%s", library);
+    } else {
+        char statedir[4096];
+        if (vgpu_statedir(statedir, sizeof statedir, true, &e) < 0 ||
+            vgpu_run_find_library(statedir, q->library, sizeof q->library, &e) < 0) {
+            rc = vgpu_err_report(&e);
+            goto out;
+        }
+    }
+    spec = build_spec(q);
+    const char *text = json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                                JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (output) {
+        char file[128];
+        snprintf(file, sizeof file, "vgpu.dev-gpu_%s.json", q->name);
+        rc = write_spec(output, file, text);
+    } else {
+        rc = printf("%s\n", text) < 0 || fflush(stdout) != 0
+                 ? vgpu_fail(VGPU_EXIT_FAIL, "cannot write the spec: %s", strerror(errno))
+                 : 0;
+    }
+out:
+    if (spec)
+        json_object_put(spec);
+    if (nv)
+        vgpu_nvml_close(nv);
+    free(list);
+    free(q);
+    return rc;
+}
+
+static int cmd_cdi(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        vgpu_cmd_help(&vgpu_cmd_cdi, stdout);
+        return 0;
+    }
+    if (argc < 2)
+        return vgpu_usage_error(&vgpu_cmd_cdi, "name what to do: vgpu cdi generate [OPTIONS]");
+    if (strcmp(argv[1], "generate") != 0) {
+        static const char *const cands[] = { "generate", NULL };
+        return vgpu_unknown_word(&vgpu_cmd_cdi, "verb", argv[1], cands);
+    }
+    return generate(argc - 1, argv + 1);
+}
+
+const struct vgpu_cmd vgpu_cmd_cdi = {
+    .name = "cdi",
+    .fn = cmd_cdi,
+    .summary = "write CDI specs so that container engines run limited containers",
+    .usage = usage,
+    .options = options,
+    .optdocs = optdocs,
+    .verbs = verbs,
+};

@@ -1,0 +1,549 @@
+/* vgpu metrics: the GPUs and the jobs in Prometheus's text exposition format. */
+static const char usage[] =
+    "usage: vgpu metrics [--textfile DIR | --listen [HOST:]PORT]\n"
+    "\n"
+    "Print the GPUs and the jobs as Prometheus metrics (text exposition format 0.0.4): per job\n"
+    "and GPU its memory limit, use and peak, its core limit (a ratio), its GPU time and the time\n"
+    "its launches waited for the limiter (counters, seconds), its memory and processes outside\n"
+    "the limiter; per GPU its memory and whether it answers. Labels follow DCGM-exporter's (gpu,\n"
+    "UUID, modelName, Hostname) so that series join with DCGM's; jobs have job, job_name, user,\n"
+    "and hpc_job (the Slurm job id of a job named slurm-JOB.STEP.TASK, as DCGM's job mapping).\n"
+    "\n"
+    "  --textfile DIR   write DIR/vgpu.prom atomically (for node_exporter's textfile collector,\n"
+    "                   e.g. /var/lib/prometheus/node-exporter) instead of printing\n"
+    "  --listen ADDR    serve the metrics over HTTP at ADDR ([HOST:]PORT; HOST defaults to\n"
+    "                   127.0.0.1) on /metrics, freshly read for every request, until killed\n"
+    "  --help           show this help\n"
+    "\n"
+    "Only the jobs of the caller's state directory are shown, as with vgpu ps (root: /run/vgpu).\n"
+    "Without NVML the GPU metrics are left out and vgpu_nvml_up is 0.\n"
+    "\n"
+    "Exit status: 0 written; 1 the state directory cannot be read or the file or socket cannot\n"
+    "be written; 2 bad usage; 6 the state directory is unsafe.\n";
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "vgpu/exitcode.h"
+#include "vgpu/gpu.h"
+#include "vgpu/log.h"
+#include "vgpu/nvml.h"
+#include "vgpu/region.h"
+#include "vgpu/statedir.h"
+
+extern const struct vgpu_cmd vgpu_cmd_metrics;
+
+static const struct option options[] = {
+    { "textfile", required_argument, NULL, 't' },
+    { "listen", required_argument, NULL, 'l' },
+    VGPU_OPTION_HELP,
+    VGPU_OPTION_END,
+};
+
+static const struct vgpu_opt_doc optdocs[] = {
+    { "textfile", VGPU_ARG_DIR, NULL },
+    { "listen", VGPU_ARG_OTHER, NULL },
+    { NULL, 0, NULL },
+};
+
+/* A label value, escaped as the exposition format requires: \ " and newline. */
+static void put_label(FILE *f, const char *name, const char *val, bool first)
+{
+    fprintf(f, "%s%s=\"", first ? "" : ",", name);
+    for (const char *p = val; *p; p++) {
+        if (*p == '\\')
+            fputs("\\\\", f);
+        else if (*p == '"')
+            fputs("\\\"", f);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* What one job looks like, read once so every family shows the same instant. */
+struct job_snap {
+    struct vgpu_region r;
+    char user[64];
+    char hpc_job[32];                   /* "" when not a Slurm task */
+    const char *state;
+    unsigned npids;
+    uint64_t life_ns;
+};
+
+struct snap {
+    char host[256];
+    bool nvml_up;
+    struct vgpu_gpu_list *gpus;         /* NULL without NVML */
+    struct job_snap *jobs;
+    size_t njobs;
+};
+
+static void user_name(uid_t uid, char *buf, size_t len)
+{
+    struct passwd *pw = getpwuid(uid);
+    if (pw)
+        snprintf(buf, len, "%s", pw->pw_name);
+    else
+        snprintf(buf, len, "%u", (unsigned)uid);
+}
+
+/* slurm-JOB.STEP.TASK (lib/slurm, vgpu-slurm(7)) → JOB. */
+static void hpc_job_of(const char *name, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (strncmp(name, "slurm-", 6) != 0)
+        return;
+    const char *p = name + 6;
+    size_t n = strspn(p, "0123456789");
+    if (n == 0 || (p[n] != '.' && p[n] != '\0') || n >= len)
+        return;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+}
+
+static uint64_t now_realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int take_snapshot(struct snap *s, struct vgpu_err *e)
+{
+    memset(s, 0, sizeof *s);
+    if (gethostname(s->host, sizeof s->host - 1) != 0)
+        snprintf(s->host, sizeof s->host, "localhost");
+    struct vgpu_err ne = { 0 };
+    struct vgpu_nvml *nv = vgpu_nvml_open(&ne);
+    if (nv) {
+        s->gpus = calloc(1, sizeof *s->gpus);
+        if (s->gpus && vgpu_gpus_enumerate(nv, s->gpus, &ne) == 0) {
+            s->nvml_up = true;
+        } else {
+            free(s->gpus);
+            s->gpus = NULL;
+        }
+        vgpu_nvml_close(nv);
+    }
+    if (!s->nvml_up)
+        vgpu_debug("vgpu metrics: no GPU metrics: %s", ne.msg);
+
+    char dir[4096];
+    if (vgpu_statedir(dir, sizeof dir, false, e) < 0)
+        return e->code == VGPU_EXIT_NOT_FOUND ? 0 : -1;
+    struct vgpu_job_ref *refs = NULL;
+    size_t n = 0;
+    if (vgpu_jobs_list(dir, &refs, &n, NULL, e) < 0)
+        return -1;
+    s->jobs = calloc(n ? n : 1, sizeof *s->jobs);
+    if (!s->jobs) {
+        free(refs);
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory");
+        return -1;
+    }
+    uint64_t now = now_realtime_ns();
+    for (size_t i = 0; i < n; i++) {
+        struct job_snap *j = &s->jobs[s->njobs];
+        struct vgpu_err je = { 0 };
+        if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_JOB, &je) < 0)
+            continue;   /* another user's, or gone meanwhile */
+        const struct vgpu_region_header *h = j->r.hdr;
+        user_name(j->r.file_uid, j->user, sizeof j->user);
+        hpc_job_of(h->name, j->hpc_job, sizeof j->hpc_job);
+        bool exited = atomic_load(&h->state) == VGPU_JOB_EXITED;
+        j->state = exited ? "exited" : atomic_load(&h->state) == VGPU_JOB_RUNNING ? "running" : "starting";
+        j->npids = exited ? 0 : vgpu_region_pids(&j->r, NULL, NULL, 0);
+        uint64_t ended = exited ? atomic_load(&h->exited_realtime_ns) : 0;
+        uint64_t until = ended && ended < now ? ended : now;
+        j->life_ns = until > h->created_realtime_ns ? until - h->created_realtime_ns : 0;
+        s->njobs++;
+    }
+    free(refs);
+    return 0;
+}
+
+static void free_snapshot(struct snap *s)
+{
+    for (size_t i = 0; i < s->njobs; i++)
+        vgpu_region_close(&s->jobs[i].r);
+    free(s->jobs);
+    free(s->gpus);
+}
+
+static void gpu_labels(FILE *f, const struct snap *s, const struct vgpu_gpu *g)
+{
+    char idx[32];
+    if (g->is_mig)
+        snprintf(idx, sizeof idx, "%u.%u", g->index, g->mig_gi);
+    else
+        snprintf(idx, sizeof idx, "%u", g->index);
+    put_label(f, "gpu", idx, true);
+    put_label(f, "UUID", g->uuid, false);
+    put_label(f, "modelName", g->name, false);
+    put_label(f, "Hostname", s->host, false);
+}
+
+static void job_labels(FILE *f, const struct snap *s, const struct job_snap *j)
+{
+    put_label(f, "job", j->r.hdr->id, true);
+    put_label(f, "job_name", j->r.hdr->name, false);
+    put_label(f, "user", j->user, false);
+    if (j->hpc_job[0])
+        put_label(f, "hpc_job", j->hpc_job, false);
+    put_label(f, "Hostname", s->host, false);
+}
+
+/* A job's device: the job labels and the GPU's (its NVML index as the job was created). */
+static void job_dev_labels(FILE *f, const struct snap *s, const struct job_snap *j, unsigned d)
+{
+    job_labels(f, s, j);
+    char idx[16];
+    snprintf(idx, sizeof idx, "%u", j->r.hdr->dev[d].nvml_index);
+    put_label(f, "gpu", idx, false);
+    put_label(f, "UUID", j->r.hdr->dev[d].uuid, false);
+}
+
+enum jd_metric { JD_LIMIT, JD_USED, JD_PEAK, JD_CORE, JD_SHARE, JD_GPUTIME, JD_THROTTLED, JD_OUT_BYTES, JD_OUT_PROCS };
+
+/* One value of a job's device; false when the series is absent (no limit, an ended job's use). */
+static bool jd_value(const struct job_snap *j, unsigned d, enum jd_metric m, double *v)
+{
+    const struct vgpu_region_header *h = j->r.hdr;
+    const struct vgpu_region_dev_usage *u = &j->r.use->dev[d];
+    bool exited = atomic_load(&h->state) == VGPU_JOB_EXITED;
+    switch (m) {
+    case JD_LIMIT: *v = (double)atomic_load(&h->dev[d].mem_limit); return *v > 0;
+    case JD_USED: *v = exited ? 0 : (double)atomic_load(&u->used); return true;
+    case JD_PEAK: *v = (double)atomic_load(&u->peak); return true;
+    case JD_CORE: *v = atomic_load(&h->dev[d].core_limit) / 100.0; return *v > 0;
+    case JD_SHARE:
+        *v = j->life_ns ? (double)atomic_load(&u->gpu_time_ns) / (double)j->life_ns : 0;
+        return j->life_ns > 0;
+    case JD_GPUTIME: *v = atomic_load(&u->gpu_time_ns) / 1e9; return true;
+    case JD_THROTTLED: *v = atomic_load(&u->throttled_ns) / 1e9; return true;
+    case JD_OUT_BYTES: *v = exited ? 0 : (double)atomic_load(&u->outside_bytes); return true;
+    case JD_OUT_PROCS: *v = exited ? 0 : atomic_load(&u->outside_count); return true;
+    }
+    return false;
+}
+
+static const struct {
+    enum jd_metric m;
+    const char *name, *type, *help;
+} jd_families[] = {
+    { JD_LIMIT, "vgpu_job_memory_limit_bytes", "gauge", "GPU memory limit of the job on the GPU (absent: no limit)." },
+    { JD_USED, "vgpu_job_memory_used_bytes", "gauge", "GPU memory the job's processes hold on the GPU, as vgpu accounts it." },
+    { JD_PEAK, "vgpu_job_memory_peak_bytes", "gauge", "Highest GPU memory the job held on the GPU." },
+    { JD_CORE, "vgpu_job_core_limit_ratio", "gauge", "Cap on the job's share of the GPU's time, 0 to 1 (absent: no cap)." },
+    { JD_SHARE, "vgpu_job_gpu_time_share_ratio", "gauge", "GPU time the job used over the time it ran, 0 to 1." },
+    { JD_GPUTIME, "vgpu_job_gpu_time_seconds_total", "counter", "GPU time the job's kernels used, as the limiter measured it." },
+    { JD_THROTTLED, "vgpu_job_throttled_seconds_total", "counter", "Time the job's launches waited for the compute limiter." },
+    { JD_OUT_BYTES, "vgpu_job_outside_memory_bytes", "gauge",
+      "GPU memory of the job's processes that run without the limiter (counted against the limit)." },
+    { JD_OUT_PROCS, "vgpu_job_outside_processes", "gauge", "The job's GPU processes that run without the limiter." },
+};
+
+static void render(FILE *f, const struct snap *s)
+{
+    family(f, "vgpu_nvml_up", "gauge", "1 when NVML answered (GPU metrics are present), else 0.");
+    fprintf(f, "vgpu_nvml_up{");
+    put_label(f, "Hostname", s->host, true);
+    fprintf(f, "} %d\n", s->nvml_up ? 1 : 0);
+    if (s->gpus && s->gpus->count) {
+        family(f, "vgpu_gpu_info", "gauge", "A GPU or MIG device vgpu sees (always 1; labels name it).");
+        for (unsigned i = 0; i < s->gpus->count; i++) {
+            fprintf(f, "vgpu_gpu_info{");
+            gpu_labels(f, s, &s->gpus->gpu[i]);
+            fprintf(f, ",mig=\"%s\"} 1\n", s->gpus->gpu[i].is_mig ? "true" : "false");
+        }
+        family(f, "vgpu_gpu_up", "gauge", "1 when the GPU answers the driver, 0 when it is lost or unreachable.");
+        for (unsigned i = 0; i < s->gpus->count; i++) {
+            const struct vgpu_gpu *g = &s->gpus->gpu[i];
+            fprintf(f, "vgpu_gpu_up{");
+            gpu_labels(f, s, g);
+            fprintf(f, "} %d\n", g->lost || g->unreachable[0] ? 0 : 1);
+        }
+        family(f, "vgpu_gpu_memory_total_bytes", "gauge", "GPU memory of the GPU.");
+        for (unsigned i = 0; i < s->gpus->count; i++) {
+            const struct vgpu_gpu *g = &s->gpus->gpu[i];
+            if (g->lost || g->unreachable[0])
+                continue;
+            fprintf(f, "vgpu_gpu_memory_total_bytes{");
+            gpu_labels(f, s, g);
+            fprintf(f, "} %llu\n", (unsigned long long)g->mem_total);
+        }
+        family(f, "vgpu_gpu_memory_used_bytes", "gauge", "GPU memory in use on the GPU, as the driver reports it.");
+        for (unsigned i = 0; i < s->gpus->count; i++) {
+            const struct vgpu_gpu *g = &s->gpus->gpu[i];
+            if (g->lost || g->unreachable[0])
+                continue;
+            fprintf(f, "vgpu_gpu_memory_used_bytes{");
+            gpu_labels(f, s, g);
+            fprintf(f, "} %llu\n", (unsigned long long)g->mem_used);
+        }
+    }
+    family(f, "vgpu_jobs", "gauge", "Jobs in the state directory (running and recently ended).");
+    fprintf(f, "vgpu_jobs{");
+    put_label(f, "Hostname", s->host, true);
+    fprintf(f, "} %zu\n", s->njobs);
+    if (!s->njobs)
+        return;
+    family(f, "vgpu_job_info", "gauge", "A job (always 1; labels name it, state is starting, running or exited).");
+    for (size_t i = 0; i < s->njobs; i++) {
+        fprintf(f, "vgpu_job_info{");
+        job_labels(f, s, &s->jobs[i]);
+        put_label(f, "state", s->jobs[i].state, false);
+        fprintf(f, "} 1\n");
+    }
+    family(f, "vgpu_job_start_time_seconds", "gauge", "When the job was started, in seconds since the epoch.");
+    for (size_t i = 0; i < s->njobs; i++) {
+        fprintf(f, "vgpu_job_start_time_seconds{");
+        job_labels(f, s, &s->jobs[i]);
+        fprintf(f, "} %.3f\n", s->jobs[i].r.hdr->created_realtime_ns / 1e9);
+    }
+    family(f, "vgpu_job_processes", "gauge", "Live processes of the job under the limiter.");
+    for (size_t i = 0; i < s->njobs; i++) {
+        fprintf(f, "vgpu_job_processes{");
+        job_labels(f, s, &s->jobs[i]);
+        fprintf(f, "} %u\n", s->jobs[i].npids);
+    }
+    for (size_t k = 0; k < sizeof jd_families / sizeof jd_families[0]; k++) {
+        bool any = false;
+        for (size_t i = 0; i < s->njobs; i++) {
+            const struct job_snap *j = &s->jobs[i];
+            for (unsigned d = 0; d < vgpu_region_device_count(&j->r); d++) {
+                double v;
+                if (!jd_value(j, d, jd_families[k].m, &v))
+                    continue;
+                if (!any)
+                    family(f, jd_families[k].name, jd_families[k].type, jd_families[k].help);
+                any = true;
+                fprintf(f, "%s{", jd_families[k].name);
+                job_dev_labels(f, s, j, d);
+                /* Integers (bytes, counts) exactly; ratios and seconds with 9 digits. */
+                if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v)
+                    fprintf(f, "} %llu\n", (unsigned long long)v);
+                else
+                    fprintf(f, "} %.9g\n", v);
+            }
+        }
+    }
+}
+
+/* The whole exposition in a malloc'd string. */
+static char *exposition(size_t *len, struct vgpu_err *e)
+{
+    struct snap s;
+    if (take_snapshot(&s, e) < 0) {
+        free_snapshot(&s);
+        return NULL;
+    }
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) {
+        free_snapshot(&s);
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory");
+        return NULL;
+    }
+    render(f, &s);
+    free_snapshot(&s);
+    if (fclose(f) != 0) {
+        free(buf);
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory");
+        return NULL;
+    }
+    return buf;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* DIR/vgpu.prom through DIR/vgpu.prom.PID and rename(): node_exporter reads only *.prom, and
+ * never half a file. */
+static int write_textfile(const char *dir, const char *text, size_t len)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 32];
+    if ((size_t)snprintf(path, sizeof path, "%s/vgpu.prom", dir) >= sizeof path)
+        return vgpu_fail(VGPU_EXIT_USAGE, "--textfile %s: the path is too long", dir);
+    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return vgpu_fail(VGPU_EXIT_FAIL, "--textfile %s: cannot write %s: %s%s", dir, tmp, strerror(errno),
+                         errno == ENOENT ? " (create the directory first)" : "");
+    int err = 0;
+    if (fchmod(fd, 0644) != 0 || write_all(fd, text, len) != 0)
+        err = errno ? errno : EIO;
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        unlink(tmp);
+        return vgpu_fail(VGPU_EXIT_FAIL, "--textfile %s: cannot write %s: %s", dir, path, strerror(err));
+    }
+    return 0;
+}
+
+static int listen_on(const char *addr)
+{
+    char host[256] = "127.0.0.1", port[32];
+    const char *colon = strrchr(addr, ':');
+    if (colon) {
+        size_t hl = (size_t)(colon - addr);
+        if (hl >= sizeof host || strlen(colon + 1) >= sizeof port)
+            return vgpu_usage_error(&vgpu_cmd_metrics, "--listen '%s': too long", addr);
+        if (hl) {
+            memcpy(host, addr, hl);
+            host[hl] = '\0';
+        }
+        snprintf(port, sizeof port, "%s", colon + 1);
+    } else if (strlen(addr) < sizeof port) {
+        snprintf(port, sizeof port, "%s", addr);
+    }
+    char *end;
+    long pn = strtol(port, &end, 10);
+    if (!port[0] || *end || pn < 1 || pn > 65535)
+        return vgpu_usage_error(&vgpu_cmd_metrics, "--listen '%s': give [HOST:]PORT with a port from 1 to 65535",
+                                addr);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+    struct addrinfo *ai = NULL;
+    int gr = getaddrinfo(host, port, &hints, &ai);
+    if (gr != 0)
+        return vgpu_usage_error(&vgpu_cmd_metrics, "--listen '%s': %s", addr, gai_strerror(gr));
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 16) != 0) {
+        int err = errno;
+        freeaddrinfo(ai);
+        if (fd >= 0)
+            close(fd);
+        return vgpu_fail(VGPU_EXIT_FAIL, "--listen %s: %s", addr, strerror(err));
+    }
+    freeaddrinfo(ai);
+    signal(SIGPIPE, SIG_IGN);
+    vgpu_info("serving the metrics on http://%s:%s/metrics", host, port);
+    for (;;) {
+        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+                continue;
+            return vgpu_fail(VGPU_EXIT_FAIL, "--listen %s: accept: %s", addr, strerror(errno));
+        }
+        /* A slow or silent client cannot hold the server for long. */
+        struct timeval tv = { .tv_sec = 5 };
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        char req[4096];
+        size_t got = 0;
+        while (got < sizeof req - 1) {
+            ssize_t r = read(c, req + got, sizeof req - 1 - got);
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+            req[got] = '\0';
+            if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
+                break;
+        }
+        req[got] = '\0';
+        char hdr[256];
+        if (strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET / ", 6) == 0) {
+            struct vgpu_err e = { 0 };
+            size_t len = 0;
+            char *body = exposition(&len, &e);
+            if (body) {
+                int hl = snprintf(hdr, sizeof hdr, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
+                                  "charset=utf-8\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", len);
+                if (write_all(c, hdr, (size_t)hl) == 0)
+                    (void)write_all(c, body, len);
+                free(body);
+            } else {
+                char msg[600];
+                int ml = snprintf(msg, sizeof msg, "vgpu metrics: %s\n", e.msg);
+                int hl = snprintf(hdr, sizeof hdr, "HTTP/1.0 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
+                                  "Content-Length: %d\r\nConnection: close\r\n\r\n", ml);
+                if (write_all(c, hdr, (size_t)hl) == 0)
+                    (void)write_all(c, msg, (size_t)ml);
+            }
+        } else {
+            static const char nf[] = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n"
+                                     "Connection: close\r\n\r\nthe metrics: /metrics\n";
+            (void)write_all(c, nf, sizeof nf - 1);
+        }
+        close(c);
+    }
+}
+
+static int cmd_metrics(int argc, char **argv)
+{
+    const char *textfile = NULL, *listen_addr = NULL;
+    int c;
+    while ((c = vgpu_getopt(&vgpu_cmd_metrics, argc, argv, "")) != -1) {
+        switch (c) {
+        case 't': textfile = optarg; break;
+        case 'l': listen_addr = optarg; break;
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return vgpu_usage_error(&vgpu_cmd_metrics, "unexpected operand '%s'", argv[optind]);
+    if (textfile && listen_addr)
+        return vgpu_usage_error(&vgpu_cmd_metrics, "give --textfile or --listen, not both");
+    if (listen_addr)
+        return listen_on(listen_addr);
+    struct vgpu_err e = { 0 };
+    size_t len = 0;
+    char *text = exposition(&len, &e);
+    if (!text)
+        return vgpu_err_report(&e);
+    int rc = 0;
+    if (textfile)
+        rc = write_textfile(textfile, text, len);
+    else if (write_all(STDOUT_FILENO, text, len) != 0)
+        rc = vgpu_fail(VGPU_EXIT_FAIL, "cannot write the metrics: %s", strerror(errno));
+    free(text);
+    return rc;
+}
+
+const struct vgpu_cmd vgpu_cmd_metrics = {
+    .name = "metrics",
+    .fn = cmd_metrics,
+    .summary = "print the GPUs and jobs as Prometheus metrics (or serve them)",
+    .usage = usage,
+    .options = options,
+    .optdocs = optdocs,
+};
