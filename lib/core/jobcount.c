@@ -261,7 +261,7 @@ int vgpu_jobcount_enter(const char *const *uuids, unsigned n, unsigned max, bool
             return -1;
         }
         if (!said) {
-            vgpu_info("waiting: GPU %s runs %d jobs, the most allowed (%u)", uuids[full], count, limit);
+            vgpu_warn("waiting: GPU %s runs %d jobs, the most allowed (%u)", uuids[full], count, limit);
             said = true;
         }
         nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
