@@ -42,6 +42,22 @@ assert_eq "while cuMemAlloc of the same size spills" "alloc rc=0" "$(line alloc 
 run vgpu run --mem 120G --oversubscribe=2G -- alloc_probe graph 2G
 assert_eq "graph memory past it: OUT_OF_MEMORY" "graph rc=2" "$(line graph | cut -d' ' -f1-2)"
 
+# vgpu ps, vgpu top and their JSON show what lives on and off the device.
+vgpu run --name ov --mem 120G --oversubscribe=2G -- oversub_probe alloc 1G alloc 3G hold >"$T_DIR/ov.out" 2>&1 &
+ov=$!
+if wait_for "$T_DIR/ov.out" holding; then ok "a job spills 3 GiB"; else not_ok "a job spills 3 GiB" "$(cat "$T_DIR/ov.out")"; fi
+run vgpu ps --json
+assert_eq "ps --json: on and off the device, per GPU" "true $((2 * G)) $((3 * G + G + ctx - 3 * G)) $((3 * G))" \
+  "$(printf '%s' "$out" | jq -r '.jobs[] | select(.name == "ov") | .gpus[0] | "\(.oversubscribed) \(.mem_device_limit_bytes) \(.mem_on_device_bytes) \(.mem_off_device_bytes)"')"
+assert_eq "ps --json: per job" "$((G + ctx)) $((3 * G))" \
+  "$(printf '%s' "$out" | jq -r '.jobs[] | select(.name == "ov") | "\(.mem_on_device_bytes) \(.mem_off_device_bytes)"')"
+run vgpu ps
+assert_contains "vgpu ps says it under the job's row" "~ 3 GiB of 4.50 GiB off the device (at most 2 GiB on GPU 0)" "$out"
+run vgpu top --json -n 1
+assert_eq "top --json: on and off the device" "true $((2 * G)) $((G + ctx)) $((3 * G))" \
+  "$(printf '%s' "$out" | head -n 1 | jq -r '.jobs[] | select(.name == "ov") | "\(.oversubscribed) \(.mem_device_limit_bytes) \(.mem_on_device_bytes) \(.mem_off_device_bytes)"')"
+kill "$ov"; wait "$ov" 2>/dev/null
+
 # A job without the option never spills.
 run vgpu run --mem 4G -- oversub_probe alloc 3G alloc 1G
 assert_eq "without --oversubscribe: OUT_OF_MEMORY at the limit, as before" "alloc rc=0|alloc rc=2" \
