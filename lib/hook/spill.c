@@ -12,6 +12,8 @@
  * The advice is best effort: a driver that refuses it still has working managed memory. */
 #include "hook.h"
 
+#include <string.h>
+
 typedef CUresult (*advise_fn)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
 
 CUresult vgpu_spill_alloc(CUdeviceptr *dptr, size_t bytes, int dev)
@@ -31,4 +33,26 @@ CUresult vgpu_spill_alloc(CUdeviceptr *dptr, size_t bytes, int dev)
     if (dev >= 0 && !vgpu_ptr_put(VGPU_AK_SPILLED, *dptr, dev, bytes))
         vgpu_acct_release_spilled(dev, bytes);   /* cannot remember it: keep no charge we cannot free */
     return CUDA_SUCCESS;
+}
+
+/* IPC export of memory that spilled: it is not device memory (the driver refuses managed memory
+ * for IPC), and it exists only because the device share was used, so the answer is the one the
+ * allocation would have had without --oversubscribe. Everything else passes through. */
+VGPU_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    vgpu_cuIpcGetMemHandle_fn real = REAL(cuIpcGetMemHandle);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int dev;
+    uint64_t bytes;
+    if (vgpu_job() && vgpu_ptr_take(VGPU_AK_SPILLED, dptr, &dev, &bytes)) {
+        (void)vgpu_ptr_put(VGPU_AK_SPILLED, dptr, dev, bytes);
+        vgpu_warn("%s: cuIpcGetMemHandle of memory allocated past the job's device share (it lives off the "
+                  "device) refused with CUDA_ERROR_OUT_OF_MEMORY; allocate memory to share before the share is "
+                  "used, or give a larger --oversubscribe=DEVICE_SIZE", vgpu_job_label());
+        if (pHandle)
+            memset(pHandle, 0, sizeof *pHandle);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return real(pHandle, dptr);
 }

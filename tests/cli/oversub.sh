@@ -39,6 +39,10 @@ assert_eq "a pool allocation past it: OUT_OF_MEMORY" "async rc=2" "$(line async 
 assert_eq "an explicit pool past it: OUT_OF_MEMORY" "pool rc=2" "$(line pool | cut -d' ' -f1-2)"
 assert_eq "an array (4 GiB) past it: OUT_OF_MEMORY" "array rc=2" "$(line array | cut -d' ' -f1-2)"
 assert_eq "while cuMemAlloc of the same size spills" "alloc rc=0" "$(line alloc | cut -d' ' -f1-2)"
+run vgpu run --mem 120G --oversubscribe=2G -- oversub_probe alloc 1G ipc alloc 2G ipc
+assert_eq "IPC export of device memory within the share works" "ipc rc=0" "$(line ipc 1)"
+assert_eq "IPC export of spilled memory: OUT_OF_MEMORY, as the allocation without the option" "ipc rc=2" "$(line ipc 2)"
+assert_contains "... saying why" "cuIpcGetMemHandle of memory allocated past the job's device share" "$err"
 run vgpu run --mem 120G --oversubscribe=2G -- alloc_probe graph 2G
 assert_eq "graph memory past it: OUT_OF_MEMORY" "graph rc=2" "$(line graph | cut -d' ' -f1-2)"
 

@@ -11,6 +11,7 @@
  *   touch N             cuMemsetD32 over the whole newest buffer N times, synchronized (prints GBps=)
  *   hot SIZE N          the same over its first SIZE bytes only (a small hot set)
  *   ismanaged           CU_POINTER_ATTRIBUTE_IS_MANAGED of the newest buffer (prints v=)
+ *   ipc                 cuIpcGetMemHandle of the newest buffer
  *   meminfo             cuMemGetInfo_v2 (free= total=)
  *   free | freeall      frees the newest buffer / every buffer
  *   hold                prints "holding" and sleeps until killed
@@ -136,6 +137,10 @@ int main(int argc, char **argv)
             rc = nbuf ? cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_IS_MANAGED, buf[nbuf - 1].p)
                       : CUDA_ERROR_INVALID_VALUE;
             printf("ismanaged rc=%d v=%u\n", (int)rc, v);
+        } else if (!strcmp(op, "ipc")) {
+            CUipcMemHandle h;
+            rc = nbuf ? cuIpcGetMemHandle(&h, buf[nbuf - 1].p) : CUDA_ERROR_INVALID_VALUE;
+            printf("ipc rc=%d\n", (int)rc);
         } else if (!strcmp(op, "meminfo")) {
             size_t fr = 0, tot = 0;
             rc = cuMemGetInfo_v2(&fr, &tot);

@@ -255,6 +255,27 @@ CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, C
     return r != CUDA_SUCCESS ? r : advise(devPtr, count, advice, dev);
 }
 
+/* ---- IPC: device memory only; the driver refuses managed memory ---- */
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    FC_TRACE();
+    CUresult r = fc_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fc_lock);
+    struct fc_alloc *a = fc_alloc_find(dptr, false);
+    r = a && a->kind == FC_ALLOC_DEVICE ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&fc_lock);
+    if (r == CUDA_SUCCESS) {
+        memset(pHandle, 0, sizeof *pHandle);
+        memcpy(pHandle->reserved, &dptr, sizeof dptr);
+    }
+    return r;
+}
+
 /* ---- mapped host memory: cuMemHostAlloc(DEVICEMAP) memory as the device addresses it ---- */
 
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
