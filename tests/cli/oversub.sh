@@ -71,7 +71,10 @@ assert_eq "without --oversubscribe: OUT_OF_MEMORY at the limit, as before" "allo
 # the GPU (a kernel touches them), and the other job's cuMemAlloc evicts them to the host.
 vgpu run --mem 120G --oversubscribe=1G -- oversub_probe alloc 100G launch meminfo hold >"$T_DIR/big.out" 2>&1 &
 big=$!
-if wait_for "$T_DIR/big.out" holding; then ok "an oversubscribed job pages 100 GiB in"; else not_ok "an oversubscribed job pages 100 GiB in" "$(cat "$T_DIR/big.out")"; fi
+if wait_for "$T_DIR/big.out" holding && grep -q "^alloc rc=0" "$T_DIR/big.out"; then ok "an oversubscribed job spills 100 GiB"; else not_ok "an oversubscribed job spills 100 GiB" "$(cat "$T_DIR/big.out")"; fi
+run nvml_probe   # outside any job: the GPU as it is
+gfree=$(printf '%s\n' "$out" | sed -n 's/^gpu=0 .* free=\([0-9]*\) .*/\1/p')
+if [ -n "$gfree" ] && [ "$gfree" -lt "$G" ]; then ok "... whose pages the kernel made resident fill the GPU"; else not_ok "... whose pages the kernel made resident fill the GPU" "$out"; fi
 run vgpu run --mem 60G -- oversub_probe alloc 50G
 assert_eq "a job without the option gets its memory beside it" "alloc rc=0 size=$((50 * G))" "$(line alloc)"
 kill "$big"; wait "$big" 2>/dev/null
