@@ -258,8 +258,10 @@ static void print_outside(struct ps_table *t, const struct job_view *v)
     if (!count)
         return;
     char size[32], line[PS_TABLE_CELL];
-    snprintf(line, sizeof line, "  ! %s outside the limiter (%s %s%s)", vgpu_format_size(total, size, sizeof size),
-             count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "");
+    /* The result is checked so that a long pid list is cut visibly (and -O1 builds do not warn). */
+    if (snprintf(line, sizeof line, "  ! %s outside the limiter (%s %s%s)", vgpu_format_size(total, size, sizeof size),
+                 count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "") >= (int)sizeof line)
+        memcpy(line + sizeof line - 5, "...)", 5);
     if (ps_table_note(t, line) < 0)
         vgpu_warn("out of memory: a job's processes outside the limiter are not shown");
 }
@@ -274,9 +276,12 @@ static void print_oversub(struct ps_table *t, const struct job_view *v)
             continue;
         char off[32], used[32], sh[32], line[PS_TABLE_CELL];
         uint64_t u = vgpu_region_mem_used(v->r, d);
-        snprintf(line, sizeof line, "  ~ %s of %s off the device (at most %s on GPU %u)",
-                 vgpu_format_size(vgpu_region_mem_spilled(v->r, d), off, sizeof off), vgpu_format_size(u, used, sizeof used),
-                 share == UINT64_MAX ? "what is free" : vgpu_format_size(share, sh, sizeof sh), v->r->hdr->dev[d].nvml_index);
+        if (snprintf(line, sizeof line, "  ~ %s of %s off the device (at most %s on GPU %u)",
+                     vgpu_format_size(vgpu_region_mem_spilled(v->r, d), off, sizeof off),
+                     vgpu_format_size(u, used, sizeof used),
+                     share == UINT64_MAX ? "what is free" : vgpu_format_size(share, sh, sizeof sh),
+                     v->r->hdr->dev[d].nvml_index) >= (int)sizeof line)
+            memcpy(line + sizeof line - 5, "...)", 5);
         if (ps_table_note(t, line) < 0)
             vgpu_warn("out of memory: a job's oversubscription is not shown");
     }

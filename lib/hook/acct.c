@@ -70,6 +70,20 @@ static void report_oom(struct vgpu_region *r, int dev, int jdev, uint64_t bytes,
         snprintf(out, sizeof out, ", and %s outside the limiter (pid %d, not under libvgpu.so)",
                  vgpu_format_size(outside, o, sizeof o), (int)atomic_load(&r->use->dev[jdev].outside_pid));
     }
+    uint64_t share;
+    if (vgpu_region_oversub(r, (unsigned)jdev, &share) && share != UINT64_MAX) {
+        /* Oversubscribed: say which bound refused it, the cap or the device share. */
+        char sh[32], off[32];
+        uint64_t sp = vgpu_region_mem_spilled(r, (unsigned)jdev), u = vgpu_region_mem_used(r, (unsigned)jdev);
+        vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use, %s of it "
+                  "off the device; its device share is %s (--oversubscribe: only cuMemAlloc spills past it)%s%s. "
+                  "Use less memory, or raise the limit with `vgpu limit`.",
+                  vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
+                  vgpu_format_size(u, used, sizeof used),
+                  vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)jdev), lim, sizeof lim),
+                  vgpu_format_size(sp, off, sizeof off), vgpu_format_size(share, sh, sizeof sh), out, more);
+        return;
+    }
     vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use%s%s. "
               "Use less memory, or raise the limit with `vgpu limit`.",
               vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,

@@ -29,6 +29,13 @@ assert_eq "100 GiB more fits under the cap (spilled)" "alloc rc=0 size=$((100 * 
 assert_eq "the cap is hard: 20 GiB more is OUT_OF_MEMORY" "alloc rc=2 size=$((20 * G))" "$(line alloc 4)"
 assert_eq "frees give everything back, spilled or not" "meminfo rc=0 free=$((120 * G - ctx)) total=$((120 * G))" "$(line meminfo 3)"
 
+# NVML's per-process figure counts only resident managed pages: the library's reconciliation
+# with it (at most once a second, before an allocation) must not take spilled memory that is not
+# resident for context overhead it over-charged, and give the overhead back.
+run vgpu run --mem 120G --oversubscribe=2G -- oversub_probe alloc 1G alloc 3G meminfo sleep 1100 alloc 1M meminfo
+assert_eq "spilled memory that is not resident does not make the context overhead vanish" \
+  "meminfo rc=0 free=$((116 * G - ctx - 1048576)) total=$((120 * G))" "$(line meminfo 2)"
+
 run vgpu run --mem 120G --oversubscribe=2G -- nvml_probe
 assert_match "NVML inside the job shows the cap too" "total=$((120 * G)) " "$out"
 

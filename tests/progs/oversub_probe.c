@@ -14,6 +14,7 @@
  *   ipc                 cuIpcGetMemHandle of the newest buffer
  *   meminfo             cuMemGetInfo_v2 (free= total=)
  *   free | freeall      frees the newest buffer / every buffer
+ *   sleep MS            sleeps (to pass a time-throttled step of the library, e.g. its 1 s NVML reconcile)
  *   hold                prints "holding" and sleeps until killed
  * SIZE takes K/M/G (binary). Exit status 0 unless the setup failed (2). */
 #include <stdint.h>
@@ -153,6 +154,10 @@ int main(int argc, char **argv)
             while (nbuf && rc == CUDA_SUCCESS)
                 rc = release(--nbuf);
             printf("freeall rc=%d\n", (int)rc);
+        } else if (!strcmp(op, "sleep")) {
+            i++;
+            long ms = atol(a1);
+            nanosleep(&(struct timespec){ ms / 1000, (ms % 1000) * 1000000L }, NULL);
         } else if (!strcmp(op, "hold")) {
             printf("holding\n");
             for (;;)
