@@ -124,7 +124,7 @@ for step in range(20):
     for t in (ts[:1] if hot else ts):
         t.mul_(0.999).add_(w, alpha=0.001)
 torch.cuda.synchronize()
-print("total=%d result=%.6e s=%.3f" % (total, sum(float(t.double().sum()) for t in ts), time.time() - t0))
+print("total=%d result=%.6e s=%.3f" % (total, sum(t.sum().item() for t in ts), time.time() - t0))
 '
   for mode in all hot; do
     T vgpu run --gpu 0 --mem 16G -- python3 -c "$loop" $mode >"$tmp/pt-dev-$mode" 2>&1
