@@ -408,7 +408,7 @@ static struct json_object *json_job(const struct job_view *v)
         bool over = vgpu_region_oversub(v->r, d, &share);
         sum_off += off;
         vgpu_json_bool(g, "oversubscribed", over);
-        vgpu_json_u64_or_null(g, "mem_device_limit_bytes", over, share);
+        vgpu_json_u64_or_null(g, "mem_device_limit_bytes", over && share != UINT64_MAX, share);
         vgpu_json_u64(g, "mem_on_device_bytes", used > off ? used - off : 0);
         vgpu_json_u64(g, "mem_off_device_bytes", off);
         sum_outside += v->outside[d].bytes;

@@ -145,7 +145,8 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
         if (vgpu_region_oversub(r, d, &share)) {
             jb->oversub = true;
             jb->mem_off_device += vgpu_region_mem_spilled(r, d);
-            jb->mem_device_limit += share;
+            /* Saturating: HAMi's jobs have no fixed share (UINT64_MAX, "what is free"). */
+            jb->mem_device_limit = share > UINT64_MAX - jb->mem_device_limit ? UINT64_MAX : jb->mem_device_limit + share;
         }
         all_limited &= lim != 0;
         unsigned core = atomic_load(&h->dev[d].core_limit);

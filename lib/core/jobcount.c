@@ -17,6 +17,12 @@
 
 static char my_entry[64];   /* our jobcount/PID.START while registered */
 
+/* What to do about an errno, for messages: running out of descriptors has its own fix. */
+static const char *remedy(int err)
+{
+    return err == EMFILE || err == ENFILE ? "; raise the open-file limit (ulimit -n)" : "";
+}
+
 int vgpu_jobcount_parse(const char *text, const char *what, unsigned *n, struct vgpu_err *e)
 {
     char *end;
@@ -44,8 +50,9 @@ int vgpu_jobcount_policy(unsigned *max, struct vgpu_err *e)
     if (fd < 0) {
         if (errno == ENOENT)
             return 0;
+        int err = errno;
         vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s/policy: %s (root's policy file must be a regular file, "
-                     "mode 0644)", dir, strerror(errno));
+                     "mode 0644)%s", dir, strerror(err), remedy(err));
         return -1;
     }
     struct stat st;
@@ -60,7 +67,8 @@ int vgpu_jobcount_policy(unsigned *max, struct vgpu_err *e)
     FILE *f = fdopen(fd, "r");
     if (!f) {
         close(fd);
-        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s/policy: %s", dir, strerror(errno));
+        int err = errno;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s/policy: %s%s", dir, strerror(err), remedy(err));
         return -1;
     }
     char line[256];
@@ -180,8 +188,9 @@ static int lock_dir(int dfd, struct vgpu_err *e)
         fd = openat(dfd, ".lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot use %s/jobcount/.lock: %s", vgpu_machinedir_path(),
-                     fd < 0 ? strerror(errno) : "not a regular file");
+        int err = errno;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot use %s/jobcount/.lock: %s%s", vgpu_machinedir_path(),
+                     fd < 0 ? strerror(err) : "not a regular file", fd < 0 ? remedy(err) : "");
         if (fd >= 0)
             close(fd);
         return -1;
@@ -209,8 +218,9 @@ static int write_entry(int dfd, const char *const *uuids, unsigned n, struct vgp
     if (fd >= 0 && close(fd) < 0)
         ok = false;
     if (!ok) {
-        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot write %s/jobcount/%s: %s", vgpu_machinedir_path(), name,
-                     strerror(errno));
+        int err = errno;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot write %s/jobcount/%s: %s%s", vgpu_machinedir_path(), name,
+                     strerror(err), remedy(err));
         (void)unlinkat(dfd, name, 0);
         return -1;
     }
