@@ -328,8 +328,9 @@ bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
         if (attempt == 1)
             fs_reap();
         unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
-        unsigned long long movable = managed_on_place(gpu, gi);
-        /* Resident managed pages do not block an allocation: they are evicted to the host. */
+        /* Resident managed pages do not block an allocation: they are evicted to the host.
+         * Counted only when the allocation does not fit otherwise (this is the hot path). */
+        unsigned long long movable = used <= total && bytes <= total - used ? 0 : managed_on_place(gpu, gi);
         if (used <= total && bytes <= total - used + (movable < used ? movable : used)) {
             struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
             if (p) {

@@ -18,6 +18,7 @@
 #define FC_UVM_PAGE (2ULL << 20)
 
 static uint64_t use_clock;   /* guarded by fc_lock */
+static unsigned live;        /* managed allocations of this process (fc_lock): none, nothing to do */
 
 CUresult fc_managed_alloc(CUdeviceptr *dptr, size_t size)
 {
@@ -37,6 +38,7 @@ CUresult fc_managed_alloc(CUdeviceptr *dptr, size_t size)
         a->host = host;
         a->preferred = -2;
         a->last_use = ++use_clock;
+        live++;
         *dptr = (CUdeviceptr)(uintptr_t)host;
     }
     pthread_mutex_unlock(&fc_lock);
@@ -62,6 +64,8 @@ static unsigned long long pages_of(unsigned long long bytes)
 
 void fc_managed_release(struct fc_alloc *a)
 {
+    if (live)
+        live--;
     if (a->resident)
         fc_dev_uncharge_managed(a->device, a->resident);
     a->resident = 0;
@@ -97,6 +101,8 @@ static unsigned long long evict_lru(int device, unsigned long long bytes, const 
 
 void fc_managed_sync_evictions(int device)
 {
+    if (!live)
+        return;
     unsigned long long gone = fc_dev_take_evicted(device);
     if (gone)
         (void)evict_lru(device, gone, NULL, false);
@@ -130,6 +136,8 @@ static void migrate_out(struct fc_alloc *a, unsigned long long bytes)
 
 void fc_managed_on_launch(struct fc_ctx *ctx)
 {
+    if (!live)
+        return;
     for (struct fc_alloc *a = fc_alloc_first(); a; a = a->next)
         if (a->kind == FC_ALLOC_MANAGED && a->ctx == ctx && a->device == ctx->device && a->preferred != -1)
             migrate_in(a, a->size);
