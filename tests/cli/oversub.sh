@@ -36,6 +36,8 @@ run vgpu run --mem 120G --oversubscribe=2G -- oversub_probe alloc 1G alloc 3G me
 assert_eq "spilled memory that is not resident does not make the context overhead vanish" \
   "meminfo rc=0 free=$((116 * G - ctx - 1048576)) total=$((120 * G))" "$(line meminfo 2)"
 
+run vgpu run --mem 120G --oversubscribe=2G -- alloc_probe totalmem
+assert_eq "cuDeviceTotalMem shows the cap" "totalmem rc=0 bytes=$((120 * G))" "$(line totalmem)"
 run vgpu run --mem 120G --oversubscribe=2G -- nvml_probe
 assert_match "NVML inside the job shows the cap too" "total=$((120 * G)) " "$out"
 
