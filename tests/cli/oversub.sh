@@ -69,6 +69,11 @@ assert_contains "vgpu ps says it under the job's row" "~ 3 GiB of 4.50 GiB off t
 run vgpu top --json -n 1
 assert_eq "top --json: on and off the device" "true $((2 * G)) $((G + ctx)) $((3 * G))" \
   "$(printf '%s' "$out" | head -n 1 | jq -r '.jobs[] | select(.name == "ov") | "\(.oversubscribed) \(.mem_device_limit_bytes) \(.mem_on_device_bytes) \(.mem_off_device_bytes)"')"
+run vgpu limit ov --mem 200G
+assert_rc "vgpu limit raises an oversubscribed job's cap past the GPU" 0
+run vgpu ps --json
+assert_eq "... to 200 GiB, the device share unchanged" "$((200 * G)) $((2 * G))" \
+  "$(printf '%s' "$out" | jq -r '.jobs[] | select(.name == "ov") | .gpus[0] | "\(.mem_limit_bytes) \(.mem_device_limit_bytes)"')"
 kill "$ov"; wait "$ov" 2>/dev/null
 
 # A job without the option never spills.
