@@ -11,7 +11,7 @@ wait_for() { # FILE TEXT: until FILE contains TEXT, 10 s at most
 }
 hold() { # NAME ARGS...: a job that runs until killed; its output in $T_DIR/NAME.out
   local n=$1; shift
-  vgpu run "$@" -- sh -c 'echo holding; exec sleep 60' >"$T_DIR/$n.out" 2>&1 &
+  vgpu run "$@" -- sh -c 'echo holding $$; exec sleep 60' >"$T_DIR/$n.out" 2>&1 &
 }
 
 hold first --gpu 0 --max-jobs 1
@@ -56,6 +56,8 @@ hold third --gpu 0 --max-jobs 1
 third=$!
 wait_for "$T_DIR/third.out" holding || not_ok "a third job starts" "$(cat "$T_DIR/third.out")"
 kill -9 "$third"; wait "$third" 2>/dev/null
+orphan=$(sed -n 's/^holding \([0-9]*\)$/\1/p' "$T_DIR/third.out")
+[ -n "$orphan" ] && kill "$orphan" 2>/dev/null   # its command outlives a SIGKILLed vgpu run
 run vgpu run --gpu 0 --max-jobs 1 -- true
 assert_rc "a killed job's count is not held" 0
 
