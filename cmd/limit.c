@@ -57,7 +57,10 @@ static int mem_for(const struct vgpu_region *r, unsigned d, const char *text, ui
 {
     char desc[160];
     snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r->hdr->dev[d].uuid);
-    return vgpu_mem_limit_value(text, r->hdr->dev[d].mem_total, desc, true, out, e);
+    /* An oversubscribed job's limit is its cap, which may exceed the GPU (vgpu run --oversubscribe). */
+    bool pct = *text && text[strlen(text) - 1] == '%';
+    bool virt = vgpu_region_oversub(r, d, NULL) && !pct;
+    return vgpu_mem_limit_value(text, virt ? 0 : r->hdr->dev[d].mem_total, desc, true, out, e);
 }
 
 static int cmd_limit(int argc, char **argv)

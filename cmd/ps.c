@@ -264,10 +264,33 @@ static void print_outside(struct ps_table *t, const struct job_view *v)
     if (!count)
         return;
     char size[32], line[PS_TABLE_CELL];
-    snprintf(line, sizeof line, "  ! %s outside the limiter (%s %s%s)", vgpu_format_size(total, size, sizeof size),
-             count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "");
+    /* The result is checked so that a long pid list is cut visibly (and -O1 builds do not warn). */
+    if (snprintf(line, sizeof line, "  ! %s outside the limiter (%s %s%s)", vgpu_format_size(total, size, sizeof size),
+                 count == 1 ? "pid" : "pids", list, count > VGPU_OUTSIDE_MAX_PIDS ? ", ..." : "") >= (int)sizeof line)
+        memcpy(line + sizeof line - 5, "...)", 5);
     if (ps_table_note(t, line) < 0)
         vgpu_warn("out of memory: a job's processes outside the limiter are not shown");
+}
+
+/* "  ~ 2 GiB of 3.5 GiB off the device (at most 2 GiB on GPU 0)" under an oversubscribed job. */
+static void print_oversub(struct ps_table *t, const struct job_view *v)
+{
+    unsigned ndev = vgpu_region_device_count(v->r);
+    for (unsigned d = 0; d < ndev && !v->exited; d++) {
+        uint64_t share;
+        if (!vgpu_region_oversub(v->r, d, &share))
+            continue;
+        char off[32], used[32], sh[32], line[PS_TABLE_CELL];
+        uint64_t u = vgpu_region_mem_used(v->r, d);
+        if (snprintf(line, sizeof line, "  ~ %s of %s off the device (at most %s on GPU %u)",
+                     vgpu_format_size(vgpu_region_mem_spilled(v->r, d), off, sizeof off),
+                     vgpu_format_size(u, used, sizeof used),
+                     share == UINT64_MAX ? "what is free" : vgpu_format_size(share, sh, sizeof sh),
+                     v->r->hdr->dev[d].nvml_index) >= (int)sizeof line)
+            memcpy(line + sizeof line - 5, "...)", 5);
+        if (ps_table_note(t, line) < 0)
+            vgpu_warn("out of memory: a job's oversubscription is not shown");
+    }
 }
 
 /* The table's columns (cmd/ps/table.c fits them to the terminal). */
@@ -334,6 +357,7 @@ static void print_row(struct ps_table *t, const struct job_view *v)
     if (ps_table_add(t, cells) < 0)
         vgpu_warn("out of memory: job %s is not shown", h->id);
     print_outside(t, v);
+    print_oversub(t, v);
 }
 
 static struct json_object *json_job(const struct job_view *v)
@@ -368,7 +392,7 @@ static struct json_object *json_job(const struct job_view *v)
     json_object_object_add(o, "processes", pids);
     struct json_object *gpus = json_object_new_array();
     unsigned ndev = vgpu_region_device_count(v->r);
-    uint64_t sum_used = 0, sum_outside = 0;
+    uint64_t sum_used = 0, sum_outside = 0, sum_off = 0;
     struct json_object *outside = json_object_new_array();
     for (unsigned d = 0; d < ndev; d++) {
         const struct vgpu_region_dev_limits *dl = &h->dev[d];
@@ -386,6 +410,13 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64(g, "mem_peak_bytes", atomic_load(&v->r->use->dev[d].peak));
         vgpu_json_u64_or_null(g, "nvml_used_bytes", v->nvml_ok[d], v->nvml_used[d]);
         vgpu_json_u64_or_null(g, "outside_bytes", v->nvml_ok[d], v->outside[d].bytes);
+        uint64_t share = 0, off = v->exited ? 0 : vgpu_region_mem_spilled(v->r, d);
+        bool over = vgpu_region_oversub(v->r, d, &share);
+        sum_off += off;
+        vgpu_json_bool(g, "oversubscribed", over);
+        vgpu_json_u64_or_null(g, "mem_device_limit_bytes", over && share != UINT64_MAX, share);
+        vgpu_json_u64(g, "mem_on_device_bytes", used > off ? used - off : 0);
+        vgpu_json_u64(g, "mem_off_device_bytes", off);
         sum_outside += v->outside[d].bytes;
         for (unsigned i = 0; i < v->outside[d].count && i < VGPU_OUTSIDE_MAX_PIDS; i++) {
             struct json_object *po = json_object_new_object();
@@ -406,6 +437,8 @@ static struct json_object *json_job(const struct job_view *v)
     vgpu_json_u64(o, "mem_used_bytes", sum_used);
     vgpu_json_u64(o, "outside_bytes", sum_outside);
     json_object_object_add(o, "outside_processes", outside);
+    vgpu_json_u64(o, "mem_on_device_bytes", sum_used > sum_off ? sum_used - sum_off : 0);
+    vgpu_json_u64(o, "mem_off_device_bytes", sum_off);
     return o;
 }
 

@@ -3,6 +3,7 @@ static const char usage[] =
     "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
     "                [--priority high|normal|low] [--name NAME] [--mps] [-d] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
+    "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ... [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
     "UUIDs, and NVML is filtered to match), and libvgpu.so (preloaded) holds its GPU memory under\n"
@@ -30,6 +31,13 @@ static const char usage[] =
     "                 binpack (default: the fullest that fits) or spread (the emptiest)\n"
     "  --wait         when none fits, wait in line (first come, first served) instead of failing\n"
     "  --overcommit   allow promises beyond a GPU's memory\n"
+    "  --oversubscribe[=DEVICE_SIZE]  virtual device memory: the job may allocate up to --mem\n"
+    "                 (a hard cap, which may exceed the GPU), of which at most DEVICE_SIZE stays\n"
+    "                 on the GPU (default: what is free there when the job starts); cudaMalloc\n"
+    "                 past that is served from managed memory the driver pages to the host.\n"
+    "                 Arrays, VMM, pools, graph memory fail at DEVICE_SIZE (vgpu-run(1))\n"
+    "  --max-jobs N   refuse to start when N jobs already run on the job's GPU (all users';\n"
+    "                 root's max-jobs-per-gpu policy applies too, see vgpu-run(1))\n"
     "  -d, --detach   start the job in the background: print its id (one line) and exit 0 once\n"
     "                 it exists. CMD's stdin is /dev/null; its output (and vgpu run's own\n"
     "                 messages from then on) goes to STATEDIR/jobs/ID.log (0600), removed with\n"
@@ -65,6 +73,7 @@ static const char usage[] =
 #include "run/library.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
+#include "vgpu/jobcount.h"
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
 #include "vgpu/placement.h"
@@ -87,6 +96,8 @@ static const struct option options[] = {
     { "overcommit", no_argument, NULL, 'O' },
     { "mps", no_argument, NULL, 'M' },
     { "detach", no_argument, NULL, 'd' },
+    { "oversubscribe", optional_argument, NULL, 'S' },
+    { "max-jobs", required_argument, NULL, 'J' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -99,6 +110,8 @@ static const struct vgpu_opt_doc optdocs[] = {
     { "place", VGPU_ARG_WORD, "binpack spread" },
     { "core-policy", VGPU_ARG_WORD, "hard soft" },
     { "priority", VGPU_ARG_WORD, "high normal low" },
+    { "oversubscribe", VGPU_ARG_SIZE, NULL },
+    { "max-jobs", VGPU_ARG_OTHER, NULL },
     { NULL, 0, NULL },
 };
 
@@ -111,9 +124,47 @@ static int run_fail(const struct vgpu_err *e)
 
 /* One memory value ("4G" or "50%") for a GPU of `total` bytes: the check vgpu limit and
  * vgpu top share (cmd/common.c). */
+static bool oversubscribing;   /* --oversubscribe: an absolute --mem may exceed the GPU */
+
 static int parse_mem_value(const char *text, uint64_t total, const char *gpu_desc, uint64_t *out, struct vgpu_err *e)
 {
-    return vgpu_mem_limit_value(text, total, gpu_desc, false, out, e);
+    bool pct = *text && text[strlen(text) - 1] == '%';
+    return vgpu_mem_limit_value(text, oversubscribing && !pct ? 0 : total, gpu_desc, false, out, e);
+}
+
+/* --oversubscribe[=DEVICE_SIZE]: how much of each GPU's cap stays on the device (issue 15). */
+static int apply_oversub(struct vgpu_job_spec *spec, const struct vgpu_gpu *const *gpus, const char *dev_size,
+                         struct vgpu_err *e)
+{
+    for (unsigned d = 0; d < spec->device_count; d++) {
+        const struct vgpu_gpu *g = gpus[d];
+        uint64_t cap = spec->dev[d].mem_limit, share;
+        char desc[160], a[32], b[32];
+        snprintf(desc, sizeof desc, "GPU %u (%s)", g->index, g->uuid);
+        if (!cap) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--oversubscribe: job GPU %u has no --mem limit; the limit is the job's "
+                         "virtual memory, give one for every GPU", d);
+            return -1;
+        }
+        if (dev_size) {
+            if (vgpu_mem_limit_value(dev_size, g->mem_total, desc, false, &share, e) < 0)
+                return -1;
+        } else {
+            /* What the GPU has free now: the job spills rather than take memory others use. */
+            share = g->mem_total > g->mem_used ? g->mem_total - g->mem_used : 0;
+        }
+        if (share > cap)
+            share = cap;
+        if (dev_size && share == 0) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--oversubscribe=%s leaves nothing on %s", dev_size, desc);
+            return -1;
+        }
+        vgpu_debug("oversubscribed: %s of %s on %s", vgpu_format_size(share, a, sizeof a),
+                   vgpu_format_size(cap, b, sizeof b), desc);
+        spec->dev[d].oversub = true;
+        spec->dev[d].mem_device = share;
+    }
+    return 0;
 }
 
 /* Fills spec->dev[].mem_limit from --mem: SIZE / PCT% for all, or IDX:VALUE,... per job GPU. */
@@ -412,7 +463,8 @@ static int cmd_run(int argc, char **argv)
 {
     const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *place = NULL;
     const char *core_policy = NULL, *priority = NULL;
-    bool wait_place = false, overcommit = false, mps = false, detach = false;
+    bool wait_place = false, overcommit = false, mps = false, detach = false, oversub = false;
+    const char *oversub_size = NULL, *max_jobs = NULL;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
@@ -428,6 +480,8 @@ static int cmd_run(int argc, char **argv)
         case 'O': overcommit = true; break;
         case 'M': mps = true; break;
         case 'd': detach = true; break;
+        case 'S': oversub = true; oversub_size = optarg; break;
+        case 'J': max_jobs = optarg; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -470,6 +524,18 @@ static int cmd_run(int argc, char **argv)
                          "--mps, --core is MPS's active thread percentage");
     if ((core_policy || priority) && !core)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core-policy and --priority apply to the GPU-time limit: give --core PCT too");
+    if (oversub && !mem)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--oversubscribe needs --mem SIZE: the job's memory cap (it may be "
+                         "larger than the GPU)");
+    if (oversub && mps)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--oversubscribe cannot be used with --mps: MPS holds the client's "
+                         "device memory at its pinned limit");
+    if (oversub_size && !*oversub_size)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--oversubscribe=: give a size (--oversubscribe=20G), or no '='");
+    oversubscribing = oversub;
+    unsigned max_jobs_n = 0;
+    if (max_jobs && vgpu_jobcount_parse(max_jobs, "--max-jobs", &max_jobs_n, &e) < 0)
+        return run_fail(&e);
     /* Placement (vgpu-run(1)): --mem SIZE without --gpu lets vgpu choose the GPU. */
     struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place };
     /* Only an absolute size places: a percentage or IDX:SIZE list describes the job's GPUs, which
@@ -484,12 +550,21 @@ static int cmd_run(int argc, char **argv)
         }
         preq.policy = (enum vgpu_place_policy)pol;
     }
-    if ((place || wait_place) && !placing)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--place and --wait choose a GPU: give --mem SIZE and no --gpu");
+    if ((place || (wait_place && !max_jobs)) && !placing)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--place and --wait choose a GPU: give --mem SIZE and no --gpu "
+                         "(or --wait with --max-jobs, to wait for the job count)");
     /* The same check as with --gpu, before any GPU is looked at: the real reason, not "vgpu
      * needs a size" (the total is not known yet; placement compares it with each GPU). */
     if (placing && vgpu_mem_limit_value(mem, 0, "the GPU", false, &preq.want, &e) < 0)
         return run_fail(&e);
+    if (placing && oversub_size) {
+        /* Oversubscribed, the job promises only what stays on the device. */
+        uint64_t share;
+        if (vgpu_mem_limit_value(oversub_size, 0, "the GPU", false, &share, &e) < 0)
+            return run_fail(&e);
+        if (share < preq.want)
+            preq.want = share;
+    }
     char place_dir[4096] = "";
 
     struct vgpu_nvml *nv = vgpu_nvml_open(&e);
@@ -540,6 +615,15 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
+    if (placing && oversub && !oversub_size) {
+        /* The cap may exceed every GPU: place by what can stay on one at most. */
+        uint64_t biggest = 0;
+        for (unsigned i = 0; i < list->count; i++)
+            if (list->gpu[i].mem_total > biggest)
+                biggest = list->gpu[i].mem_total;
+        if (biggest && preq.want > biggest)
+            preq.want = biggest;
+    }
     if (placing) {
         unsigned chosen;
         if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||
@@ -585,6 +669,10 @@ static int cmd_run(int argc, char **argv)
         rc = run_fail(&e);
         goto out;
     }
+    if (oversub && apply_oversub(spec, gpus, oversub_size, &e) < 0) {
+        rc = run_fail(&e);
+        goto out;
+    }
     if (mps) {
         const char *uuids[VGPU_REGION_MAX_DEVICES];
         uint64_t pinned[VGPU_REGION_MAX_DEVICES];
@@ -601,10 +689,21 @@ static int cmd_run(int argc, char **argv)
         /* GPUs chosen by hand are promised too, so placement counts them. */
         uint64_t bytes[VGPU_REGION_MAX_DEVICES];
         for (unsigned d = 0; d < sel.count; d++)
-            bytes[d] = spec->dev[d].mem_limit;
+            bytes[d] = spec->dev[d].oversub ? spec->dev[d].mem_device : spec->dev[d].mem_limit;
         if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||
             vgpu_place_reserve(place_dir, list, sel.pos, bytes, sel.count, overcommit, &e) < 0) {
             place_dir[0] = 0;
+            rc = run_fail(&e);
+            goto out;
+        }
+    }
+
+    {
+        /* The split count: jobs per GPU, machine-wide (vgpu/jobcount.h), after placement chose. */
+        const char *uuids[VGPU_REGION_MAX_DEVICES];
+        for (unsigned d = 0; d < sel.count; d++)
+            uuids[d] = spec->dev[d].uuid;
+        if (vgpu_jobcount_enter(uuids, sel.count, max_jobs_n, wait_place, &e) < 0) {
             rc = run_fail(&e);
             goto out;
         }
@@ -679,6 +778,10 @@ static int cmd_run(int argc, char **argv)
             rc = run_fail(&e);
             goto out;
         }
+        if (vgpu_jobcount_adopt(caller, &e) < 0) {
+            rc = run_fail(&e);
+            goto out;
+        }
     }
     if (vgpu_region_create(&r, statedir, spec, &e) < 0) {
         rc = run_fail(&e);
@@ -706,6 +809,7 @@ out:
         close(sock);
     if (place_dir[0])
         vgpu_place_release(place_dir);
+    vgpu_jobcount_leave();
     if (created)
         vgpu_sched_sweep();   /* schedules whose last user could not remove them (vgpu/sched.h) */
     if (created) {

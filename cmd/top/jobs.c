@@ -141,6 +141,13 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
         uint64_t lim = atomic_load(&h->dev[d].mem_limit);
         jb->mem_used += atomic_load(&r->use->dev[d].used);
         jb->mem_limit += lim;
+        uint64_t share;
+        if (vgpu_region_oversub(r, d, &share)) {
+            jb->oversub = true;
+            jb->mem_off_device += vgpu_region_mem_spilled(r, d);
+            /* Saturating: HAMi's jobs have no fixed share (UINT64_MAX, "what is free"). */
+            jb->mem_device_limit = share > UINT64_MAX - jb->mem_device_limit ? UINT64_MAX : jb->mem_device_limit + share;
+        }
         all_limited &= lim != 0;
         unsigned core = atomic_load(&h->dev[d].core_limit);
         if (core > jb->core_limit_pct)

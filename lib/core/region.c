@@ -23,6 +23,14 @@ _Static_assert(sizeof(struct vgpu_region_header) <= VGPU_REGION_LIMITS_SIZE, "th
 _Static_assert(sizeof(struct vgpu_region_header) == 3424 && offsetof(struct vgpu_region_header, dev) == 736 &&
                offsetof(struct vgpu_region_header, exited_realtime_ns) == 672,
                "the region header layout of version 1 must not change");
+/* Oversubscription took reserved words, so regions of older and newer vgpu read each other. */
+_Static_assert(sizeof(struct vgpu_region_dev_limits) == 168 && offsetof(struct vgpu_region_dev_limits, flags) == 132 &&
+               offsetof(struct vgpu_region_dev_limits, mem_device) == 136,
+               "the per-device limits of version 1 must not change");
+_Static_assert(sizeof(struct vgpu_region_dev_usage) == 64 && offsetof(struct vgpu_region_dev_usage, spilled) == 56,
+               "the per-device usage of version 1 must not change");
+_Static_assert(sizeof(struct vgpu_region_slot) == 168 && offsetof(struct vgpu_region_slot, spill_dev) == 156 &&
+               offsetof(struct vgpu_region_slot, spilled) == 160, "the slot of version 1 must not change");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4, "atomics must be plain words");
 
 /* ---- creation ------------------------------------------------------------------------------ */
@@ -92,6 +100,10 @@ static void fill_header(struct vgpu_region_header *h, const char *id, const stru
         atomic_store(&dl->core_limit, spec->dev[d].core_limit);
         atomic_store(&dl->core_policy, (uint32_t)spec->dev[d].core_policy);
         atomic_store(&dl->priority, spec->dev[d].priority);
+        if (spec->dev[d].oversub) {
+            atomic_store(&dl->mem_device, spec->dev[d].mem_device);
+            atomic_store(&dl->flags, VGPU_DEV_OVERSUB);
+        }
     }
 }
 
@@ -111,7 +123,10 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
         return -1;
     }
     for (unsigned d = 0; d < spec->device_count; d++)
-        if (spec->dev[d].core_limit > 100 || (spec->dev[d].mem_total && spec->dev[d].mem_limit > spec->dev[d].mem_total)) {
+        if (spec->dev[d].core_limit > 100 ||
+            (spec->dev[d].mem_total && spec->dev[d].mem_limit > spec->dev[d].mem_total && !spec->dev[d].oversub) ||
+            (spec->dev[d].oversub && (spec->dev[d].mem_device > spec->dev[d].mem_limit ||
+                                      (spec->dev[d].mem_total && spec->dev[d].mem_device > spec->dev[d].mem_total)))) {
             vgpu_err_set(e, VGPU_EXIT_USAGE, "job device %u: limit larger than the device", d);
             return -1;
         }
@@ -198,6 +213,20 @@ uint64_t vgpu_region_mem_limit(const struct vgpu_region *r, unsigned dev)
 uint64_t vgpu_region_mem_used(const struct vgpu_region *r, unsigned dev)
 {
     return r && r->use && region_dev_ok(r, dev) ? atomic_load(&r->use->dev[dev].used) : 0;
+}
+
+bool vgpu_region_oversub(const struct vgpu_region *r, unsigned dev, uint64_t *device_bytes)
+{
+    if (!r || !r->hdr || !region_dev_ok(r, dev) || !(atomic_load(&r->hdr->dev[dev].flags) & VGPU_DEV_OVERSUB))
+        return false;
+    if (device_bytes)
+        *device_bytes = atomic_load(&r->hdr->dev[dev].mem_device);
+    return true;
+}
+
+uint64_t vgpu_region_mem_spilled(const struct vgpu_region *r, unsigned dev)
+{
+    return r && r->use && region_dev_ok(r, dev) ? atomic_load(&r->use->dev[dev].spilled) : 0;
 }
 
 /* ---- changing ---------------------------------------------------------------------------------- */

@@ -61,6 +61,10 @@ static void slot_drain(struct vgpu_region *r, struct vgpu_region_slot *s)
         if (v)
             sub_saturating(&r->use->dev[d].used, v);
     }
+    uint32_t sd = atomic_exchange(&s->spill_dev, 0);
+    uint64_t sp = atomic_exchange(&s->spilled, 0);
+    if (sd >= 1 && sd <= VGPU_REGION_MAX_DEVICES && sp)
+        sub_saturating(&r->use->dev[sd - 1].spilled, sp);
 }
 
 static void slot_free(struct vgpu_region *r, struct vgpu_region_slot *s, uint64_t expected)
@@ -172,6 +176,60 @@ int vgpu_region_reserve(struct vgpu_region *r, int slot, unsigned dev, uint64_t 
     while (next > peak && !atomic_compare_exchange_weak(&u->peak, &peak, next))
         ;
     return 0;
+}
+
+bool vgpu_region_mark_spilled(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes)
+{
+    if (!slot_ok(r, slot) || !region_dev_ok(r, dev))
+        return false;
+    struct vgpu_region_slot *s = &r->use->slot[slot];
+    uint32_t want = dev + 1, cur = 0;
+    if (!atomic_compare_exchange_strong(&s->spill_dev, &cur, want) && cur != want)
+        return false;
+    /* The slot first: a death between the two leaves the device under-counted as spilled, which
+     * only makes the device part look larger (refusing sooner), never the other way. */
+    atomic_fetch_add(&s->spilled, bytes);
+    atomic_fetch_add(&r->use->dev[dev].spilled, bytes);
+    return true;
+}
+
+void vgpu_region_unspill(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes)
+{
+    if (!slot_ok(r, slot) || !region_dev_ok(r, dev) || atomic_load(&r->use->slot[slot].spill_dev) != dev + 1)
+        return;
+    _Atomic uint64_t *mine = &r->use->slot[slot].spilled;
+    uint64_t have = atomic_load(mine), take;
+    do {
+        take = have < bytes ? have : bytes;
+    } while (!atomic_compare_exchange_weak(mine, &have, have - take));
+    if (take)
+        sub_saturating(&r->use->dev[dev].spilled, take);
+}
+
+int vgpu_region_reserve_split(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes, bool spillable,
+                              bool *spilled)
+{
+    *spilled = false;
+    if (vgpu_region_reserve(r, slot, dev, bytes) < 0)
+        return -1;
+    uint64_t share;
+    if (!vgpu_region_oversub(r, dev, &share))
+        return 0;
+    /* The device part after this reservation: concurrent reservations are all in `used` already,
+     * so two processes can only both decide to spill, never both pass the share. */
+    const struct vgpu_region_dev_usage *u = &r->use->dev[dev];
+    uint64_t used = atomic_load(&u->used), out = atomic_load(&u->outside_bytes), sp = atomic_load(&u->spilled);
+    uint64_t ondev = used + out < used ? UINT64_MAX : used + out;
+    ondev = ondev > sp ? ondev - sp : 0;
+    if (ondev <= share)
+        return 0;
+    if (spillable && vgpu_region_mark_spilled(r, slot, dev, bytes)) {
+        *spilled = true;
+        return 0;
+    }
+    (void)vgpu_region_release(r, slot, dev, bytes);
+    errno = ENOSPC;
+    return -1;
 }
 
 int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes)

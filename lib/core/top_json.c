@@ -79,6 +79,11 @@ static struct json_object *job_json(const struct top_job *j)
     vgpu_json_u64(o, "processes", j->nproc);
     vgpu_json_u64(o, "outside_bytes", j->mem_outside);
     vgpu_json_u64(o, "outside_processes", j->outside_count);
+    vgpu_json_bool(o, "oversubscribed", j->oversub);
+    vgpu_json_u64(o, "mem_on_device_bytes", j->mem_used > j->mem_off_device ? j->mem_used - j->mem_off_device : 0);
+    vgpu_json_u64(o, "mem_off_device_bytes", j->mem_off_device);
+    vgpu_json_u64_or_null(o, "mem_device_limit_bytes", j->oversub && j->mem_device_limit != UINT64_MAX,
+                          j->mem_device_limit);
     return o;
 }
 

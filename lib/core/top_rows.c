@@ -164,6 +164,10 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
         char sz[32];
         snprintf(flag, sizeof flag, "  ! %s outside the limiter (pid %d%s)", vgpu_format_size(j->mem_outside, sz, sizeof sz),
                  (int)j->outside_pid, j->outside_count > 1 ? ", ..." : "");
+    } else if (j->oversub) {
+        /* Virtual device memory: how much of the figure lives off the GPU. */
+        char sz[32];
+        snprintf(flag, sizeof flag, "  ~ %s off the device", vgpu_format_size(j->mem_off_device, sz, sizeof sz));
     }
     char sv[16], cv[16];
     if (j->share_valid)

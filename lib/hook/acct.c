@@ -70,6 +70,20 @@ static void report_oom(struct vgpu_region *r, int dev, int jdev, uint64_t bytes,
         snprintf(out, sizeof out, ", and %s outside the limiter (pid %d, not under libvgpu.so)",
                  vgpu_format_size(outside, o, sizeof o), (int)atomic_load(&r->use->dev[jdev].outside_pid));
     }
+    uint64_t share;
+    if (vgpu_region_oversub(r, (unsigned)jdev, &share) && share != UINT64_MAX) {
+        /* Oversubscribed: say which bound refused it, the cap or the device share. */
+        char sh[32], off[32];
+        uint64_t sp = vgpu_region_mem_spilled(r, (unsigned)jdev), u = vgpu_region_mem_used(r, (unsigned)jdev);
+        vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use, %s of it "
+                  "off the device; its device share is %s (--oversubscribe: only cuMemAlloc spills past it)%s%s. "
+                  "Use less memory, or raise the limit with `vgpu limit`.",
+                  vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
+                  vgpu_format_size(u, used, sizeof used),
+                  vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)jdev), lim, sizeof lim),
+                  vgpu_format_size(sp, off, sizeof off), vgpu_format_size(share, sh, sizeof sh), out, more);
+        return;
+    }
     vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use%s%s. "
               "Use less memory, or raise the limit with `vgpu limit`.",
               vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
@@ -77,9 +91,15 @@ static void report_oom(struct vgpu_region *r, int dev, int jdev, uint64_t bytes,
               vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)jdev), lim, sizeof lim), out, more);
 }
 
-static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call)
+/* How a reservation may be placed on an oversubscribed device (vgpu_region_reserve_split). */
+enum placing { ON_DEVICE, SPILLABLE, PAGED };
+
+static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call, enum placing how, bool *spilled)
 {
     int slot, jdev;
+    bool sp = false;
+    if (spilled)
+        *spilled = false;
     struct vgpu_region *r = accountable(dev, &slot, &jdev);
     if (jdev == VGPU_NOT_JOB_DEV && bytes)
         return false;                   /* not the job's GPU: said once by vgpu_job_dev */
@@ -89,30 +109,78 @@ static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call)
     /* Only before a real call: after one, NVML already shows memory not yet charged. */
     if (before_call)
         vgpu_nvml_reconcile_maybe(dev);
-    if (vgpu_region_reserve(r, slot, (unsigned)jdev, bytes) == 0)
-        return true;
-    if (errno == EINVAL)
-        return true;                    /* not ours to account (bad index): never fail the call */
-    /* Before refusing: charges that may be stale (pools shrink at synchronize, graph memory is
-     * trimmed, processes die) are re-measured, then one more try. */
-    vgpu_pool_reconcile_all();
-    vgpu_graphmem_reconcile(dev);
-    vgpu_nvml_outside_refresh(dev);
-    (void)vgpu_region_reap(r);
-    if (vgpu_region_reserve(r, slot, (unsigned)jdev, bytes) == 0)
-        return true;
+    bool paged = how == PAGED && vgpu_region_oversub(r, (unsigned)jdev, NULL);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int rc;
+        if (paged) {
+            /* Managed memory the program asked for: pageable by nature, so it counts against
+             * the cap and off the device share (when this process may spill here). */
+            rc = vgpu_region_reserve(r, slot, (unsigned)jdev, bytes);
+            if (rc == 0)
+                sp = vgpu_region_mark_spilled(r, slot, (unsigned)jdev, bytes);
+        } else {
+            rc = vgpu_region_reserve_split(r, slot, (unsigned)jdev, bytes, how == SPILLABLE, &sp);
+        }
+        if (rc == 0) {
+            if (spilled)
+                *spilled = sp;
+            return true;
+        }
+        if (errno == EINVAL)
+            return true;                /* not ours to account (bad index): never fail the call */
+        if (attempt)
+            break;
+        /* Before refusing: charges that may be stale (pools shrink at synchronize, graph memory
+         * is trimmed, processes die) are re-measured, then one more try. */
+        vgpu_pool_reconcile_all();
+        vgpu_graphmem_reconcile(dev);
+        vgpu_nvml_outside_refresh(dev);
+        (void)vgpu_region_reap(r);
+    }
     report_oom(r, dev, jdev, bytes, what);
     return false;
 }
 
 bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what)
 {
-    return reserve(dev, bytes, what, true);
+    return reserve(dev, bytes, what, true, ON_DEVICE, NULL);
 }
 
 bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what)
 {
-    return reserve(dev, bytes, what, false);
+    return reserve(dev, bytes, what, false, ON_DEVICE, NULL);
+}
+
+bool vgpu_acct_reserve_spillable(int dev, uint64_t bytes, const char *what, bool *spill)
+{
+    return reserve(dev, bytes, what, true, SPILLABLE, spill);
+}
+
+bool vgpu_acct_reserve_paged(int dev, uint64_t bytes, const char *what, bool *spilled)
+{
+    return reserve(dev, bytes, what, true, PAGED, spilled);
+}
+
+void vgpu_acct_release_spilled(int dev, uint64_t bytes)
+{
+    int slot, jdev;
+    struct vgpu_region *r = accountable(dev, &slot, &jdev);
+    if (r && bytes) {
+        vgpu_region_unspill(r, slot, (unsigned)jdev, bytes);
+        (void)vgpu_region_release(r, slot, (unsigned)jdev, bytes);
+    }
+}
+
+bool vgpu_acct_mark_spilled(int dev, uint64_t bytes)
+{
+    int slot, jdev;
+    struct vgpu_region *r = accountable(dev, &slot, &jdev);
+    return r && vgpu_region_oversub(r, (unsigned)jdev, NULL) && vgpu_region_mark_spilled(r, slot, (unsigned)jdev, bytes);
+}
+
+bool vgpu_acct_oversub(int dev)
+{
+    return vgpu_region_oversub(vgpu_job(), (unsigned)vgpu_job_dev(dev), NULL);
 }
 
 void vgpu_acct_release(int dev, uint64_t bytes)
@@ -175,17 +243,20 @@ void vgpu_acct_view_job(int jdev, uint64_t real_free, uint64_t real_total, uint6
                         uint64_t *used_out)
 {
     uint64_t limit = vgpu_acct_limit_job(jdev);
+    /* Oversubscribed: the job's memory is its cap, whatever the GPU has (issue 15), so that
+     * frameworks size their pools to it; what does not fit on the device is paged. */
+    bool virt = jdev >= 0 && vgpu_region_oversub(vgpu_job(), (unsigned)jdev, NULL);
     if (!limit) {
         *free_out = real_free;
         *total_out = real_total;
         *used_out = real_total > real_free ? real_total - real_free : 0;
         return;
     }
-    uint64_t total = real_total && real_total < limit ? real_total : limit;
+    uint64_t total = !virt && real_total && real_total < limit ? real_total : limit;
     (void)vgpu_region_reap_maybe(vgpu_job());   /* a dead process's memory is not shown as used */
     uint64_t used = used_job(jdev);
     uint64_t fr = used < total ? total - used : 0;
-    if (fr > real_free)
+    if (fr > real_free && !virt)
         fr = real_free;                 /* the device itself has less: never promise more */
     *free_out = fr;
     *total_out = total;

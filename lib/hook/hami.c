@@ -6,6 +6,11 @@
  *        binary; HAMi's device plugin writes "<MiB>m"); "0" means no limit, as in HAMi.
  *   CUDA_DEVICE_SM_LIMIT, CUDA_DEVICE_SM_LIMIT_<i>           a percent 0..100; 0 and 100 mean none.
  *   CUDA_DEVICE_MEMORY_SHARED_CACHE                          the region file: one file = one job.
+ *   CUDA_OVERSUBSCRIBE                                       "true": the memory limits are virtual
+ *        (HAMi's deviceMemoryScaling > 1), as vgpu run --oversubscribe: allocations that the GPU
+ *        has no room for are served from managed memory (spill.c) up to the limit; "false" or
+ *        unset: not. Anything else is an error. The device share is what the GPU has free at
+ *        each allocation (HAMi does not say how much of the scaled limit is physical).
  *
  * HAMi-core's parser turns "1Gi" into 1 byte, "0x40000000" into 1 GiB and "010g" into 8 GiB
  * (interception.md pitfall 14). We reject every value that is not in our grammar, loudly, and
@@ -32,6 +37,7 @@
 struct hami_limits {
     uint64_t mem[VGPU_REGION_MAX_DEVICES];
     unsigned sm[VGPU_REGION_MAX_DEVICES];
+    bool oversub;
 };
 
 /* A variable's value, NULL when unset or empty (HAMi treats empty as unset). */
@@ -87,6 +93,15 @@ static bool parse(struct hami_limits *l, bool *any)
     }
     if (env("CUDA_DEVICE_MEMORY_SHARED_CACHE"))
         *any = true;
+    l->oversub = false;
+    if ((v = env("CUDA_OVERSUBSCRIBE"))) {
+        if (!strcmp(v, "true")) {
+            l->oversub = true;
+        } else if (strcmp(v, "false")) {
+            vgpu_error("CUDA_OVERSUBSCRIBE='%s': write true or false", v);
+            ok = false;
+        }
+    }
     return ok;
 }
 
@@ -135,6 +150,11 @@ static int create_at(const char *path, const struct hami_limits *l, struct vgpu_
     for (unsigned d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
         atomic_store(&h->dev[d].mem_limit, l->mem[d]);
         atomic_store(&h->dev[d].core_limit, l->sm[d]);
+        if (l->oversub && l->mem[d]) {
+            /* No fixed share: spill when the GPU itself is full (mem.c, the driver's OOM). */
+            atomic_store(&h->dev[d].mem_device, UINT64_MAX);
+            atomic_store(&h->dev[d].flags, VGPU_DEV_OVERSUB);
+        }
     }
     atomic_store(&h->state, VGPU_JOB_RUNNING);
     atomic_store_explicit(&h->magic, VGPU_REGION_MAGIC, memory_order_release);

@@ -92,6 +92,20 @@ bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what);
 /* The same for memory measured after the real call (context, cuCtxSetLimit, module loads):
  * skips the NVML reconciliation, which would see the new memory as not yet charged. */
 bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what);
+/* On a device with --oversubscribe (VGPU_DEV_OVERSUB), vgpu_acct_reserve also holds the job's
+ * device share: memory that cannot be paged fails there. _spillable is for allocations that may
+ * be served from pageable memory instead (spill.c): *spill says the caller must allocate them
+ * that way (they are counted off the device). _paged is for managed memory the program asked
+ * for: counted off the device when the job is oversubscribed (*spilled), charged in full
+ * otherwise. Spilled bytes go back with vgpu_acct_release_spilled. */
+bool vgpu_acct_reserve_spillable(int dev, uint64_t bytes, const char *what, bool *spill);
+bool vgpu_acct_reserve_paged(int dev, uint64_t bytes, const char *what, bool *spilled);
+void vgpu_acct_release_spilled(int dev, uint64_t bytes);
+/* Bytes reserved on the device that turn out not to fit there physically (the driver said
+ * out of memory): counted as spilled instead, when the job is oversubscribed on dev. */
+bool vgpu_acct_mark_spilled(int dev, uint64_t bytes);
+/* Whether CUDA device `dev` is oversubscribed in this job. */
+bool vgpu_acct_oversub(int dev);
 /* Returns bytes reserved earlier (free, or the real call failed). */
 void vgpu_acct_release(int dev, uint64_t bytes);
 /* Charges bytes that are already in use whatever the limit says (context overhead, pool and
@@ -142,6 +156,12 @@ void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
  * this process on `dev` and what it has been charged beyond its allocations. */
 void vgpu_nvml_reconcile_maybe(int dev);
 
+/* ---- spill.c: allocations past an oversubscribed job's device share ------------------------------ */
+
+/* Serves cuMemAlloc-style requests of `bytes` (already reserved as spilled) from managed memory
+ * preferring CUDA device `dev`; the record for the free is kept. */
+CUresult vgpu_spill_alloc(CUdeviceptr *dptr, size_t bytes, int dev);
+
 /* ---- ptrtab.c: what each allocation charged ----------------------------------------------------- */
 
 enum vgpu_alloc_kind {
@@ -149,6 +169,7 @@ enum vgpu_alloc_kind {
     VGPU_AK_VMM = 2,      /* cuMemCreate handle */
     VGPU_AK_ARRAY = 3,    /* CUarray / CUmipmappedArray handle */
     VGPU_AK_MODULE = 4,   /* CUmodule / CUlibrary handle */
+    VGPU_AK_SPILLED = 5,  /* managed memory counted off the device (spill.c): keyed by pointer */
 };
 /* Remembers key -> (dev, bytes). Returns false when out of memory (the charge is then given
  * back by the caller and the allocation kept: it is simply not accounted). */

@@ -15,15 +15,22 @@ static void remember(uint64_t ptr, int dev, uint64_t bytes)
         vgpu_acct_release(dev, bytes);   /* cannot remember it: do not keep a charge we cannot free */
 }
 
+/* The allocation most programs use (cudaMalloc): the one that spills past an oversubscribed
+ * job's device share (spill.c), and also when the GPU itself has no room left for it. */
 VGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     vgpu_cuMemAlloc_v2_fn real = REAL(cuMemAlloc_v2);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     int dev = charge_device();
-    if (!vgpu_acct_reserve(dev, bytesize, "cuMemAlloc_v2"))
+    bool spill = false;
+    if (!vgpu_acct_reserve_spillable(dev, bytesize, "cuMemAlloc_v2", &spill))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (spill)
+        return vgpu_spill_alloc(dptr, bytesize, dev);
     CUresult rc = real(dptr, bytesize);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && vgpu_acct_mark_spilled(dev, bytesize))
+        return vgpu_spill_alloc(dptr, bytesize, dev);
     if (rc != CUDA_SUCCESS)
         vgpu_acct_release(dev, bytesize);
     else
@@ -120,20 +127,28 @@ VGPU_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 }
 
 /* Managed memory is charged in full to the current device: it can be resident there at any
- * time, and a limit that counted only what is resident would move under the job's feet. */
+ * time, and a limit that counted only what is resident would move under the job's feet. In an
+ * oversubscribed job it counts against the cap and off the device share, as spilled memory. */
 VGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     vgpu_cuMemAllocManaged_fn real = REAL(cuMemAllocManaged);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     int dev = charge_device();
-    if (!vgpu_acct_reserve(dev, bytesize, "cuMemAllocManaged"))
+    bool spilled = false;
+    if (!vgpu_acct_reserve_paged(dev, bytesize, "cuMemAllocManaged", &spilled))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, bytesize, flags);
-    if (rc != CUDA_SUCCESS)
-        vgpu_acct_release(dev, bytesize);
-    else
+    if (rc != CUDA_SUCCESS) {
+        if (spilled)
+            vgpu_acct_release_spilled(dev, bytesize);
+        else
+            vgpu_acct_release(dev, bytesize);
+    } else if (!spilled) {
         remember(*dptr, dev, bytesize);
+    } else if (!vgpu_ptr_put(VGPU_AK_SPILLED, *dptr, dev, bytesize)) {
+        vgpu_acct_release_spilled(dev, bytesize);
+    }
     return rc;
 }
 
@@ -143,13 +158,20 @@ static CUresult free_linear(uint64_t ptr, CUresult rc_of_real_free(uint64_t))
 {
     int dev;
     uint64_t bytes;
-    bool tracked = vgpu_ptr_take(VGPU_AK_LINEAR, ptr, &dev, &bytes);
+    enum vgpu_alloc_kind kind = VGPU_AK_LINEAR;
+    bool tracked = vgpu_ptr_take(kind, ptr, &dev, &bytes);
+    if (!tracked && vgpu_ptr_take(VGPU_AK_SPILLED, ptr, &dev, &bytes)) {
+        tracked = true;
+        kind = VGPU_AK_SPILLED;
+    }
     CUresult rc = rc_of_real_free(ptr);
     if (tracked) {
-        if (rc == CUDA_SUCCESS)
-            vgpu_acct_release(dev, bytes);
+        if (rc != CUDA_SUCCESS)
+            (void)vgpu_ptr_put(kind, ptr, dev, bytes);
+        else if (kind == VGPU_AK_SPILLED)
+            vgpu_acct_release_spilled(dev, bytes);
         else
-            (void)vgpu_ptr_put(VGPU_AK_LINEAR, ptr, dev, bytes);
+            vgpu_acct_release(dev, bytes);
     }
     return rc;
 }

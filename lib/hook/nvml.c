@@ -399,6 +399,13 @@ void vgpu_nvml_reconcile_maybe(int dev)
     if (slot < 0 || !nvml_ok || !handle_of_dev(dev, &h) ||
         !scan_processes(r, h, vgpu_job_dev(dev), own_nvml_pid(r, slot), &nvml_used))
         return;
+    /* Managed memory that spilled (spill.c) is in `charged`, and NVML counts whichever of its
+     * pages happen to be resident: the difference says nothing about unaccounted memory then,
+     * so the overhead charged so far stands while this process holds spilled memory here. */
+    int jdev = vgpu_job_dev(dev);
+    if (jdev >= 0 && atomic_load(&r->use->slot[slot].spill_dev) == (uint32_t)jdev + 1 &&
+        atomic_load(&r->use->slot[slot].spilled))
+        return;
     uint64_t charged = atomic_load(&r->use->slot[slot].used[dev]);
     uint64_t over = atomic_load(&overhead[dev]);
     uint64_t allocations = charged > over ? charged - over : 0;

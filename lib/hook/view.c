@@ -1,6 +1,7 @@
 /* view.c: what the job sees of device memory (DESIGN.md decision 6, pitfalls 2-4).
  * With a memory limit: total = min(limit, physical), used = the job's accounted usage,
- * free = total - used clamped to [0, physical free], and used + free = total always. Without a
+ * free = total - used clamped to [0, physical free], and used + free = total always. With
+ * --oversubscribe: total = the job's cap even past the GPU's size, free not clamped (spill.c). Without a
  * limit (or outside a job): the driver's own numbers. Queries never fail because of the limit. */
 #include "hook.h"
 
@@ -54,7 +55,7 @@ VGPU_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     CUresult rc = real(bytes, dev);
     if (rc == CUDA_SUCCESS && bytes && vgpu_job()) {
         uint64_t limit = vgpu_acct_limit(dev);
-        if (limit && limit < *bytes)
+        if (limit && (limit < *bytes || vgpu_acct_oversub(dev)))
             *bytes = limit;
     }
     return rc;
@@ -68,8 +69,8 @@ VGPU_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     CUresult rc = real(bytes, dev);
     if (rc == CUDA_SUCCESS && bytes && vgpu_job()) {
         uint64_t limit = vgpu_acct_limit(dev);
-        if (limit && limit < *bytes)
-            *bytes = (unsigned int)limit;
+        if (limit && (limit < *bytes || vgpu_acct_oversub(dev)))
+            *bytes = limit > UINT32_MAX ? UINT32_MAX : (unsigned int)limit;
     }
     return rc;
 }

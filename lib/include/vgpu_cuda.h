@@ -309,6 +309,11 @@ typedef struct CUmemLocation_st {
     int id;
 } CUmemLocation;
 
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+
 typedef struct CUmemAllocationProp_st {
     CUmemAllocationType type;
     CUmemAllocationHandleType requestedHandleTypes;

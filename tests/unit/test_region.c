@@ -245,6 +245,95 @@ static void test_reap_killed(void **state)
     vgpu_region_close(&r);
 }
 
+/* --oversubscribe (issue 15): the cap and the device share, spilling, and the reap of a killed
+ * process's spilled bytes. */
+static void test_oversub_split(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.cmdline = "test";
+    spec.device_count = 2;
+    for (unsigned d = 0; d < 2; d++) {
+        spec.dev[d].uuid = "GPU-00000000-0000-0000-0000-000000000000";
+        spec.dev[d].mem_total = 1000;
+        spec.dev[d].mem_limit = 3000;       /* larger than the device: the cap */
+        spec.dev[d].oversub = true;
+        spec.dev[d].mem_device = 1000;
+    }
+    struct vgpu_err e = { 0 };
+    if (vgpu_region_create(&r, statedir, &spec, &e) != 0)
+        fail_msg("create: %s", e.msg);
+    uint64_t share = 0;
+    assert_true(vgpu_region_oversub(&r, 0, &share));
+    assert_int_equal(share, 1000);
+    int s = vgpu_region_attach(&r, &e);
+    assert_true(s >= 0);
+    bool sp = true;
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 600, true, &sp), 0);
+    assert_false(sp);                                            /* within the share: on the device */
+    errno = 0;
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 500, false, &sp), -1);
+    assert_int_equal(errno, ENOSPC);                             /* cannot spill: fails at the share */
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 600);          /* and changed nothing */
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 500, true, &sp), 0);
+    assert_true(sp);                                             /* spillable: spilled */
+    assert_int_equal(vgpu_region_mem_spilled(&r, 0), 500);
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 400, false, &sp), 0);
+    assert_false(sp);                                            /* 600 + 400 on the device: fits */
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 1500, true, &sp), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 3000);
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 1, true, &sp), -1);   /* the cap is hard */
+    /* One process spills on one device only. */
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 1, 1000, true, &sp), 0);
+    assert_false(sp);
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 1, 10, true, &sp), -1);
+    vgpu_region_unspill(&r, s, 0, 1500);
+    assert_int_equal(vgpu_region_release(&r, s, 0, 1500), 0);
+    assert_int_equal(vgpu_region_mem_spilled(&r, 0), 500);
+    vgpu_region_detach(&r, s);
+    assert_int_equal(vgpu_region_mem_spilled(&r, 0), 0);         /* detach returns the spill too */
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 0);
+    /* A process killed holding spilled memory: the reap gives it back. */
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t kid = fork();
+    if (kid == 0) {
+        struct vgpu_err ke;
+        bool ksp;
+        int ks = vgpu_region_attach(&r, &ke);
+        if (ks < 0 || vgpu_region_reserve_split(&r, ks, 0, 1200, true, &ksp) < 0 || !ksp)
+            _exit(1);
+        if (write(ready[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(vgpu_region_mem_spilled(&r, 0), 1200);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    assert_int_equal(vgpu_region_reap(&r), 1);
+    assert_int_equal(vgpu_region_mem_spilled(&r, 0), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 0);
+    close(ready[0]);
+    close(ready[1]);
+    /* A job without the option: reserve_split is reserve, nothing spills. */
+    struct vgpu_region plain;
+    make_job(&plain, 1, 1000);
+    int ps = vgpu_region_attach(&plain, &e);
+    assert_false(vgpu_region_oversub(&plain, 0, NULL));
+    assert_int_equal(vgpu_region_reserve_split(&plain, ps, 0, 1000, true, &sp), 0);
+    assert_false(sp);
+    assert_int_equal(vgpu_region_reserve_split(&plain, ps, 0, 1, true, &sp), -1);
+    vgpu_region_remove(&plain, &e);
+    vgpu_region_close(&plain);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
 /* Writes a copy of a valid region with `patch` applied, and returns the open error. */
 /* Slots that cannot be judged keep their usage: a live process whose start time could not be
  * read, a process of a PID namespace this reader cannot see. Proven deaths are reaped: a pid
@@ -547,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_reap_killed),
         cmocka_unit_test(test_reap_only_proven),
         cmocka_unit_test(test_outside),
+        cmocka_unit_test(test_oversub_split),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_modes_and_umask),
         cmocka_unit_test(test_find_and_stale),

@@ -306,6 +306,12 @@ static void test_rows(void **state)
     assert_non_null(strstr(b, "0/30%"));
     top_row_job(b, sizeof b, 120, &m->jobs[1]);
     assert_non_null(strstr(b, "N/A/-"));     /* share unknown, no core limit */
+    /* An oversubscribed job says how much of its memory lives off the device (issue 15). */
+    assert_null(strstr(top_row_job(b, sizeof b, 160, &m->jobs[0]), "off the device"));
+    m->jobs[0].oversub = true;
+    m->jobs[0].mem_off_device = 3ULL << 30;
+    assert_non_null(strstr(top_row_job(b, sizeof b, 160, &m->jobs[0]), "~ 3 GiB off the device"));
+    m->jobs[0].oversub = false;
     top_row_gpu_detail(b, sizeof b, 120, &m->gpus[1]);
     assert_non_null(strstr(b, "MIG on"));
     top_row_mig(b, sizeof b, 200, m, &m->gpus[2]);

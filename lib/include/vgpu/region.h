@@ -59,9 +59,16 @@ struct vgpu_region_dev_limits {
     _Atomic uint32_t core_limit;        /* percent of GPU time, 1..100; 0 = no limit */
     _Atomic uint32_t core_policy;       /* enum vgpu_core_policy */
     _Atomic int32_t priority;           /* for the compute limiter; 0 = default */
-    uint32_t reserved0;
-    uint64_t reserved[4];
+    /* Virtual device memory (vgpu run --oversubscribe; both were reserved words, zero in regions
+     * of an older vgpu, which therefore read as "not oversubscribed"). With VGPU_DEV_OVERSUB,
+     * mem_limit is the job's hard cap and mem_device how much of it may stay on the GPU: past
+     * that, allocations that can be paged are served from managed memory (lib/hook/spill.c),
+     * and those that cannot fail with CUDA_ERROR_OUT_OF_MEMORY. */
+    _Atomic uint32_t flags;             /* VGPU_DEV_* */
+    _Atomic uint64_t mem_device;        /* bytes; meaningful with VGPU_DEV_OVERSUB */
+    uint64_t reserved[3];
 };
+#define VGPU_DEV_OVERSUB 1u
 
 struct vgpu_region_header {
     _Atomic uint64_t magic;             /* written last at creation (release) */
@@ -102,7 +109,9 @@ struct vgpu_region_dev_usage {
     _Atomic int32_t outside_pid;        /* one of those processes (host pid), 0 when none */
     _Atomic uint32_t outside_count;     /* how many */
     _Atomic uint64_t outside_at_ns;     /* CLOCK_MONOTONIC of the last update */
-    uint64_t reserved[1];
+    /* Of `used`: bytes allocated as pageable memory that lives off the device (spilled, or
+     * managed memory of an oversubscribed job). Was a reserved word (0 in older regions). */
+    _Atomic uint64_t spilled;
 };
 
 enum vgpu_slot_state { VGPU_SLOT_FREE = 0, VGPU_SLOT_CLAIMING = 1, VGPU_SLOT_LIVE = 2, VGPU_SLOT_REAPING = 3 };
@@ -123,8 +132,11 @@ struct vgpu_region_slot {
     _Atomic uint32_t host_ns;           /* the namespace host_pid is in (0 in regions of older vgpu) */
     _Atomic uint64_t used[VGPU_REGION_MAX_DEVICES]; /* bytes this process holds, per job device */
     _Atomic uint32_t pidns;             /* inode of the process's PID namespace (0: unknown) */
-    uint32_t reserved0;
-    uint64_t reserved[1];
+    /* What this process spilled (of its used[]), returned to dev[].spilled when it is reaped. A
+     * process spills on one job device only (spill_dev: that device + 1, 0 none): two reserved
+     * words had room for no more. */
+    _Atomic uint32_t spill_dev;
+    _Atomic uint64_t spilled;
 };
 
 struct vgpu_region_usage {
@@ -173,6 +185,8 @@ struct vgpu_job_spec {
         unsigned core_limit;            /* 0 = none */
         enum vgpu_core_policy core_policy;
         int priority;
+        bool oversub;                   /* --oversubscribe: mem_limit is the cap, mem_device on the GPU */
+        uint64_t mem_device;
     } dev[VGPU_REGION_MAX_DEVICES];
 };
 
@@ -209,6 +223,19 @@ void vgpu_region_detach(struct vgpu_region *r, int slot);
  * would pass the limit (nothing changed), EINVAL for a bad slot/device index, EOVERFLOW when the
  * sum overflows. */
 int vgpu_region_reserve(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
+/* The same on a device that may be oversubscribed (VGPU_DEV_OVERSUB): after reserving against
+ * the hard cap, the device part of the job (used + outside - spilled) must fit in mem_device.
+ * When it does not and `spillable`, the bytes are recorded as spilled and *spilled is set (the
+ * caller then allocates pageable memory); when it does not and the memory cannot be paged
+ * (or this process already spilled on another device), nothing changes: -1, ENOSPC. On a
+ * device that is not oversubscribed this is vgpu_region_reserve (*spilled = false). */
+int vgpu_region_reserve_split(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes, bool spillable,
+                              bool *spilled);
+/* Counts `bytes` already reserved as spilled (memory that is pageable by nature: managed). false
+ * when this process spilled on another device already (the bytes stay counted on the device). */
+bool vgpu_region_mark_spilled(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
+/* Before releasing spilled bytes: they no longer count as spilled. */
+void vgpu_region_unspill(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
 /* Returns `bytes` (after a free, or after the real allocation failed). Never underflows: at
  * most what the slot holds is released. 0, or -1 with errno EINVAL for bad indexes. */
 int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
@@ -229,6 +256,11 @@ unsigned vgpu_region_device_count(const struct vgpu_region *r);
 /* 0 (no limit) for out-of-range devices. */
 uint64_t vgpu_region_mem_limit(const struct vgpu_region *r, unsigned dev);
 uint64_t vgpu_region_mem_used(const struct vgpu_region *r, unsigned dev);
+/* Oversubscription of device dev: true with *device_bytes (the part that may stay on the GPU)
+ * when the job has --oversubscribe there. */
+bool vgpu_region_oversub(const struct vgpu_region *r, unsigned dev, uint64_t *device_bytes);
+/* Bytes of `used` that live off the device (0 when not oversubscribed). */
+uint64_t vgpu_region_mem_spilled(const struct vgpu_region *r, unsigned dev);
 /* Live processes (LIVE slots), into pids[] (their own pids) and host_pids[] (pids in the
  * creator's namespace, 0 while unknown), up to max; returns the count (may exceed max). */
 unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *host_pids, unsigned max);

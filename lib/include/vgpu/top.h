@@ -77,6 +77,9 @@ struct top_job {
     uint64_t mem_outside;       /* NVML memory of its processes outside the limiter (no LD_PRELOAD) */
     unsigned outside_count;     /* how many such processes */
     pid_t outside_pid;          /* one of them */
+    bool oversub;               /* vgpu run --oversubscribe on some GPU of the job */
+    uint64_t mem_off_device;    /* of mem_used: spilled to pageable memory off the device */
+    uint64_t mem_device_limit;  /* Σ device shares of its oversubscribed GPUs */
 };
 
 enum top_proc_valid { TOP_PV_MEM = 1u << 0, TOP_PV_SM = 1u << 1, TOP_PV_CPU = 1u << 2 };

@@ -26,7 +26,7 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 2
+#define FS_LAYOUT_VERSION 3   /* 3: managed/evicted in fs_proc */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -87,6 +87,9 @@ struct fs_proc {                         /* one process on one place of one GPU 
     int gi, ci;                          /* slots; -1 = whole GPU */
     bool attached;                       /* holds a context (shown by NVML even at 0 bytes) */
     unsigned long long mem;              /* bytes held on this place, context overhead included */
+    unsigned long long managed;          /* of mem: resident managed pages (the driver may evict them) */
+    unsigned long long evicted;          /* managed bytes evicted for another allocation, not yet seen
+                                          * by the owning process (it marks its pages non-resident) */
     uint64_t busy_ns;                    /* kernel time accounted so far (ends clipped to now at read) */
 };
 
@@ -205,6 +208,13 @@ unsigned long long fs_place_used(unsigned gpu, int gi);
  * Both take the lock themselves. */
 bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes);
 void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes);
+/* Managed memory (cuda/managed.c): pages made resident are charged as evictable; a plain charge
+ * that does not fit evicts resident managed pages of any process on the place (as the UVM driver
+ * evicts for the resource manager), which the owner learns from fs_take_evicted. fs_charge_managed
+ * charges at most `bytes`, only from free memory, and returns what it charged. */
+unsigned long long fs_charge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
+void fs_uncharge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
+unsigned long long fs_take_evicted(unsigned gpu, int gi, int ci);
 /* Marks this process as holding (or not) a context on the place; the record goes away when it
  * is detached and holds no memory. Takes the lock. */
 void fs_attach(unsigned gpu, int gi, int ci, bool attached);

@@ -291,6 +291,33 @@ unsigned long long fs_place_used(unsigned gpu, int gi)
     return used;
 }
 
+/* Evicts resident managed pages of processes on the place until `need` more bytes are free (the
+ * UVM driver gives way to the resource manager's allocations). Caller holds the lock. */
+static void evict_managed(unsigned gpu, int gi, unsigned long long need)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    for (unsigned i = 0; i < FS_MAX_PROCS && need; i++) {
+        struct fs_proc *p = &g->procs[i];
+        if (!p->used || p->gi != gi || !p->managed)
+            continue;
+        unsigned long long take = p->managed < need ? p->managed : need;
+        p->managed -= take;
+        p->mem -= take;
+        p->evicted += take;
+        need -= take;
+    }
+}
+
+static unsigned long long managed_on_place(unsigned gpu, int gi)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    unsigned long long m = 0;
+    for (unsigned i = 0; i < FS_MAX_PROCS; i++)
+        if (g->procs[i].used && g->procs[i].gi == gi)
+            m += g->procs[i].managed;
+    return m;
+}
+
 bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
 {
     bool ok = false;
@@ -301,9 +328,14 @@ bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
         if (attempt == 1)
             fs_reap();
         unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
-        if (used <= total && bytes <= total - used) {
+        /* Resident managed pages do not block an allocation: they are evicted to the host.
+         * Counted only when the allocation does not fit otherwise (this is the hot path). */
+        unsigned long long movable = used <= total && bytes <= total - used ? 0 : managed_on_place(gpu, gi);
+        if (used <= total && bytes <= total - used + (movable < used ? movable : used)) {
             struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
             if (p) {
+                if (bytes > total - used)
+                    evict_managed(gpu, gi, bytes - (total - used));
                 p->mem += bytes;
                 ok = true;
             }
@@ -311,6 +343,49 @@ bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
     }
     fs_unlock();
     return ok;
+}
+
+unsigned long long fs_charge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes)
+{
+    unsigned long long got = 0;
+    fs_lock();
+    unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
+    unsigned long long room = used < total ? total - used : 0;
+    got = bytes < room ? bytes : room;
+    struct fs_proc *p = got ? fs_proc_get(gpu, getpid(), gi, ci, true) : NULL;
+    if (p) {
+        p->mem += got;
+        p->managed += got;
+    } else {
+        got = 0;
+    }
+    fs_unlock();
+    return got;
+}
+
+void fs_uncharge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes)
+{
+    fs_lock();
+    struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, false);
+    if (p) {
+        unsigned long long b = bytes < p->managed ? bytes : p->managed;
+        p->managed -= b;
+        p->mem = p->mem > b ? p->mem - b : 0;
+    }
+    fs_unlock();
+}
+
+unsigned long long fs_take_evicted(unsigned gpu, int gi, int ci)
+{
+    fs_lock();
+    struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, false);
+    unsigned long long e = 0;
+    if (p) {
+        e = p->evicted;
+        p->evicted = 0;
+    }
+    fs_unlock();
+    return e;
 }
 
 static void drop_if_idle(struct fs_proc *p)

@@ -51,6 +51,9 @@ CUresult fc_shared_init(void);               /* opens the state, loads fc_devs; 
 CUresult fc_dev_charge(int ordinal, unsigned long long bytes);
 void fc_dev_uncharge(int ordinal, unsigned long long bytes);
 void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long long *total);
+unsigned long long fc_dev_charge_managed(int ordinal, unsigned long long bytes);
+void fc_dev_uncharge_managed(int ordinal, unsigned long long bytes);
+unsigned long long fc_dev_take_evicted(int ordinal);
 /* Runs `dur_ns` of work on the device, not before `earliest_ns`, after every kernel already on
  * the device's timeline (all processes). Returns the simulated end time. */
 uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns);
@@ -124,11 +127,16 @@ struct fc_alloc {
     struct fc_pool *pool;
     bool live;                      /* graph allocations: allocated by a launch, not yet freed */
     bool uploaded;                  /* graph allocations: memory taken by cuGraphUpload for the next launch */
+    /* managed allocations (managed.c): pages resident on the device, charged as evictable */
+    unsigned long long resident;
+    int preferred;                  /* CU_MEM_ADVISE_SET_PREFERRED_LOCATION: device, CU_DEVICE_CPU (-1), none (-2) */
+    uint64_t last_use;              /* for evicting the least recently used pages first */
 };
 CUdeviceptr fc_va_reserve(size_t size, size_t align);
 struct fc_alloc *fc_alloc_new(enum fc_alloc_kind kind, CUdeviceptr base, size_t size, int device,
                               struct fc_ctx *ctx);
 struct fc_alloc *fc_alloc_find(CUdeviceptr p, bool containing);
+struct fc_alloc *fc_alloc_first(void);   /* the list of every allocation (caller holds fc_lock) */
 void fc_alloc_remove(struct fc_alloc *a);
 /* Frees (and uncharges) everything a destroyed context owned. */
 void fc_ctx_free_allocations(struct fc_ctx *ctx);
@@ -192,6 +200,16 @@ CUresult fc_launch_prepare(struct fc_launch *l, CUfunction f, const unsigned int
                            const unsigned int block[3], unsigned int shmem, void **params,
                            void **extra);
 CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz);
+/* ---- managed memory (managed.c) ---- */
+/* A kernel on ctx's device touches the context's managed memory: non-resident pages migrate
+ * in (evicting this process's least recently used pages when the device is full), except those
+ * whose preferred location is the CPU. Caller holds fc_lock. */
+void fc_managed_on_launch(struct fc_ctx *ctx);
+/* Pages the driver evicted for other allocations are marked non-resident. Caller holds fc_lock. */
+void fc_managed_sync_evictions(int device);
+/* A managed allocation goes: its resident pages are uncharged. Caller holds fc_lock. */
+void fc_managed_release(struct fc_alloc *a);
+CUresult fc_managed_alloc(CUdeviceptr *dptr, size_t size);
 
 /* ---- graphs (graph.c) ---- */
 struct fc_graph *fc_graph_new(void);

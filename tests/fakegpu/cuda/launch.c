@@ -88,8 +88,10 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
     if (r == CUDA_SUCCESS) {
         if (st && st->capture)
             r = fc_graph_capture_kernel(st, l);
-        else
+        else {
+            fc_managed_on_launch(c);   /* the kernel's page faults migrate managed memory in */
             fc_stream_enqueue(c, st, l->dur_ns);
+        }
     }
     pthread_mutex_unlock(&fc_lock);
     return r;

@@ -3,7 +3,7 @@
  * Device pointers are addresses in a private range (from 1 TiB up, never reused) that is not
  * mapped in the process, so a host dereference of a device pointer crashes as on real hardware.
  * Managed and host allocations are real memory, because programs touch them from the host;
- * managed memory is charged to the device in full (the fake does not page it).
+ * managed memory is paged (managed.c): only its resident pages take device memory.
  * Every allocation belongs to the context current at the time and is freed with it. */
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +40,11 @@ struct fc_alloc *fc_alloc_new(enum fc_alloc_kind kind, CUdeviceptr base, size_t 
     return a;
 }
 
+struct fc_alloc *fc_alloc_first(void)
+{
+    return allocs;
+}
+
 struct fc_alloc *fc_alloc_find(CUdeviceptr p, bool containing)
 {
     for (struct fc_alloc *a = allocs; a; a = a->next) {
@@ -60,6 +65,8 @@ void fc_alloc_remove(struct fc_alloc *a)
         }
     if (a->charged)
         fc_dev_uncharge(a->device, a->charged);
+    if (a->kind == FC_ALLOC_MANAGED)
+        fc_managed_release(a);
     if (a->host) {
         if (a->kind == FC_ALLOC_MANAGED)
             munmap(a->host, a->size ? a->size : 1);
@@ -116,28 +123,13 @@ static CUresult device_alloc(CUdeviceptr *dptr, size_t size, size_t align, enum 
     unsigned long long charge = fc_round_up(size, 512);
     r = fc_dev_charge(c->device, charge);
     if (r == CUDA_SUCCESS) {
-        void *host = NULL;
-        CUdeviceptr p;
-        if (kind == FC_ALLOC_MANAGED) {
-            host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (host == MAP_FAILED) {
-                fc_dev_uncharge(c->device, charge);
-                pthread_mutex_unlock(&fc_lock);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-            }
-            p = (CUdeviceptr)(uintptr_t)host;
-        } else {
-            p = fc_va_reserve(size, align);
-        }
+        CUdeviceptr p = fc_va_reserve(size, align);
         struct fc_alloc *a = fc_alloc_new(kind, p, size, c->device, c);
         if (!a) {
-            if (host)
-                munmap(host, size);
             fc_dev_uncharge(c->device, charge);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             a->charged = charge;
-            a->host = host;
             *dptr = p;
         }
     }
@@ -274,20 +266,15 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
     return r;
 }
 
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-{
-    FC_TRACE();
-    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
-        return CUDA_ERROR_INVALID_VALUE;
-    return device_alloc(dptr, bytesize, 4096, FC_ALLOC_MANAGED);
-}
-
 static CUresult mem_get_info(unsigned long long *free_b, unsigned long long *total)
 {
     struct fc_ctx *c;
     CUresult r = fc_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
+    pthread_mutex_lock(&fc_lock);
+    fc_managed_sync_evictions(c->device);
+    pthread_mutex_unlock(&fc_lock);
     fc_dev_meminfo(c->device, free_b, total);
     return CUDA_SUCCESS;
 }
@@ -592,76 +579,6 @@ CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N,
     FC_TRACE();
     CUresult r = stream_ok(hStream, true);
     return r != CUDA_SUCCESS ? r : memset_n(dstDevice, uc, N, 1);
-}
-
-/* ---- unified-memory hints: validated, no effect ---- */
-
-static CUresult check_managed_range(CUdeviceptr p, size_t n)
-{
-    CUresult r = check_dev_range(p, n);
-    if (r != CUDA_SUCCESS)
-        return r;
-    return managed_host(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult check_location(CUmemLocation loc)
-{
-    if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE)
-        return loc.id >= 0 && loc.id < fc_ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-    if (loc.type == CU_MEM_LOCATION_TYPE_HOST || loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
-        loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
-        return CUDA_SUCCESS;
-    return CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult check_device_or_cpu(CUdevice d)
-{
-    return (d == -1 /* CU_DEVICE_CPU */ || (d >= 0 && d < fc_ndev)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
-
-CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
-{
-    FC_TRACE();
-    CUresult r = stream_ok(hStream, false);
-    if (r == CUDA_SUCCESS) r = check_device_or_cpu(dstDevice);
-    return r != CUDA_SUCCESS ? r : check_managed_range(devPtr, count);
-}
-CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
-{
-    FC_TRACE();
-    CUresult r = stream_ok(hStream, true);
-    if (r == CUDA_SUCCESS) r = check_device_or_cpu(dstDevice);
-    return r != CUDA_SUCCESS ? r : check_managed_range(devPtr, count);
-}
-CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
-{
-    FC_TRACE();
-    CUresult r = stream_ok(hStream, false);
-    if (r == CUDA_SUCCESS) r = flags ? CUDA_ERROR_INVALID_VALUE : check_location(location);
-    return r != CUDA_SUCCESS ? r : check_managed_range(devPtr, count);
-}
-CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
-{
-    FC_TRACE();
-    CUresult r = stream_ok(hStream, true);
-    if (r == CUDA_SUCCESS) r = flags ? CUDA_ERROR_INVALID_VALUE : check_location(location);
-    return r != CUDA_SUCCESS ? r : check_managed_range(devPtr, count);
-}
-CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
-{
-    FC_TRACE();
-    if ((int)advice < 1 || (int)advice > 6)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = check_device_or_cpu(device);
-    return r != CUDA_SUCCESS ? r : check_managed_range(devPtr, count);
-}
-CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
-{
-    FC_TRACE();
-    if ((int)advice < 1 || (int)advice > 6)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = check_location(location);
-    return r != CUDA_SUCCESS ? r : check_managed_range(devPtr, count);
 }
 
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)

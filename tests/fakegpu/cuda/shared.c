@@ -168,6 +168,25 @@ void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long l
     *free_bytes = u < t ? t - u : 0;
 }
 
+unsigned long long fc_dev_charge_managed(int ordinal, unsigned long long bytes)
+{
+    const struct place *p = &places[ordinal];
+    return bytes && !fs_gpu_lost(p->gpu) ? fs_charge_managed(p->gpu, p->gi, p->ci, bytes) : 0;
+}
+
+void fc_dev_uncharge_managed(int ordinal, unsigned long long bytes)
+{
+    const struct place *p = &places[ordinal];
+    if (bytes)
+        fs_uncharge_managed(p->gpu, p->gi, p->ci, bytes);
+}
+
+unsigned long long fc_dev_take_evicted(int ordinal)
+{
+    const struct place *p = &places[ordinal];
+    return fs_take_evicted(p->gpu, p->gi, p->ci);
+}
+
 uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns)
 {
     const struct place *p = &places[ordinal];

@@ -1,0 +1,323 @@
+/* The split count: how many jobs run on each GPU, machine-wide (vgpu/jobcount.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/jobcount.h"
+#include "vgpu/machinedir.h"
+#include "vgpu/proc.h"
+
+static char my_entry[64];   /* our jobcount/PID.START while registered */
+
+/* What to do about an errno, for messages: running out of descriptors has its own fix. */
+static const char *remedy(int err)
+{
+    return err == EMFILE || err == ENFILE ? "; raise the open-file limit (ulimit -n)" : "";
+}
+
+int vgpu_jobcount_parse(const char *text, const char *what, unsigned *n, struct vgpu_err *e)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = text[0] >= '0' && text[0] <= '9' ? strtoul(text, &end, 10) : 0;
+    if (text[0] < '0' || text[0] > '9' || *end || errno || v < 1 || v > VGPU_MAX_JOBS_LIMIT) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s '%s': give a whole number of jobs from 1 to %d", what, text,
+                     VGPU_MAX_JOBS_LIMIT);
+        return -1;
+    }
+    *n = (unsigned)v;
+    return 0;
+}
+
+int vgpu_jobcount_policy(unsigned *max, struct vgpu_err *e)
+{
+    *max = 0;
+    struct vgpu_err me;
+    int dfd = vgpu_machinedir_open(false, &me);
+    if (dfd < 0)
+        return 0;                       /* no machine-wide directory: root set nothing */
+    const char *dir = vgpu_machinedir_path();
+    int fd = openat(dfd, "policy", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    close(dfd);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        int err = errno;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s/policy: %s (root's policy file must be a regular file, "
+                     "mode 0644)%s", dir, strerror(err), remedy(err));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 07777) != 0644 ||
+        st.st_size > 65536) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION, "%s/policy is not root's policy file (it must be a regular file owned "
+                     "by root, mode 0644, under 64 KiB); as root: chown root: %s/policy && chmod 0644 %s/policy",
+                     dir, dir, dir);
+        close(fd);
+        return -1;
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        int err = errno;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s/policy: %s%s", dir, strerror(err), remedy(err));
+        return -1;
+    }
+    char line[256];
+    int rc = 0;
+    for (unsigned no = 1; rc == 0 && fgets(line, sizeof line, f); no++) {
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\n')
+            line[--len] = 0;
+        else if (!feof(f))
+            len = sizeof line;          /* a line too long: refused below */
+        char *p = line + strspn(line, " \t");
+        if (*p == 0 || *p == '#')
+            continue;
+        char key[64], val[64], extra;
+        unsigned n;
+        struct vgpu_err pe;
+        if (len >= sizeof line - 1 || sscanf(p, "%63s %63s %c", key, val, &extra) != 2 ||
+            strcmp(key, "max-jobs-per-gpu") || vgpu_jobcount_parse(val, "max-jobs-per-gpu", &n, &pe) < 0) {
+            vgpu_err_set(e, VGPU_EXIT_STATE, "%s/policy line %u: '%.80s' is not 'max-jobs-per-gpu N' (N from 1 to %d), "
+                         "a '#' comment or empty; root must fix the file", dir, no, p, VGPU_MAX_JOBS_LIMIT);
+            rc = -1;
+        } else {
+            *max = n;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* "PID.START" → pid and start time. */
+static bool parse_name(const char *name, pid_t *pid, unsigned long long *start)
+{
+    char *end;
+    if (name[0] < '1' || name[0] > '9')
+        return false;
+    errno = 0;
+    unsigned long p = strtoul(name, &end, 10);
+    if (errno || *end != '.' || p > 0x7fffffff || end[1] < '0' || end[1] > '9')
+        return false;
+    unsigned long long s = strtoull(end + 1, &end, 10);
+    if (errno || *end)
+        return false;
+    *pid = (pid_t)p;
+    *start = s;
+    return true;
+}
+
+/* Does entry `name` (open at dfd) list uuid? Reads at most 8 KiB of untrusted text. */
+static bool entry_has(int dfd, const char *name, const char *uuid)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    char buf[8193];
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    size_t ul = strlen(uuid);
+    for (char *line = buf; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (len == ul && memcmp(line, uuid, ul) == 0)
+            return true;
+        if (!nl)
+            break;
+        line = nl + 1;
+    }
+    return false;
+}
+
+/* Live entries on uuid; dead ones are removed (where the sticky bit lets us). */
+static int count_on(int dfd, const char *uuid)
+{
+    int fd = dup(dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    rewinddir(d);
+    int count = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        pid_t pid;
+        unsigned long long start;
+        if (!parse_name(de->d_name, &pid, &start))
+            continue;
+        if (vgpu_proc_start_time(pid) != start) {
+            (void)unlinkat(dfd, de->d_name, 0);
+            continue;
+        }
+        if (entry_has(dfd, de->d_name, uuid))
+            count++;
+    }
+    closedir(d);
+    return count;
+}
+
+static int open_dir(bool create, struct vgpu_err *e)
+{
+    int top = vgpu_machinedir_open(create, e);
+    if (top < 0)
+        return -1;
+    int d = vgpu_machinedir_sub(top, "jobcount", e);
+    close(top);
+    return d;
+}
+
+static int lock_dir(int dfd, struct vgpu_err *e)
+{
+    int fd = openat(dfd, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0)
+        fd = openat(dfd, ".lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        int err = errno;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot use %s/jobcount/.lock: %s%s", vgpu_machinedir_path(),
+                     fd < 0 ? strerror(err) : "not a regular file", fd < 0 ? remedy(err) : "");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* Bounded: a holder that never lets go is a broken machine, said so, not a hang. */
+    for (int i = 0; i < 300; i++) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return fd;
+        nanosleep(&(struct timespec){ 0, 100000000 }, NULL);
+    }
+    vgpu_err_set(e, VGPU_EXIT_STATE, "job count: %s/jobcount/.lock has been held for 30 s (fuser -v it to see by "
+                 "whom); try again", vgpu_machinedir_path());
+    close(fd);
+    return -1;
+}
+
+static int write_entry(int dfd, const char *const *uuids, unsigned n, struct vgpu_err *e)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%d.%llu", (int)getpid(), (unsigned long long)vgpu_proc_start_time(getpid()));
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    bool ok = fd >= 0;
+    for (unsigned i = 0; ok && i < n; i++)
+        ok = dprintf(fd, "%s\n", uuids[i]) > 0;
+    if (fd >= 0 && close(fd) < 0)
+        ok = false;
+    if (!ok) {
+        int err = errno;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot write %s/jobcount/%s: %s%s", vgpu_machinedir_path(), name,
+                     strerror(err), remedy(err));
+        (void)unlinkat(dfd, name, 0);
+        return -1;
+    }
+    snprintf(my_entry, sizeof my_entry, "%s", name);
+    return 0;
+}
+
+int vgpu_jobcount_enter(const char *const *uuids, unsigned n, unsigned max, bool wait, struct vgpu_err *e)
+{
+    unsigned policy;
+    if (vgpu_jobcount_policy(&policy, e) < 0)
+        return -1;
+    unsigned limit = max && policy ? (max < policy ? max : policy) : (max ? max : policy);
+    struct vgpu_err de;
+    int dfd = open_dir(true, &de);
+    if (dfd < 0) {
+        if (!limit)
+            return 0;                   /* nothing to enforce, nowhere to be counted */
+        *e = de;
+        return -1;
+    }
+    for (bool said = false;;) {
+        int lock = lock_dir(dfd, e);
+        if (lock < 0) {
+            close(dfd);
+            return -1;
+        }
+        int full = -1, count = 0;
+        for (unsigned i = 0; limit && i < n && full < 0; i++) {
+            count = count_on(dfd, uuids[i]);
+            if (count < 0)
+                count = 0;
+            if ((unsigned)count >= limit)
+                full = (int)i;
+        }
+        if (full < 0) {
+            int rc = write_entry(dfd, uuids, n, e);
+            close(lock);
+            close(dfd);
+            return rc;
+        }
+        close(lock);
+        if (!wait) {
+            vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "GPU %s already runs %d job%s, the most allowed (%s %u); try later, "
+                         "or add --wait", uuids[full], count, count == 1 ? "" : "s",
+                         max && max == limit ? "--max-jobs" : "root's max-jobs-per-gpu policy", limit);
+            close(dfd);
+            return -1;
+        }
+        if (!said) {
+            vgpu_warn("waiting: GPU %s runs %d jobs, the most allowed (%u)", uuids[full], count, limit);
+            said = true;
+        }
+        nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+    }
+}
+
+int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e)
+{
+    if (!my_entry[0])
+        return 0;                       /* the caller was not registered: nothing to take over */
+    int dfd = open_dir(false, e);
+    if (dfd < 0)
+        return -1;
+    char mine[64];
+    snprintf(mine, sizeof mine, "%d.%llu", (int)getpid(), (unsigned long long)vgpu_proc_start_time(getpid()));
+    (void)from;
+    int rc = renameat(dfd, my_entry, dfd, mine);
+    if (rc < 0)
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot take over %s/jobcount/%s: %s", vgpu_machinedir_path(),
+                     my_entry, strerror(errno));
+    else
+        snprintf(my_entry, sizeof my_entry, "%s", mine);
+    close(dfd);
+    return rc;
+}
+
+void vgpu_jobcount_leave(void)
+{
+    if (!my_entry[0])
+        return;
+    struct vgpu_err e;
+    int dfd = open_dir(false, &e);
+    if (dfd >= 0) {
+        (void)unlinkat(dfd, my_entry, 0);
+        close(dfd);
+    }
+    my_entry[0] = 0;
+}
+
+int vgpu_jobcount_count(const char *uuid)
+{
+    struct vgpu_err e;
+    int dfd = open_dir(false, &e);
+    if (dfd < 0)
+        return -1;
+    int n = count_on(dfd, uuid);
+    close(dfd);
+    return n;
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Virtual device memory on a real GPU (issue 15): measures the two ways a job's memory can live
+# off the device, and checks vgpu run --oversubscribe end to end. Run by the lead on the GPU:
+#   bash tests/gpu/oversub.sh [BUILD_DIR]          (GPU 0, about 3 minutes, ~24 GiB host RAM)
+# tests/progs/oversub_probe binds to the real libcuda.so.1 by soname at run time, and uses the
+# driver's own memset (cuMemsetD32 + cuCtxSynchronize) to touch memory, so it needs no CUDA
+# toolkit. Prints TAP (one line per check, timings in the descriptions) and a table of rates.
+#
+#  1. Bandwidth of a 4 GiB buffer as device memory, as managed memory preferring the device
+#     (what spill.c allocates), and as mapped pinned host memory (cuMemHostAlloc DEVICEMAP):
+#     touched whole 10 times, and a 256 MiB hot set touched 100 times.
+#  2. The same managed / mapped buffers when the GPU is really full: a holder process takes all
+#     but 8 GiB, and the buffer is 12 GiB (1.5x what is left).
+#  3. vgpu run --mem 12G --oversubscribe=8G: 12 x 1 GiB cuMemAlloc all succeed, the last ones
+#     are managed, the whole is touched, and a 13th GiB is OUT_OF_MEMORY (the cap).
+#  4. Isolation: an oversubscribed job's managed pages fill the GPU; a job without the option
+#     then allocates half the GPU (the driver must evict the managed pages for it).
+#  5. Two jobs, each oversubscribed 1.5x on one GPU beside a holder, both finish.
+#  6. PyTorch (skipped without torch): a training-style loop whose tensors total 12 GiB under
+#     --mem 13G --oversubscribe=8G (1.5x the device share; the cap leaves room for the context) gives the same result as under
+#     --mem 16G (all on the device); its slowdown is reported for a loop that touches every
+#     tensor each step, and for one with a 1 GiB hot set.
+set -u
+B=$(cd "${1:-build}" && pwd) || exit 2
+export PATH="$B:$B/tests/progs:$PATH"
+unset LD_PRELOAD VGPU_REGION CUDA_VISIBLE_DEVICES LD_LIBRARY_PATH
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+export VGPU_STATE_DIR=$tmp/state VGPU_MACHINE_DIR=$tmp/machine
+mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 1777 "$VGPU_MACHINE_DIR"
+n=0 fail=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | head -n 20 | sed 's/^/#   /'; }
+command -v nvidia-smi >/dev/null || { echo "1..0 # SKIP no nvidia-smi: not a GPU machine"; exit 0; }
+[ -x "$B/tests/progs/oversub_probe" ] && [ -f "$B/libvgpu.so" ] || { echo "Bail out! build first (make)"; exit 2; }
+G=1073741824
+T() { timeout "${TMO:-300}" "$@"; }
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" | head -n 1; }
+# Free device memory in MiB, as a new process sees it after its context (0 when that fails).
+free_mib() { local f; f=$(oversub_probe meminfo 2>/dev/null | field free); echo $(( ${f:-0} >> 20 )); }
+wait_for() { # FILE TEXT: 60 s at most
+  local i; for i in $(seq 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1
+}
+table=()
+
+# ---- 1. the two mechanisms, on a GPU with room ----
+for kind in alloc managed mapped; do
+  T oversub_probe $kind 4G touch 10 hot 256M 100 >"$tmp/$kind" 2>&1
+  whole=$(grep '^touch rc=0' "$tmp/$kind" | field GBps); hot=$(grep '^hot rc=0' "$tmp/$kind" | field GBps)
+  if [ -n "$whole" ] && [ -n "$hot" ]; then ok "$kind 4 GiB: whole $whole GB/s, 256 MiB hot set $hot GB/s"
+  else not_ok "$kind 4 GiB runs" "$(cat "$tmp/$kind")"; fi
+  table+=("| $kind, GPU has room | ${whole:-?} | ${hot:-?} |")
+done
+
+# ---- 2. the GPU really full: a holder leaves 8 GiB ----
+fm=$(free_mib)
+hold_gib=$(( fm / 1024 - 8 - 1 ))
+[ "$hold_gib" -gt 0 ] || hold_gib=1
+oversub_probe alloc "${hold_gib}G" hold >"$tmp/holder" 2>&1 &
+pids+=($!)
+if wait_for "$tmp/holder" holding && grep -q '^alloc rc=0' "$tmp/holder"; then
+  ok "a holder takes ${hold_gib} GiB, $(free_mib) MiB left"
+  for kind in managed mapped; do
+    T oversub_probe $kind 12G touch 3 hot 256M 100 >"$tmp/full-$kind" 2>&1
+    whole=$(grep '^touch rc=0' "$tmp/full-$kind" | field GBps); hot=$(grep '^hot rc=0' "$tmp/full-$kind" | field GBps)
+    if [ -n "$whole" ] && [ -n "$hot" ]; then ok "$kind 12 GiB on ~8 GiB free: whole $whole GB/s, hot set $hot GB/s"
+    else not_ok "$kind 12 GiB on ~8 GiB free runs" "$(cat "$tmp/full-$kind")"; fi
+    table+=("| $kind 12 GiB, 8 GiB free | ${whole:-?} | ${hot:-?} |")
+  done
+  # ---- 5. two oversubscribed jobs beside the holder, 6 GiB each on ~8 GiB ----
+  for j in a b; do
+    T vgpu run --gpu 0 --mem 6G --oversubscribe=4G -- oversub_probe alloc 1G alloc 1G alloc 1G alloc 1G alloc 1G \
+      touch 3 >"$tmp/two-$j" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[-1]}"; rb=$?; wait "${pids[-2]}"; ra=$?
+  if [ $ra = 0 ] && [ $rb = 0 ] && grep -q '^touch rc=0' "$tmp/two-a" && grep -q '^touch rc=0' "$tmp/two-b"; then
+    ok "two jobs oversubscribed 1.5x beside a full GPU both finish ($(grep '^touch' "$tmp/two-a" | field s) s, $(grep '^touch' "$tmp/two-b" | field s) s)"
+  else not_ok "two oversubscribed jobs both finish" "$(cat "$tmp/two-a" "$tmp/two-b")"; fi
+else
+  not_ok "a holder takes ${hold_gib} GiB" "$(cat "$tmp/holder")"
+fi
+kill "${pids[0]}" 2>/dev/null; wait "${pids[0]}" 2>/dev/null
+
+# ---- 3. vgpu run --oversubscribe end to end ----
+steps=""; for i in $(seq 12); do steps="$steps alloc 1G"; done
+T vgpu run --gpu 0 --mem 12G --oversubscribe=8G -- oversub_probe meminfo $steps ismanaged touch 3 alloc 1G >"$tmp/run" 2>&1
+granted=$(grep -c '^alloc rc=0' "$tmp/run"); refused=$(grep -c '^alloc rc=2' "$tmp/run")
+if [ "$granted" = 12 ] && [ "$refused" = 1 ] && grep -q '^ismanaged rc=0 v=1' "$tmp/run" &&
+   grep -q "^meminfo rc=0 .*total=$((12 * G))" "$tmp/run" && grep -q '^touch rc=0' "$tmp/run"; then
+  ok "vgpu run --mem 12G --oversubscribe=8G: 12 GiB granted, the last spilled, the 13th refused; touched at $(grep '^touch' "$tmp/run" | field GBps) GB/s"
+else not_ok "vgpu run --mem 12G --oversubscribe=8G" "$(cat "$tmp/run")"; fi
+T vgpu run --gpu 0 --mem 12G --oversubscribe=8G -- nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits >"$tmp/smi" 2>&1
+if [ "$(tr -d ' \n' <"$tmp/smi")" = 12288 ]; then ok "nvidia-smi in the job shows the 12 GiB cap"
+else not_ok "nvidia-smi in the job shows the 12 GiB cap" "$(cat "$tmp/smi")"; fi
+
+# ---- 4. isolation: a plain job beside resident managed pages ----
+fm=$(free_mib)
+fill=$(( fm / 1024 - 2 ))
+[ "$fill" -gt 0 ] || fill=1
+T vgpu run --gpu 0 --mem "$((fill + 4))G" --oversubscribe=1G -- oversub_probe alloc "${fill}G" touch 1 hold >"$tmp/big" 2>&1 &
+pids+=($!)
+if wait_for "$tmp/big" holding; then
+  after=$(free_mib)
+  half=$(( fm / 2048 ))
+  T vgpu run --gpu 0 --mem "${half}G" -- oversub_probe alloc "$((half - 1))G" touch 1 >"$tmp/plain" 2>&1
+  if grep -q '^alloc rc=0' "$tmp/plain" && grep -q '^touch rc=0' "$tmp/plain"; then
+    ok "a job without the option gets $((half - 1)) GiB beside ${fill} GiB of resident managed pages (free was $after MiB)"
+  else not_ok "a job without the option gets its memory beside resident managed pages (free was $after MiB)" "$(cat "$tmp/plain")"; fi
+else not_ok "an oversubscribed job makes ${fill} GiB resident" "$(cat "$tmp/big")"; fi
+
+# ---- 6. PyTorch: 1.5x the device share, against all on the device ----
+if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+  loop='
+import sys, time, torch
+hot = sys.argv[1] == "hot"
+free, total = torch.cuda.mem_get_info()
+ts = [torch.full((1 << 28,), float(i + 1), device="cuda") for i in range(11)]   # 11 x 1 GiB (fp32)
+w = torch.ones(1 << 28, device="cuda")
+torch.cuda.synchronize(); t0 = time.time()
+for step in range(20):
+    for t in (ts[:1] if hot else ts):
+        t.mul_(0.999).add_(w, alpha=0.001)
+torch.cuda.synchronize()
+print("total=%d result=%.6e s=%.3f" % (total, sum(t.sum().item() for t in ts), time.time() - t0))
+'
+  for mode in all hot; do
+    T vgpu run --gpu 0 --mem 16G -- python3 -c "$loop" $mode >"$tmp/pt-dev-$mode" 2>&1
+    T vgpu run --gpu 0 --mem 13G --oversubscribe=8G -- python3 -c "$loop" $mode >"$tmp/pt-ov-$mode" 2>&1
+    rd=$(grep -o 'result=[^ ]*' "$tmp/pt-dev-$mode"); ro=$(grep -o 'result=[^ ]*' "$tmp/pt-ov-$mode")
+    sd=$(field s <"$tmp/pt-dev-$mode"); so=$(field s <"$tmp/pt-ov-$mode")
+    if [ -n "$rd" ] && [ "$rd" = "$ro" ] && grep -q "total=$((13 * G))" "$tmp/pt-ov-$mode"; then
+      ok "PyTorch, 12 GiB of tensors on an 8 GiB share ($mode): same $ro as all on the device; ${so} s against ${sd} s ($(awk -v a="$so" -v b="$sd" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "?" }'))"
+    else not_ok "PyTorch, 12 GiB of tensors on an 8 GiB share ($mode) matches the all-device run" "$(tail -n 5 "$tmp/pt-dev-$mode" "$tmp/pt-ov-$mode")"; fi
+  done
+else
+  ok "PyTorch loop # SKIP torch with CUDA is not importable"
+fi
+
+echo "# | memory | touched whole, GB/s | 256 MiB hot set, GB/s |"
+for r in "${table[@]}"; do echo "# $r"; done
+echo "1..$n"
+[ "$fail" = 0 ]
