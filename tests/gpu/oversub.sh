@@ -11,8 +11,8 @@
 #     touched whole 10 times, and a 256 MiB hot set touched 100 times.
 #  2. The same managed / mapped buffers when the GPU is really full: a holder process takes all
 #     but 8 GiB, and the buffer is 12 GiB (1.5x what is left).
-#  3. vgpu run --mem 12G --oversubscribe=8G: 12 x 1 GiB cuMemAlloc all succeed, the last ones
-#     are managed, the whole is touched, and a 13th GiB is OUT_OF_MEMORY (the cap).
+#  3. vgpu run --mem 12G --oversubscribe=8G: 11 x 1 GiB cuMemAlloc succeed beside the context,
+#     the last ones are managed, the whole is touched, and a 12th GiB is OUT_OF_MEMORY (the cap).
 #  4. Isolation: an oversubscribed job's managed pages fill the GPU; a job without the option
 #     then allocates half the GPU (the driver must evict the managed pages for it).
 #  5. Two jobs, each oversubscribed 1.5x on one GPU beside a holder, both finish.
@@ -85,12 +85,14 @@ fi
 kill "${pids[0]}" 2>/dev/null; wait "${pids[0]}" 2>/dev/null
 
 # ---- 3. vgpu run --oversubscribe end to end ----
-steps=""; for i in $(seq 12); do steps="$steps alloc 1G"; done
+# The cap counts the context too (about 0.5 GiB on an H100): 11 x 1 GiB fit in 12 GiB, the 12th
+# does not (measured there: 11.51 GiB in use at the refusal).
+steps=""; for i in $(seq 11); do steps="$steps alloc 1G"; done
 T vgpu run --gpu 0 --mem 12G --oversubscribe=8G -- oversub_probe meminfo $steps ismanaged touch 3 alloc 1G >"$tmp/run" 2>&1
 granted=$(grep -c '^alloc rc=0' "$tmp/run"); refused=$(grep -c '^alloc rc=2' "$tmp/run")
-if [ "$granted" = 12 ] && [ "$refused" = 1 ] && grep -q '^ismanaged rc=0 v=1' "$tmp/run" &&
+if [ "$granted" = 11 ] && [ "$refused" = 1 ] && grep -q '^ismanaged rc=0 v=1' "$tmp/run" &&
    grep -q "^meminfo rc=0 .*total=$((12 * G))" "$tmp/run" && grep -q '^touch rc=0' "$tmp/run"; then
-  ok "vgpu run --mem 12G --oversubscribe=8G: 12 GiB granted, the last spilled, the 13th refused; touched at $(grep '^touch' "$tmp/run" | field GBps) GB/s"
+  ok "vgpu run --mem 12G --oversubscribe=8G: 11 GiB granted beside the context, the last spilled, the 12th refused; touched at $(grep '^touch' "$tmp/run" | field GBps) GB/s"
 else not_ok "vgpu run --mem 12G --oversubscribe=8G" "$(cat "$tmp/run")"; fi
 T vgpu run --gpu 0 --mem 12G --oversubscribe=8G -- nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits >"$tmp/smi" 2>&1
 if [ "$(tr -d ' \n' <"$tmp/smi")" = 12288 ]; then ok "nvidia-smi in the job shows the 12 GiB cap"
