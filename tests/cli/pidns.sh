@@ -34,7 +34,18 @@ else not_ok "a process of the job in its own PID namespace allocated 3 GiB" "$(c
 
 assert_eq "vgpu ps counts its memory" "$held" "$(job_used)"
 assert_eq "... and again: no reader reaped it as dead" "$held" "$(job_used)"
-inner_host=$(pgrep -P "$(cat "$T_DIR/unshare.pid")" | head -n1)
+# The children of a pid, by a /proc walk (pgrep hangs under make asan's preloaded runtimes).
+children_of() {
+  local st rest
+  for st in /proc/[0-9]*/stat; do
+    rest=$(cat "$st" 2>/dev/null) || continue
+    rest=${rest##*) }                      # after the command name, which may hold spaces
+    set -- $rest                           # state, ppid, ...
+    [ "${2:-}" = "$P" ] && { st=${st#/proc/}; echo "${st%/stat}"; }
+  done | sort -n
+}
+child_of() { P=$1 children_of | head -n1; }
+inner_host=$(child_of "$(cat "$T_DIR/unshare.pid")")
 assert_eq "vgpu ps --json shows its host pid" "$inner_host" \
   "$(vgpu ps --json | jq '.jobs[-1].processes[] | select(.pid == 1) | .host_pid')"
 assert_eq "the driver's view (NVML, by host pid) counts it too" "$held" "$(job_nvml)"
@@ -58,7 +69,7 @@ vgpu run --mem 4G -- unshare -pf alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&
 runner=$!
 wait_text "$T_DIR/inner2" holding || not_ok "a process in a PID namespace without its own /proc ran" "$(cat "$T_DIR/inner2")"
 assert_eq "without --mount-proc too, vgpu ps counts its memory" $((1073741824 + 536870912)) "$(job_used)"
-kill -KILL "$(pgrep -P "$(pgrep -P $runner | head -n1)" | head -n1)"
+kill -KILL "$(child_of "$(child_of $runner)")"
 wait "$runner" 2>/dev/null
 true
 
