@@ -13,6 +13,8 @@ wait_text() {
 }
 GiB=1073741824 ctx=536870912
 
+# No GPU process of this test outlives it, whatever fails.
+trap 'kill -KILL $(cat "$T_DIR/outside.pid" 2>/dev/null) 2>/dev/null; t_cleanup' EXIT
 mkfifo "$T_DIR/go"
 vgpu run --name out --mem 4G -- sh -c '
   env -u LD_PRELOAD alloc_probe alloc 3G hold > "$0/outside" 2>&1 & echo $! > "$0/outside.pid"
@@ -84,7 +86,8 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   chmod -R a+rX "$bin"; chmod 0755 "$bin"
   nb=$(mktemp -d /tmp/vgpu-outside-nobody.XXXXXX); chown nobody:nogroup "$nb"; chmod 0700 "$nb"
   shared=outside-$$-$RANDOM
-  trap 'rm -rf "$bin" "$nb"; rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
+  trap 'kill -KILL $(cat "$T_DIR/outside.pid" "$nb/outside.pid" 2>/dev/null) 2>/dev/null; rm -rf "$bin" "$nb"
+        rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
   as_nobody() {
     setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME=/ PATH="$bin:/usr/bin:/bin" \
       LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \

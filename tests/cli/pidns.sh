@@ -21,9 +21,12 @@ job_nvml() { vgpu ps --json | jq '.jobs[-1].gpus[0].nvml_used_bytes'; }
 # 3 GiB + the fake's 512 MiB context.
 held=$((3 * 1073741824 + 536870912))
 
+# Whatever happens, no process of this test outlives it (unshare --kill-child takes the
+# process in the namespace with it).
+trap 'kill -KILL $(cat "$T_DIR/unshare.pid" "$T_DIR/unshare2.pid" 2>/dev/null) 2>/dev/null; t_cleanup' EXIT
 mkfifo "$T_DIR/go"
 vgpu run --name ns --mem 4G -- sh -c '
-  unshare -pf --mount-proc alloc_probe alloc 3G hold > "$0/inner" 2>&1 & echo $! > "$0/unshare.pid"
+  unshare -pf --kill-child --mount-proc alloc_probe alloc 3G hold > "$0/inner" 2>&1 & echo $! > "$0/unshare.pid"
   read x < "$0/go"
   alloc_probe alloc 1G > "$0/second" 2>&1
   echo done > "$0/second.done"
@@ -54,9 +57,10 @@ echo go > "$T_DIR/go"
 wait "$runner"
 
 # unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).
-vgpu run --mem 4G -- unshare -pf alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
+vgpu run --mem 4G -- unshare -pf --kill-child alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
 runner=$!
 wait_text "$T_DIR/inner2" holding || not_ok "a process in a PID namespace without its own /proc ran" "$(cat "$T_DIR/inner2")"
+pgrep -P $runner > "$T_DIR/unshare2.pid"
 assert_eq "without --mount-proc too, vgpu ps counts its memory" $((1073741824 + 536870912)) "$(job_used)"
 kill -KILL "$(pgrep -P "$(pgrep -P $runner | head -n1)" | head -n1)"
 wait "$runner" 2>/dev/null
