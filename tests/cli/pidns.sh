@@ -44,7 +44,7 @@ assert_eq "vgpu ps --json shows its host pid" "$inner_host" \
   "$(vgpu ps --json | jq '.jobs[-1].processes[] | select(.pid == 1) | .host_pid')"
 assert_eq "the driver's view (NVML, by host pid) counts it too" "$held" "$(job_nvml)"
 
-echo go > "$T_DIR/go"
+timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
 wait_text "$T_DIR/second.done" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
 assert_contains "a second process of the job (host namespace) is refused what would pass 4 GiB" \
   "alloc rc=2" "$(cat "$T_DIR/second")"
@@ -55,7 +55,7 @@ kill -KILL "$inner_host"
 end=$((SECONDS + 5)); u=$(job_used)
 while [ "$u" != 0 ] && [ $SECONDS -lt $end ]; do sleep 0.1; u=$(job_used); done
 assert_eq "a killed process in a PID namespace has its usage reclaimed" 0 "$u"
-echo go > "$T_DIR/go"
+timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
 wait "$runner"
 
 # unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).
