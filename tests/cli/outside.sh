@@ -13,6 +13,8 @@ wait_text() {
 }
 GiB=1073741824 ctx=536870912
 
+# No GPU process of this test outlives it, whatever fails.
+trap 'kill -KILL $(cat "$T_DIR/outside.pid" 2>/dev/null) 2>/dev/null; t_cleanup' EXIT
 mkfifo "$T_DIR/go"
 vgpu run --name out --mem 4G -- sh -c '
   env -u LD_PRELOAD alloc_probe alloc 3G hold > "$0/outside" 2>&1 & echo $! > "$0/outside.pid"
@@ -44,13 +46,13 @@ assert_eq "top --json: in the job's NVML figure" $((3 * GiB + ctx)) "$(printf '%
 run env COLUMNS=200 vgpu top --once
 assert_contains "top flags the job" "! 3.50 GiB outside the limiter (pid $opid)" "$out"
 
-echo go > "$T_DIR/go"
+timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
 wait_text "$T_DIR/second" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
 assert_not_contains "a process under the limiter gets its context (3.5 + 0.5 GiB fit in 4)" "failed" "$(cat "$T_DIR/second")"
 assert_contains "... but not 256 MiB more: the job as a whole would pass its limit" "alloc rc=2" "$(cat "$T_DIR/second")"
 assert_contains "the refusal names the memory outside the limiter" "outside the limiter (pid $opid" "$(cat "$T_DIR/second")"
 kill -KILL "$opid"
-echo go > "$T_DIR/go"
+timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
 wait "$runner"
 
 # Without vgpu ps: the job's processes measure it themselves (NVML, when they allocate).
@@ -84,9 +86,11 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   chmod -R a+rX "$bin"; chmod 0755 "$bin"
   nb=$(mktemp -d /tmp/vgpu-outside-nobody.XXXXXX); chown nobody:nogroup "$nb"; chmod 0700 "$nb"
   shared=outside-$$-$RANDOM
-  trap 'rm -rf "$bin" "$nb"; rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
+  trap 'kill -KILL $(cat "$T_DIR/outside.pid" "$nb/outside.pid" 2>/dev/null) 2>/dev/null; rm -rf "$bin" "$nb"
+        rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
   as_nobody() {
     setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME=/ PATH="$bin:/usr/bin:/bin" \
+      LD_PRELOAD="${VGPU_TEST_PRELOAD:-}" ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
       LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
       VGPU_STATE_DIR="$nb/state" VGPU_LIBRARY="$bin/libvgpu.so" "$@"
   }
@@ -102,9 +106,9 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   assert_eq "nobody's vgpu ps finds nobody's memory outside the limiter" $((GiB + ctx)) \
     "$(printf '%s' "$out" | jq '.jobs[-1].outside_bytes')"
   run env LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" "$bin/vgpu" top --once --json
-  assert_eq "root's vgpu top sees nobody's process on the shared GPU" "$(cat "$nb/outside.pid")" \
+  assert_eq "root's vgpu top sees nobody's process on the shared GPU" "$(cat "$nb/outside.pid" || echo none)" \
     "$(printf '%s' "$out" | jq --argjson p "$(cat "$nb/outside.pid")" '.processes[] | select(.pid == $p) | .pid')"
-  echo go > "$nb/go"
+  timeout 10 sh -c 'echo go > "$0/go"' "$nb"
   wait_text "$nb/second" done || not_ok "nobody's second process ran" "$(cat "$T_DIR/nobody.out")"
   assert_contains "nobody's job is refused what would pass its limit (1.5 + 0.5 + 0.5 > 2 GiB)" "alloc rc=2" \
     "$(cat "$nb/second")"

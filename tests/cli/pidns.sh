@@ -16,14 +16,19 @@ wait_text() {
     sleep 0.05
   done
 }
+# The children of a process (not pgrep: it hangs under the sanitizer preload of make asan).
+children() { cat "/proc/$1/task/$1/children" 2>/dev/null | tr ' ' '\n' | sed '/^$/d'; }
 job_used() { vgpu ps --json | jq '.jobs[-1].gpus[0].mem_used_bytes'; }
 job_nvml() { vgpu ps --json | jq '.jobs[-1].gpus[0].nvml_used_bytes'; }
 # 3 GiB + the fake's 512 MiB context.
 held=$((3 * 1073741824 + 536870912))
 
+# Whatever happens, no process of this test outlives it (unshare --kill-child takes the
+# process in the namespace with it).
+trap 'kill -KILL $(cat "$T_DIR/unshare.pid" "$T_DIR/unshare2.pid" 2>/dev/null) 2>/dev/null; t_cleanup' EXIT
 mkfifo "$T_DIR/go"
 vgpu run --name ns --mem 4G -- sh -c '
-  unshare -pf --mount-proc alloc_probe alloc 3G hold > "$0/inner" 2>&1 & echo $! > "$0/unshare.pid"
+  unshare -pf --kill-child --mount-proc alloc_probe alloc 3G hold > "$0/inner" 2>&1 & echo $! > "$0/unshare.pid"
   read x < "$0/go"
   alloc_probe alloc 1G > "$0/second" 2>&1
   echo done > "$0/second.done"
@@ -34,23 +39,12 @@ else not_ok "a process of the job in its own PID namespace allocated 3 GiB" "$(c
 
 assert_eq "vgpu ps counts its memory" "$held" "$(job_used)"
 assert_eq "... and again: no reader reaped it as dead" "$held" "$(job_used)"
-# The children of a pid, by a /proc walk (pgrep hangs under make asan's preloaded runtimes).
-children_of() {
-  local st rest
-  for st in /proc/[0-9]*/stat; do
-    rest=$(cat "$st" 2>/dev/null) || continue
-    rest=${rest##*) }                      # after the command name, which may hold spaces
-    set -- $rest                           # state, ppid, ...
-    [ "${2:-}" = "$P" ] && { st=${st#/proc/}; echo "${st%/stat}"; }
-  done | sort -n
-}
-child_of() { P=$1 children_of | head -n1; }
-inner_host=$(child_of "$(cat "$T_DIR/unshare.pid")")
+inner_host=$(children "$(cat "$T_DIR/unshare.pid")" | head -n1)
 assert_eq "vgpu ps --json shows its host pid" "$inner_host" \
   "$(vgpu ps --json | jq '.jobs[-1].processes[] | select(.pid == 1) | .host_pid')"
 assert_eq "the driver's view (NVML, by host pid) counts it too" "$held" "$(job_nvml)"
 
-echo go > "$T_DIR/go"
+timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
 wait_text "$T_DIR/second.done" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
 assert_contains "a second process of the job (host namespace) is refused what would pass 4 GiB" \
   "alloc rc=2" "$(cat "$T_DIR/second")"
@@ -61,15 +55,16 @@ kill -KILL "$inner_host"
 end=$((SECONDS + 5)); u=$(job_used)
 while [ "$u" != 0 ] && [ $SECONDS -lt $end ]; do sleep 0.1; u=$(job_used); done
 assert_eq "a killed process in a PID namespace has its usage reclaimed" 0 "$u"
-echo go > "$T_DIR/go"
+timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
 wait "$runner"
 
 # unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).
-vgpu run --mem 4G -- unshare -pf alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
+vgpu run --mem 4G -- unshare -pf --kill-child alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
 runner=$!
 wait_text "$T_DIR/inner2" holding || not_ok "a process in a PID namespace without its own /proc ran" "$(cat "$T_DIR/inner2")"
+children $runner > "$T_DIR/unshare2.pid"
 assert_eq "without --mount-proc too, vgpu ps counts its memory" $((1073741824 + 536870912)) "$(job_used)"
-kill -KILL "$(child_of "$(child_of $runner)")"
+kill -KILL "$(children "$(cat "$T_DIR/unshare2.pid")" | head -n1)"
 wait "$runner" 2>/dev/null
 true
 

@@ -236,6 +236,21 @@ static pid_t child_of(pid_t parent)
     return (pid_t)atoi(buf);
 }
 
+/* The unshare process of the test below: killed by the teardown even when an assertion failed
+ * (unshare --kill-child then kills the process in the namespace). */
+static pid_t ns_unshare;
+
+static int kill_ns_unshare(void **state)
+{
+    (void)state;
+    if (ns_unshare > 0) {
+        kill(ns_unshare, SIGKILL);
+        waitpid(ns_unshare, NULL, 0);
+        ns_unshare = 0;
+    }
+    return 0;
+}
+
 static void test_processes_in_pid_namespace(void **state)
 {
     (void)state;
@@ -252,9 +267,11 @@ static void test_processes_in_pid_namespace(void **state)
         close(fd[0]);
         char path[4200];
         snprintf(path, sizeof path, "%s/fakegpu-ctl", libdir);
-        execlp("unshare", "unshare", "-pf", "--mount-proc", path, "hold", "0", "1073741824", (char *)NULL);
+        execlp("unshare", "unshare", "-pf", "--kill-child", "--mount-proc", path, "hold", "0", "1073741824",
+               (char *)NULL);
         _exit(127);
     }
+    ns_unshare = pid;
     close(fd[1]);
     FILE *out = fdopen(fd[0], "r");
     char line[64] = "";
@@ -276,6 +293,7 @@ static void test_processes_in_pid_namespace(void **state)
     kill(host, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
+    ns_unshare = 0;
     fclose(out);
     n = 4;
     assert_int_equal(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, v3), NVML_SUCCESS);
@@ -663,7 +681,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_memory_versions),
         cmocka_unit_test(test_processes_two_call_and_reaping),
-        cmocka_unit_test(test_processes_in_pid_namespace),
+        cmocka_unit_test_teardown(test_processes_in_pid_namespace, kill_ns_unshare),
         cmocka_unit_test(test_utilisation_samples),
         cmocka_unit_test(test_compute_mode_cross_process),
         cmocka_unit_test(test_mig_profiles_with_mig_off),
