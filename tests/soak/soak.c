@@ -32,8 +32,10 @@
  *                   until it is under the limit
  *   reclaim_late    a dead process's slot is freed (its usage returned) within 1.2 s while the
  *                   job has a live process to reap it (reaping runs once a second per job, at
- *                   an allocation call); 2.2 s for a process that was alone in its own PID
- *                   namespace, whose death is proven only once the namespace is gone
+ *                   an allocation call). Not for a process that was alone in its own PID
+ *                   namespace: its death is proven only once the namespace is gone and a reader
+ *                   that sees it looks, and until then its usage stays counted (an over-count;
+ *                   libvgpu(7))
  *   stall           every live worker beats its heartbeat at least once a second
  *   live_dropped    a live worker's usage is never dropped (the worker checks its own slot)
  *   share           a saturating capped job's GPU time (gpu_time_ns) over every 10 s window
