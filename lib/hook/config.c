@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "gate.h"
 #include "hami.h"
 #include "hook.h"
 #include "vgpu/region.h"
@@ -110,24 +111,35 @@ const char *vgpu_job_label(void)
     return label;
 }
 
-static _Atomic uint32_t core_seq = UINT32_MAX;
-static _Atomic bool core_any;
+struct vgpu_gate_state vgpu_gate = { .seen_seq = UINT32_MAX };
 
+/* The slow half of gate.h's check: the job is not known yet, or `vgpu limit` changed the limits
+ * since they were last looked at (limits_seq moved). Recounts, then publishes the new sequence
+ * last, so that the inline check never pairs a new sequence with an old answer. */
 bool vgpu_job_core_limited(void)
 {
     struct vgpu_region *r = vgpu_job();
     if (!r)
         return false;
-    uint32_t seq = atomic_load_explicit(&((struct vgpu_region_header *)r->hdr)->limits_seq, memory_order_acquire);
-    if (__builtin_expect(seq == atomic_load_explicit(&core_seq, memory_order_relaxed), 1))
-        return atomic_load_explicit(&core_any, memory_order_relaxed);
+    struct vgpu_region_header *h = (struct vgpu_region_header *)r->hdr;
+    uint32_t seq = atomic_load_explicit(&h->limits_seq, memory_order_acquire);
+    if (__builtin_expect(seq == atomic_load_explicit(&vgpu_gate.seen_seq, memory_order_acquire), 1))
+        return atomic_load_explicit(&vgpu_gate.core_any, memory_order_relaxed);
+    /* One recount at a time: two threads publishing answers of two sequences could otherwise
+     * leave one sequence paired with the other's answer. */
+    static pthread_mutex_t recount = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&recount);
+    seq = atomic_load_explicit(&h->limits_seq, memory_order_acquire);
     bool any = false;
     unsigned n = vgpu_region_device_count(r);
     for (unsigned i = 0; i < n && i < VGPU_REGION_MAX_DEVICES; i++)
-        if (atomic_load(&((struct vgpu_region_header *)r->hdr)->dev[i].core_limit) != 0)
+        if (atomic_load(&h->dev[i].core_limit) != 0)
             any = true;
-    atomic_store(&core_any, any);
-    atomic_store(&core_seq, seq);
+    atomic_store(&vgpu_gate.one_device, n == 1);
+    atomic_store(&vgpu_gate.core_any, any);
+    atomic_store_explicit(&vgpu_gate.seen_seq, seq, memory_order_release);
+    atomic_store_explicit(&vgpu_gate.limits_seq, &h->limits_seq, memory_order_release);
+    pthread_mutex_unlock(&recount);
     return any;
 }
 

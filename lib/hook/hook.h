@@ -8,6 +8,7 @@
 #ifndef VGPU_HOOK_H
 #define VGPU_HOOK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,8 +37,15 @@ enum vgpu_hook_id {
 /* The real driver function behind hook `id`: libcuda.so.1's export of that exact name, or the
  * pointer the real cuGetProcAddress returned for it (route.c records it). NULL when the driver
  * has none. The first call per id resolves it (thread-safe, idempotent); later calls are one
- * load. */
+ * load, inline (vgpu_real_fast: a call here made every wrapper spill its arguments around it,
+ * which was most of the uncapped launch path's cost). */
 void *vgpu_real(enum vgpu_hook_id id);
+extern void *_Atomic vgpu_real_slots[VGPU_H_COUNT];
+static inline void *vgpu_real_fast(enum vgpu_hook_id id)
+{
+    void *fn = atomic_load_explicit(&vgpu_real_slots[id], memory_order_acquire);
+    return __builtin_expect(fn != NULL, 1) ? fn : vgpu_real(id);
+}
 void vgpu_real_offer(enum vgpu_hook_id id, void *fn);   /* from cuGetProcAddress, when unresolved */
 /* Any driver function by exported name (not necessarily hooked); NULL when absent. */
 void *vgpu_real_cuda_sym(const char *name);
@@ -47,7 +55,7 @@ void *vgpu_real_nvml_sym(const char *name);
 void *vgpu_real_dlsym(void *handle, const char *name);
 
 /* Calls the real `sym` with `args`, or returns `fail` when the driver lacks it. */
-#define REAL(sym) ((vgpu_##sym##_fn)vgpu_real(VGPU_H_##sym))
+#define REAL(sym) ((vgpu_##sym##_fn)vgpu_real_fast(VGPU_H_##sym))
 #define CALL_REAL(sym, args)                                                   \
     do {                                                                       \
         vgpu_##sym##_fn real_ = REAL(sym);                                     \

@@ -89,6 +89,7 @@ LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
 #define FENCE_EVERY_MIN   1
 #define FENCE_EVERY_MAX   256
 #define FENCE_EVERY_START 8
+#define CLOCK_EVERY       8      /* the fast path checks the shared schedule and the clock every 8th launch */
 #define FENCE_LONG_WAIT_NS 500000ULL    /* waited longer than 0.5 ms: too much work in flight (a
                                            * preempting waiter waits for it: reference/latency.md) */
 
@@ -588,19 +589,26 @@ void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
         return;
     struct dstate *d = &devs[dev];
     uint64_t lease = atomic_load_explicit(&d->lease, memory_order_acquire);
-    /* Our lease (the helper thread zeroes d->lease at the deadline, before draining), still
-     * ours in the shared schedule (not taken by a preemptor or revoked), and not past its
-     * deadline. The clock read stays: without it an unsynchronized loop whose fence interval had
-     * grown to 256 launches kept queueing past the deadline until the helper woke, and a 30 %
-     * job showed 96 % in a 200 ms sample (tests/cli/core_limit.sh). */
+    /* Our lease (the helper thread zeroes d->lease at the deadline, before draining, and when a
+     * preemptor wakes it), on the stream the last launch used, and not due for a fence. Every
+     * CLOCK_EVERY-th launch also checks, itself, that the lease is still ours in the shared
+     * schedule (not taken by a preemptor or revoked) and not past its deadline: the helper can
+     * be late on a loaded machine, and without any check an unsynchronized loop kept queueing
+     * past the deadline until it woke (a 30 % job showed 96 % in a 200 ms sample,
+     * tests/cli/core_limit.sh). A clock read on every launch cost +70 ns on the H100 (the whole
+     * difference between +44 and +117 ns in tests/gpu/RESULTS.md); one in CLOCK_EVERY costs a
+     * few, and lets at most CLOCK_EVERY - 1 launches past a deadline the helper missed. */
     if (__builtin_expect(lease != 0 && lease == t_lease[dev] && stream == t_stream[dev], 1)) {
-        struct vgpu_sched_file *f = d->s.f;
-        if (atomic_load_explicit(&f->lease, memory_order_relaxed) == lease &&
-            vgpu_now_ns() < atomic_load_explicit(&f->lease_end, memory_order_relaxed) &&
-            __builtin_expect(++t_since_fence[dev] < atomic_load_explicit(&d->fence_every, memory_order_relaxed), 1)) {
-            if (!atomic_load_explicit(&d->touched, memory_order_relaxed))
-                atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
-            return;
+        unsigned n = ++t_since_fence[dev];
+        if (__builtin_expect(n < atomic_load_explicit(&d->fence_every, memory_order_relaxed), 1)) {
+            struct vgpu_sched_file *f = d->s.f;
+            if (__builtin_expect(n % CLOCK_EVERY != 0, 1) ||
+                (atomic_load_explicit(&f->lease, memory_order_relaxed) == lease &&
+                 vgpu_now_ns() < atomic_load_explicit(&f->lease_end, memory_order_relaxed))) {
+                if (!atomic_load_explicit(&d->touched, memory_order_relaxed))
+                    atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
+                return;
+            }
         }
     }
     slow_path(dev, d, stream, ptsz);

@@ -18,7 +18,7 @@ static const char *const hook_names[VGPU_H_COUNT] = {
 #undef VGPU_HOOK
 };
 
-static void *_Atomic slots[VGPU_H_COUNT];
+void *_Atomic vgpu_real_slots[VGPU_H_COUNT];
 
 typedef void *(*dlsym_fn)(void *, const char *);
 static dlsym_fn real_dlsym_fn;
@@ -73,12 +73,12 @@ void *vgpu_real_nvml_sym(const char *name)
 
 void *vgpu_real(enum vgpu_hook_id id)
 {
-    void *fn = atomic_load_explicit(&slots[id], memory_order_acquire);
+    void *fn = atomic_load_explicit(&vgpu_real_slots[id], memory_order_acquire);
     if (__builtin_expect(fn != NULL, 1))
         return fn;
     fn = vgpu_real_cuda_sym(hook_names[id]);
     if (fn)
-        atomic_store_explicit(&slots[id], fn, memory_order_release);
+        atomic_store_explicit(&vgpu_real_slots[id], fn, memory_order_release);
     return fn;
 }
 
@@ -86,7 +86,7 @@ void vgpu_real_offer(enum vgpu_hook_id id, void *fn)
 {
     void *expected = NULL;
     if (fn && !vgpu_real(id))
-        atomic_compare_exchange_strong(&slots[id], &expected, fn);
+        atomic_compare_exchange_strong(&vgpu_real_slots[id], &expected, fn);
 }
 
 uint64_t vgpu_now_ns(void)

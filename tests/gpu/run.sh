@@ -126,9 +126,16 @@ T bash "$src/tests/gpu/mig.sh" "$B" > "$tmp/mig" 2>&1; cat "$tmp/mig" >&2; row "
 # ---- driver policies: timeslice/mode read-only vs nvidia-smi; MPS start, a --mps --core 25 PyTorch job, stop ----
 T bash "$src/tests/gpu/policy.sh" "$B" > "$tmp/policy" 2>&1; cat "$tmp/policy" >&2; row "timeslice, mode, MPS (policy.sh)" "$(grep -q '^not ok' "$tmp/policy" && echo FAIL || echo PASS)" "$(grep -o 'SMS [0-9]* TFLOPS [0-9.]*' "$tmp/policy" | paste -sd' ' | sed 's/^/baseline, then --mps --core 25: /'); $(tail -n 1 "$tmp/policy")"
 
-# ---- kernel-launch cost with and without the library (no limit): launch.sh ----
+# ---- kernel-launch cost with and without the library (no limit) ----
+# Between processes (launch.sh): separate processes differ by about ±600 ns per launch, so this
+# row is shown for reference only (INFO); the verdict is the in-process row after it, which
+# compares the launch through libvgpu.so with the driver's own cuLaunchKernel in one process.
 T bash "$src/tests/gpu/launch.sh" "$B" > "$tmp/launch" 2>&1; cat "$tmp/launch" >&2
-row "kernel launch cost, no limit (launch.sh)" "$(tail -n 1 "$tmp/launch" | awk '{ print $1 }')" "$(tail -n 1 "$tmp/launch" | cut -d' ' -f2-)"
+row "kernel launch cost, no limit, between processes (launch.sh)" INFO "$(tail -n 1 "$tmp/launch" | cut -d' ' -f2-)"
+out=$(T vgpu run --gpu 0 --mem $LIMIT -- launch_toggle -r -n 20000 2>&1 | tail -n 1)
+v=$(printf '%s\n' "$out" | tr ' ' '\n' | awk -F= '$1 == "mean_ns" { m = $2 } $1 == "median_ns" { q = $2 }
+    END { print (m != "" && m < 20 && q < 20 ? "PASS" : "FAIL") }')
+row "launch cost, no core limit, in-process" "$v" "$out (libvgpu.so minus the driver's own; target: mean and median under 20 ns)"
 
 # ---- the limiter's added cost per launch under budget, inside one process (launch_toggle) ----
 for c in 90 50; do

@@ -4,6 +4,12 @@
  * in ABBA order, and compares the two kinds of batch pairwise.
  *
  *   vgpu run --core 90 -- launch_toggle [-n PAIRS] [-b BATCH] [-c PCT]
+ *   vgpu run -- launch_toggle -r [-n PAIRS] [-b BATCH]
+ *
+ * -r compares, with no core limit, the launch through libvgpu.so (the gate's uncapped path)
+ * with the driver's own cuLaunchKernel, looked up in libcuda.so.1's handle through glibc's own
+ * dlsym (libvgpu.so wraps dlsym and would hand back its wrapper; it does not wrap dlvsym): the
+ * library's added cost when only --mem is set, which must stay under 20 ns.
  *
  * Needs VGPU_REGION (run under vgpu run, as the job's owner or root: it opens the region for
  * writing to change its own limit, as `vgpu limit` would). Each batch is BATCH (64) launches of
@@ -14,6 +20,7 @@
  *   pairs=N dropped=N mean_ns=D ci95_ns=H median_ns=M median_ci95=LO..HI base_ns=B
  * D and M are per launch (capped minus unlimited); ci95 is the mean's 95 % interval half-width,
  * median_ci95 the order-statistic interval of the median. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,13 +58,15 @@ int main(int argc, char **argv)
 {
     int pairs = 4000, batch = 64, opt;
     unsigned pct = 90;
-    while ((opt = getopt(argc, argv, "n:b:c:")) != -1) {
+    bool raw = false;
+    while ((opt = getopt(argc, argv, "n:b:c:r")) != -1) {
         switch (opt) {
         case 'n': pairs = atoi(optarg); break;
         case 'b': batch = atoi(optarg); break;
         case 'c': pct = (unsigned)atoi(optarg); break;
+        case 'r': raw = true; break;
         default:
-            fprintf(stderr, "usage: launch_toggle [-n PAIRS] [-b BATCH] [-c PCT]\n");
+            fprintf(stderr, "usage: launch_toggle [-n PAIRS] [-b BATCH] [-c PCT] [-r]\n");
             return 2;
         }
     }
@@ -88,6 +97,26 @@ int main(int argc, char **argv)
     unsigned long long zero = 0;
     void *params[] = { &zero };
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  CUstream, void **, void **);
+    launch_fn driver_launch = NULL;
+    if (raw) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        void *(*glibc_dlsym)(void *, const char *) = NULL;
+        static const char *const ver[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17" };
+        for (unsigned v = 0; libc && !glibc_dlsym && v < sizeof ver / sizeof *ver; v++)
+            *(void **)&glibc_dlsym = dlvsym(libc, "dlsym", ver[v]);
+        driver_launch = h && glibc_dlsym ? (launch_fn)glibc_dlsym(h, "cuLaunchKernel") : NULL;
+        if (!driver_launch || driver_launch == cuLaunchKernel) {
+            fprintf(stderr, "launch_toggle: cannot find the driver's own cuLaunchKernel (is libvgpu.so preloaded?)\n");
+            return 2;
+        }
+        if (vgpu_region_set_core_limit(&r, 0, 0, pol, &e) != 0) {
+            fprintf(stderr, "launch_toggle: %s\n", e.msg);
+            return 1;
+        }
+    }
     double *d = calloc((size_t)pairs, sizeof *d), *capped = calloc((size_t)pairs, sizeof *capped);
     double *plain = calloc((size_t)pairs, sizeof *plain);
     if (!d || !capped || !plain)
@@ -98,6 +127,17 @@ int main(int argc, char **argv)
         bool waited = false;
         for (int k = 0; k < 2; k++) {
             int limited = (i & 1) ? k == 0 : k == 1;   /* ABBA: the order alternates */
+            if (raw) {
+                /* "limited" is the batch through libvgpu.so, the other the driver's own. */
+                double a = now_ns();
+                for (int j = 0; j < batch; j++)
+                    CK(limited ? cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL)
+                               : driver_launch(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL));
+                double b = now_ns();
+                CK(cuStreamSynchronize(s));
+                t[limited] = (b - a) / batch;
+                continue;
+            }
             if (vgpu_region_set_core_limit(&r, 0, limited ? pct : 0, pol, &e) != 0) {
                 fprintf(stderr, "launch_toggle: %s\n", e.msg);
                 return 1;
@@ -122,7 +162,8 @@ int main(int argc, char **argv)
         plain[kept] = t[0];
         d[kept++] = t[1] - t[0];
     }
-    vgpu_region_set_core_limit(&r, 0, pct, pol, &e);
+    if (!raw)
+        vgpu_region_set_core_limit(&r, 0, pct, pol, &e);
     if (kept < 10) {
         fprintf(stderr, "launch_toggle: only %d pairs were under budget\n", kept);
         return 1;
