@@ -21,11 +21,17 @@
  * of GPU work inside one lease of a few milliseconds; the drain then runs all of it, and the
  * overrun, although charged and paid back, shows as a burst at 100% followed by a long stall.
  * So every F-th launch under a lease records a fence (an event) on its stream, and at most two
- * fences may be outstanding: the launch waits for the older one first. F adapts so that the
- * two fences hold about a millisecond or two of GPU work: halved when the wait was long (long
- * kernels: down to a fence every launch, whose cost is nothing next to the kernel), doubled
- * when the older fence was already done (short kernels: up to every 256th launch, so the cost
- * per launch stays a few ns). The fast path pays one thread-local increment and compare.
+ * fences may be outstanding: the launch waits for the older one first. F adapts so that one
+ * interval between fences holds about FENCE_TARGET_NS of GPU work, measured: when a fence is
+ * found done, the GPU time from the previous done fence to it (cuEventElapsedTime) is the work
+ * of F launches, and F is scaled towards the target (long kernels: down to a fence every
+ * launch, whose cost is nothing next to the kernel; short kernels: up to every 256th launch, so
+ * the cost per launch stays a few ns). Measuring matters: the earlier rule (halve after a long
+ * wait, double whenever the older fence was already done) doubled F after every synchronize of
+ * the application, and a loop that synchronizes every 64 launches of 2.7 ms kernels kept tens
+ * of ms queued: drains of up to 65 ms, preemptions that overlapped the two jobs for as long,
+ * and two 30/70 jobs that reached 87 % of the GPU together where time-slicing reaches 89 %
+ * (tests/gpu/core.sh "together"). The fast path pays one thread-local increment and compare.
  *
  * Preemption (vgpu/sched.h, "Latency"): the deadline a launch compares against is the one in the
  * shared schedule, so a waiter that preempts us (by setting it to now) stops our launches at the
@@ -48,6 +54,7 @@
 #include <unistd.h>
 
 #include "hook.h"
+#include "leasetrace.h"
 #include "limiter.h"
 #include "vgpu/region.h"
 #include "vgpu/sched.h"
@@ -76,6 +83,8 @@ struct dstate {
     CUcontext fence_ctx;         /* the context the fence events belong to */
     CUevent fence[2];            /* fence[0] is the older when nfence == 2 */
     unsigned nfence;             /* fences recorded and not known to be done */
+    CUevent done;                /* the last fence found done (timing interval start) */
+    bool have_done;              /* `done` was recorded in this lease and has completed */
 };
 
 static struct dstate devs[MAX_DEV];
@@ -90,8 +99,9 @@ LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
 #define FENCE_EVERY_MAX   256
 #define FENCE_EVERY_START 8
 #define CLOCK_EVERY       8      /* the fast path checks the shared schedule and the clock every 8th launch */
-#define FENCE_LONG_WAIT_NS 500000ULL    /* waited longer than 0.5 ms: too much work in flight (a
-                                           * preempting waiter waits for it: reference/latency.md) */
+#define FENCE_TARGET_NS   500000ULL     /* GPU work between two fences: with two outstanding, about
+                                           * 1 ms is queued, which is what a drain or a preempting
+                                           * waiter waits for (reference/latency.md) */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -112,6 +122,7 @@ static struct {
     vgpu_cuEventQuery_fn ev_query;
     vgpu_cuEventSynchronize_fn ev_sync;
     vgpu_cuEventDestroy_v2_fn ev_destroy;
+    vgpu_cuEventElapsedTime_fn ev_elapsed;
 } drv;
 
 static void reset_child(void);
@@ -129,6 +140,7 @@ static void init(void)
     drv.ev_query = (vgpu_cuEventQuery_fn)vgpu_real_cuda_sym("cuEventQuery");
     drv.ev_sync = (vgpu_cuEventSynchronize_fn)vgpu_real_cuda_sym("cuEventSynchronize");
     drv.ev_destroy = (vgpu_cuEventDestroy_v2_fn)vgpu_real_cuda_sym("cuEventDestroy_v2");
+    drv.ev_elapsed = (vgpu_cuEventElapsedTime_fn)vgpu_real_cuda_sym("cuEventElapsedTime");
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -157,6 +169,7 @@ static void reset_child(void)
         d->nstreams = 0;
         d->whole_ctx = false;
         d->nfence = 0;           /* the parent's events are not the child's */
+        d->have_done = false;
         d->fence_ctx = NULL;
         if (d->s.f)
             vgpu_sched_close(&d->s);
@@ -272,6 +285,7 @@ static void drain_and_release(struct dstate *d, int dev)
     uint64_t lease = atomic_exchange(&d->lease, 0);
     if (!lease)
         return;
+    vgpu_lt_record(VGPU_LT_END, dev, vgpu_now_ns(), 0);
     CUcontext prev = NULL;
     bool switched = false;
     if (drv.get_ctx && drv.set_ctx && drv.get_ctx(&prev) == CUDA_SUCCESS && prev != d->ctx && d->ctx)
@@ -294,14 +308,19 @@ static void drain_and_release(struct dstate *d, int dev)
     /* A lease taken by preemption shares the GPU with the preempted holder's queued work at
      * first; that overlap is the holder's to pay. */
     uint64_t used = now - vgpu_sched_charge_from(&d->s, atomic_load(&d->start), now);
-    if (!vgpu_sched_release(&d->s, lease, used, now))
+    if (!vgpu_sched_release(&d->s, lease, used, now)) {
         vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
+        vgpu_lt_record(VGPU_LT_PREEMPTED, dev, now, used);
+    } else {
+        vgpu_lt_record(VGPU_LT_RELEASE, dev, now, used);
+    }
     struct vgpu_region *r = vgpu_job();
     if (r && r->use)
         atomic_fetch_add(&r->use->dev[dev].gpu_time_ns, used);
     d->nstreams = 0;
     d->whole_ctx = false;
     d->nfence = 0;               /* drained: every fence recorded so far is done */
+    d->have_done = false;        /* and the next interval would span other jobs' turns */
     atomic_store(&d->end, 0);
     atomic_store(&d->lease, 0);
 }
@@ -343,39 +362,54 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
         return;
     if (ctx != d->fence_ctx) {
         /* Events belong to a context: make new ones, and free the old ones (a process that
-         * alternates between two contexts would otherwise leak two events at every switch;
-         * an event may be destroyed while its record is pending, and destroying one of a
-         * context that is gone just fails). */
-        if (d->fence_ctx && drv.ev_destroy) {
-            drv.ev_destroy(d->fence[0]);
-            drv.ev_destroy(d->fence[1]);
-        }
+         * alternates between two contexts would otherwise leak events at every switch; an
+         * event may be destroyed while its record is pending, and destroying one of a context
+         * that is gone just fails). Timing events: the interval's GPU time sets F. */
+        if (d->fence_ctx && drv.ev_destroy)
+            for (unsigned i = 0; i < 3; i++)
+                drv.ev_destroy(i < 2 ? d->fence[i] : d->done);
         d->nfence = 0;
+        d->have_done = false;
         d->fence_ctx = NULL;
-        if (drv.ev_create(&d->fence[0], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-            return;
-        if (drv.ev_create(&d->fence[1], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-            if (drv.ev_destroy)
-                drv.ev_destroy(d->fence[0]);
+        CUevent ev[3];
+        unsigned made = 0;
+        while (made < 3 && drv.ev_create(&ev[made], CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+            made++;
+        if (made < 3) {
+            while (made > 0 && drv.ev_destroy)
+                drv.ev_destroy(ev[--made]);
             return;
         }
+        d->fence[0] = ev[0];
+        d->fence[1] = ev[1];
+        d->done = ev[2];
         d->fence_ctx = ctx;
     }
     unsigned every = atomic_load_explicit(&d->fence_every, memory_order_relaxed);
     if (d->nfence == 2) {
-        if (drv.ev_query(d->fence[0]) == CUDA_SUCCESS) {
-            /* The GPU keeps up: fence less often. */
-            every = every * 2 > FENCE_EVERY_MAX ? FENCE_EVERY_MAX : every * 2;
-        } else {
-            uint64_t t0 = vgpu_now_ns();
+        uint64_t t0 = vgpu_now_ns();
+        if (drv.ev_query(d->fence[0]) != CUDA_SUCCESS) {
             drv.ev_sync(d->fence[0]);
-            if (vgpu_now_ns() - t0 > FENCE_LONG_WAIT_NS)
-                every = every / 2 < FENCE_EVERY_MIN ? FENCE_EVERY_MIN : every / 2;
+            uint64_t t1 = vgpu_now_ns();
+            vgpu_lt_record(VGPU_LT_FENCE, (int)(d - devs), t1, t1 - t0);
         }
-        atomic_store_explicit(&d->fence_every, every, memory_order_relaxed);
-        CUevent done = d->fence[0];
+        float ms = 0;
+        if (d->have_done && drv.ev_elapsed && drv.ev_elapsed(&ms, d->done, d->fence[0]) == CUDA_SUCCESS) {
+            /* The GPU time of the last F launches (an upper bound: it includes any time the GPU
+             * waited for the application, which only makes fences more frequent). */
+            uint64_t took = ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
+            uint64_t want = took ? (uint64_t)every * FENCE_TARGET_NS / took : (uint64_t)every * 4;
+            if (want > (uint64_t)every * 4)
+                want = (uint64_t)every * 4;   /* grow gently: one short interval proves little */
+            every = want < FENCE_EVERY_MIN ? FENCE_EVERY_MIN : want > FENCE_EVERY_MAX ? FENCE_EVERY_MAX : (unsigned)want;
+            atomic_store_explicit(&d->fence_every, every, memory_order_relaxed);
+        }
+        /* fence[0] is done: it starts the next interval; the old `done` is free to record. */
+        CUevent free_ev = d->done;
+        d->done = d->fence[0];
+        d->have_done = true;
         d->fence[0] = d->fence[1];
-        d->fence[1] = done;
+        d->fence[1] = free_ev;
         d->nfence = 1;
     }
     if (drv.ev_record(d->fence[d->nfence], rec) == CUDA_SUCCESS)
@@ -538,8 +572,10 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             break;
         }
         now = vgpu_now_ns();
-        if (!waited_from)
+        if (!waited_from) {
             waited_from = now;
+            vgpu_lt_record(VGPU_LT_WANT, dev, now, 0);
+        }
         if (now - waited_from > stall_bound(x.cap)) {
             /* Bounded: nothing legitimate keeps a job of this cap out this long. */
             d->bypass_until = now + VGPU_SCHED_PERIOD_NS;
@@ -566,6 +602,7 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             atomic_store(&d->touched, 1);
             atomic_store(&d->end, end);
             atomic_store(&d->lease, granted);
+            vgpu_lt_record(VGPU_LT_GRANT, dev, now, end - now);
             if (now > waited_from && r->use)
                 atomic_fetch_add(&r->use->dev[dev].throttled_ns, now - waited_from);
             kick_keeper();

@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/../.." || exit 2
 B=$(cd "${1:-build}" && pwd) || exit 2
 T=$(mktemp -d); trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$T"' EXIT
-export PATH="$B:$PATH" VGPU_STATE_DIR=$T/state
+export PATH="$B:$B/tests/progs:$PATH" VGPU_STATE_DIR=$T/state
 mkdir -m 0700 "$VGPU_STATE_DIR"
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 if ! "$NVCC" -O2 -o "$T/core_bench" tests/gpu/core_bench.cu 2>"$T/nvcc.err"; then
@@ -90,16 +90,25 @@ fi
 # least what two uncapped processes reach when the driver time-slices them (within 1 point),
 # and each stays within ±5 of its cap.
 if want together; then
+uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0)
 for m in matmul async elementwise; do
   "$T/core_bench" $m "$W" >"$T/u1" 2>&1 & "$T/core_bench" $m "$W" >"$T/u2" 2>&1; wait
   ut=$(awk -v a="$(get "$(cat "$T/u1")" ips)" -v b="$(get "$(cat "$T/u2")" ips)" -v c="${base[$m]}" 'BEGIN { printf "%.1f", 100 * (a + b) / c }')
   vgpu run --gpu 0 --core 30 -- "$T/core_bench" $m "$W" >"$T/a" 2>&1 &
-  vgpu run --gpu 0 --core 70 -- "$T/core_bench" $m "$W" >"$T/b" 2>&1; wait
+  vgpu run --gpu 0 --core 70 -- "$T/core_bench" $m "$W" >"$T/b" 2>&1 &
+  # The GPU time the schedule charged the two jobs over the middle half of the run, and its
+  # preemptions and yields: a charge near 100 % with less throughput is time lost inside leases
+  # (overlap, pacing); a lower charge is time lost between them (handover gaps).
+  sleep "$(awk -v w="$W" 'BEGIN { print w / 4 }')"; p1=$(sched_peek "$uuid" 2>/dev/null); t1=$(date +%s%N)
+  sleep "$(awk -v w="$W" 'BEGIN { print w / 2 }')"; p2=$(sched_peek "$uuid" 2>/dev/null); t2=$(date +%s%N)
+  wait
+  charged=$(printf '%s\n%s\n' "$p1" "$p2" | awk -v dt=$((t2 - t1)) -F'[ =]' '/^exists/ { n++; pre[n] = $12; yi[n] = $14 }
+    /^job=/ { u[n] += $6 } END { printf "charged %.1f%%, %d preemptions, %d yields", 100 * (u[2] - u[1]) / dt, pre[2] - pre[1], yi[2] - yi[1] }')
   pa=$(pct "$(get "$(cat "$T/a")" ips)" "${base[$m]}") pb=$(pct "$(get "$(cat "$T/b")" ips)" "${base[$m]}")
   vt=$(awk -v a="$pa" -v b="$pb" -v u="$ut" 'BEGIN { print (a + b >= u - 1 ? "PASS" : "FAIL") }')
   [ "$(verdict "$pa" 30 5)" = PASS ] && [ "$(verdict "$pb" 70 5)" = PASS ] || vt=FAIL; count "$vt"
-  printf 'together %-11s 30:70 %s%% + %s%% = %s%%, two uncapped %s%%   %s\n' $m "$pa" "$pb" \
-    "$(awk -v a="$pa" -v b="$pb" 'BEGIN { printf "%.1f", a + b }')" "$ut" "$vt"
+  printf 'together %-11s 30:70 %s%% + %s%% = %s%%, two uncapped %s%% (%s)   %s\n' $m "$pa" "$pb" \
+    "$(awk -v a="$pa" -v b="$pb" 'BEGIN { printf "%.1f", a + b }')" "$ut" "$charged" "$vt"
 done
 fi
 if want soft; then

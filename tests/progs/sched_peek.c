@@ -37,6 +37,12 @@ int main(int argc, char **argv)
     printf("exists=1 key=0x%08x jobs=%u procs=%u held=%d preemptions=%llu yields=%llu\n", (unsigned)key, jobs, procs,
            vgpu_lease_holder(atomic_load(&f->lease)) != 0, (unsigned long long)atomic_load(&f->preemptions),
            (unsigned long long)atomic_load(&f->yields));
+    /* One line per job: its cap and the GPU time charged to it so far (two samples give the
+     * share of the GPU each job was charged over an interval: tests/gpu/core.sh). */
+    for (unsigned i = 0; i < VGPU_SCHED_MAX_JOBS; i++)
+        if (atomic_load(&f->jobs[i].key) != 0)
+            printf("job=%u cap=%u used_ns=%llu\n", i, (unsigned)atomic_load(&f->jobs[i].cap),
+                   (unsigned long long)atomic_load(&f->jobs[i].used_ns));
     shmdt(f);
     return 0;
 }
