@@ -94,8 +94,9 @@ uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0)
 for m in matmul async elementwise; do
   "$T/core_bench" $m "$W" >"$T/u1" 2>&1 & "$T/core_bench" $m "$W" >"$T/u2" 2>&1; wait
   ut=$(awk -v a="$(get "$(cat "$T/u1")" ips)" -v b="$(get "$(cat "$T/u2")" ips)" -v c="${base[$m]}" 'BEGIN { printf "%.1f", 100 * (a + b) / c }')
-  vgpu run --gpu 0 --core 30 -- "$T/core_bench" $m "$W" >"$T/a" 2>&1 &
-  vgpu run --gpu 0 --core 70 -- "$T/core_bench" $m "$W" >"$T/b" 2>&1 &
+  rm -rf "$T/trace"; mkdir "$T/trace"
+  VGPU_LEASE_TRACE=$T/trace vgpu run --gpu 0 --core 30 -- "$T/core_bench" $m "$W" >"$T/a" 2>&1 &
+  VGPU_LEASE_TRACE=$T/trace vgpu run --gpu 0 --core 70 -- "$T/core_bench" $m "$W" >"$T/b" 2>&1 &
   # The GPU time the schedule charged the two jobs over the middle half of the run, and its
   # preemptions and yields: a charge near 100 % with less throughput is time lost inside leases
   # (overlap, pacing); a lower charge is time lost between them (handover gaps).
@@ -109,6 +110,7 @@ for m in matmul async elementwise; do
   [ "$(verdict "$pa" 30 5)" = PASS ] && [ "$(verdict "$pb" 70 5)" = PASS ] || vt=FAIL; count "$vt"
   printf 'together %-11s 30:70 %s%% + %s%% = %s%%, two uncapped %s%% (%s)   %s\n' $m "$pa" "$pb" \
     "$(awk -v a="$pa" -v b="$pb" 'BEGIN { printf "%.1f", a + b }')" "$ut" "$charged" "$vt"
+  python3 tests/gpu/handover.py "$T/trace" 2>&1 | sed 's/^/    /' 
 done
 fi
 if want soft; then
