@@ -664,6 +664,9 @@ static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, 
         atomic_store(&f->lease_start, now);
         atomic_store(&f->lease_end, now + len);
         atomic_store(&f->borrowed, 0u);
+        /* The holder drains from now on: until it says when it finished, our lease is not
+         * charged (vgpu_sched_charge_from); it pays the overlap. */
+        atomic_store(&f->overlap_until, now + VGPU_SCHED_OVERLAP_NS);
         atomic_store(&f->procs[proc].want_since, 0);
         atomic_fetch_add(&f->preemptions, 1);
         *lease_out = granted;
@@ -790,10 +793,14 @@ void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now)
     atomic_store(&s->f->overlap_until, now);
 }
 
-uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now)
+uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now, bool preempted)
 {
     uint64_t ov = atomic_load(&s->f->overlap_until);
-    return ov > start && ov <= now ? ov : start;
+    if (preempted || ov <= start)
+        return start;
+    if (ov > now)
+        return ov - now <= VGPU_SCHED_OVERLAP_NS ? now : start;   /* still draining; or garbage */
+    return ov;
 }
 
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since)

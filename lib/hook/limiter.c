@@ -84,6 +84,8 @@ struct dstate {
     CUevent fence[2];            /* fence[0] is the older when nfence == 2 */
     unsigned nfence;             /* fences recorded and not known to be done */
     CUevent done;                /* the last fence found done (timing interval start) */
+    unsigned max_fences;         /* outstanding fences allowed: 2, or 1 when one launch alone is
+                                  * longer than two intervals' worth (long kernels) */
     bool have_done;              /* `done` was recorded in this lease and has completed */
 };
 
@@ -97,7 +99,7 @@ LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
 
 #define FENCE_EVERY_MIN   1
 #define FENCE_EVERY_MAX   256
-#define FENCE_EVERY_START 8
+#define FENCE_EVERY_START 1      /* grows x4 per measured interval: 256 after four */
 #define CLOCK_EVERY       8      /* the fast path checks the shared schedule and the clock every 8th launch */
 #define FENCE_TARGET_NS   500000ULL     /* GPU work between two fences: with two outstanding, about
                                            * 1 ms is queued, which is what a drain or a preempting
@@ -306,8 +308,9 @@ static void drain_and_release(struct dstate *d, int dev)
         drv.set_ctx(prev);
     uint64_t now = vgpu_now_ns();
     /* A lease taken by preemption shares the GPU with the preempted holder's queued work at
-     * first; that overlap is the holder's to pay. */
-    uint64_t used = now - vgpu_sched_charge_from(&d->s, atomic_load(&d->start), now);
+     * first; that overlap is the holder's to pay (ours, when we are the one preempted). */
+    bool preempted = vgpu_sched_deadline(&d->s, lease) == 0;
+    uint64_t used = now - vgpu_sched_charge_from(&d->s, atomic_load(&d->start), now, preempted);
     if (!vgpu_sched_release(&d->s, lease, used, now)) {
         vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
         vgpu_lt_record(VGPU_LT_PREEMPTED, dev, now, used);
@@ -386,23 +389,37 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
         d->fence_ctx = ctx;
     }
     unsigned every = atomic_load_explicit(&d->fence_every, memory_order_relaxed);
-    if (d->nfence == 2) {
+    if (d->max_fences < 1 || d->max_fences > 2)
+        d->max_fences = 2;
+    while (d->nfence >= d->max_fences) {
         uint64_t t0 = vgpu_now_ns();
-        if (drv.ev_query(d->fence[0]) != CUDA_SUCCESS) {
+        bool waited = drv.ev_query(d->fence[0]) != CUDA_SUCCESS;
+        if (waited) {
             drv.ev_sync(d->fence[0]);
             uint64_t t1 = vgpu_now_ns();
             vgpu_lt_record(VGPU_LT_FENCE, (int)(d - devs), t1, t1 - t0);
         }
         float ms = 0;
         if (d->have_done && drv.ev_elapsed && drv.ev_elapsed(&ms, d->done, d->fence[0]) == CUDA_SUCCESS) {
-            /* The GPU time of the last F launches (an upper bound: it includes any time the GPU
-             * waited for the application, which only makes fences more frequent). */
+            /* The time from one fence's completion to the next: the GPU time of the last F
+             * launches when the GPU was busy throughout, which it was when we had to wait (the
+             * GPU is behind). When the fence was already done, the GPU may have waited for the
+             * application (a CPU-bound or bursty loop) and the figure is only an upper bound:
+             * then it may raise F, never lower it (lowering it there put a fence on every
+             * launch of a bursty loop, at a microsecond each). */
             uint64_t took = ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
             uint64_t want = took ? (uint64_t)every * FENCE_TARGET_NS / took : (uint64_t)every * 4;
             if (want > (uint64_t)every * 4)
                 want = (uint64_t)every * 4;   /* grow gently: one short interval proves little */
+            if (!waited && want < every)
+                want = every;
             every = want < FENCE_EVERY_MIN ? FENCE_EVERY_MIN : want > FENCE_EVERY_MAX ? FENCE_EVERY_MAX : (unsigned)want;
             atomic_store_explicit(&d->fence_every, every, memory_order_relaxed);
+            /* Kernels longer than two intervals: one fence, so that the launch waits for the one
+             * before last, and two kernels are queued, not three (the drain and a preemptor's
+             * wait: on the H100, 4096² fp32 matmuls of over 10 ms queued 30 ms). */
+            if (waited || every > FENCE_EVERY_MIN)
+                d->max_fences = every == FENCE_EVERY_MIN && took > 2 * FENCE_TARGET_NS ? 1 : 2;
         }
         /* fence[0] is done: it starts the next interval; the old `done` is free to record. */
         CUevent free_ev = d->done;
@@ -410,7 +427,7 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
         d->have_done = true;
         d->fence[0] = d->fence[1];
         d->fence[1] = free_ev;
-        d->nfence = 1;
+        d->nfence--;
     }
     if (drv.ev_record(d->fence[d->nfence], rec) == CUDA_SUCCESS)
         d->nfence++;

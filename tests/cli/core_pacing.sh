@@ -3,8 +3,10 @@
 # only every 64 launches, as training loops do. The work a holder keeps queued is what a drain,
 # and a preempting job, waits for; the limiter measures each fence interval's GPU time and keeps
 # about 0.5 ms of work per interval. The old rule doubled the fence interval after every
-# synchronize: drains of tens of ms, and two such jobs 30/70 reached 0.63 + 0.28 of the GPU
-# together (this test's bands fail there). The simulated GPU runs "sleep_us" kernels in real time.
+# synchronize: drains with a 90th percentile of 38 ms (the bound below), and two such jobs 30/70
+# reached 0.63 + 0.28 of the GPU together. The bands of the pair are ±7 points and 90 % together:
+# CI has two busy cores, and the loops need the CPU to keep the simulated GPU fed. The simulated
+# GPU runs "sleep_us" kernels in real time.
 source "$(dirname "$0")/lib.sh"
 
 K=2700   # µs per kernel, a 4096² fp32 matmul on an H100
@@ -23,15 +25,15 @@ a=$(centi "$(field "$(cat "$T_DIR/a")" share)") b=$(centi "$(field "$(cat "$T_DI
 a=$((100 * a / base)) b=$((100 * b / base))
 # Where the time went, for the failure messages (tests/gpu/handover.py reads the same traces).
 why=$(python3 "$VGPU_SRC/tests/gpu/handover.py" "$T_DIR/trace" 2>&1 | tr '\n' ';')
-if [ $a -ge 25 ] && [ $a -le 35 ]; then ok "the 30 % job holds its cap beside a 70 % job ($a %)"; else not_ok "30 % job" "$a % of the uncapped loop: $(cat "$T_DIR/a"); $why"; fi
-if [ $b -ge 65 ] && [ $b -le 75 ]; then ok "the 70 % job holds its cap beside a 30 % job ($b %)"; else not_ok "70 % job" "$b % of the uncapped loop: $(cat "$T_DIR/b"); $why"; fi
-if [ $((a + b)) -ge 93 ]; then ok "together they use the GPU ($((a + b)) %)"; else not_ok "together" "$a % + $b % = $((a + b)) % of the uncapped loop: GPU time lost to sharing"; fi
+if [ $a -ge 23 ] && [ $a -le 37 ]; then ok "the 30 % job holds its cap beside a 70 % job ($a %)"; else not_ok "30 % job" "$a % of the uncapped loop: $(cat "$T_DIR/a"); $why"; fi
+if [ $b -ge 63 ] && [ $b -le 77 ]; then ok "the 70 % job holds its cap beside a 30 % job ($b %)"; else not_ok "70 % job" "$b % of the uncapped loop: $(cat "$T_DIR/b"); $why"; fi
+if [ $((a + b)) -ge 90 ]; then ok "together they use the GPU ($((a + b)) %)"; else not_ok "together" "$a % + $b % = $((a + b)) % of the uncapped loop: GPU time lost to sharing"; fi
 
-# Drains: from a lease's end to its release, the holder waits for what it queued. With two
-# fences of about 0.5 ms of work, a 2.7 ms kernel queues at most three kernels (8.1 ms).
+# Drains: from a lease's end to its release, the holder waits for what it queued. A kernel
+# longer than two fence intervals leaves one fence outstanding: two kernels queued (5.4 ms).
 n=$(cat "$T_DIR"/trace/lease.* 2>/dev/null | grep -c '^end ')
 assert_match "VGPU_LEASE_TRACE recorded lease ends" '^[1-9][0-9]*$' "$n"
 p90=$(for f in "$T_DIR"/trace/lease.*; do awk '$1 == "end" { e = $3 } ($1 == "release" || $1 == "preempted") && e { print $3 - e; e = 0 }' "$f"; done |
       sort -n | awk '{ v[NR] = $1 } END { if (NR) print int(v[int(NR * 0.9) + (NR * 0.9 > int(NR * 0.9))] / 1000000) }')
-if [ -n "$p90" ] && [ "$p90" -le 12 ]; then ok "90 % of drains take at most 12 ms (${p90} ms)"; else not_ok "drains" "p90 ${p90:-?} ms"; fi
+if [ -n "$p90" ] && [ "$p90" -le 9 ]; then ok "90 % of drains take at most 9 ms (${p90} ms)"; else not_ok "drains" "p90 ${p90:-?} ms"; fi
 done_testing

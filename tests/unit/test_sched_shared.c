@@ -70,15 +70,21 @@ static void test_idle_waiter_preempts(void **state)
     assert_int_equal(vgpu_sched_deadline(&t.s, lease), end);
     assert_true(atomic_load(&t.s.f->yield_seq) != yseq);    /* the holder's helper is woken */
     assert_int_equal(atomic_load(&t.s.f->preemptions), 1);
+    /* While A drains, B's lease is not charged (A pays the overlap, once); A's own lease,
+     * preempted, is charged from its start. */
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 2 * MS, false), now + 2 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now - 5 * MS, now + 2 * MS, true), now - 5 * MS);
     /* A drains and gives its lease back: the release reports it gone, and charges A all the same. */
     assert_false(vgpu_sched_release(&t.s, a_lease, 3 * MS, now + 3 * MS));
     assert_int_equal(atomic_load(&t.s.f->jobs[t.ja].used_ns), 3 * MS);
     assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), (unsigned)t.pb + 1);
     /* The overlap with A's queued work is A's: B's charge starts when A finished draining. */
     vgpu_sched_drained(&t.s, now + 3 * MS);
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 5 * MS), now + 3 * MS);
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + 4 * MS, now + 5 * MS), now + 4 * MS);  /* older */
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 2 * MS), now + MS);          /* not yet */
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 5 * MS, false), now + 3 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + 4 * MS, now + 5 * MS, false), now + 4 * MS);  /* older */
+    /* A mark too far ahead (garbage, or a holder that never drained) is not believed. */
+    atomic_store(&t.s.f->overlap_until, now + 2 * MS + VGPU_SCHED_OVERLAP_NS + 1);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 2 * MS, false), now + MS);
     /* A asks again while B holds: A is not at its burst, so it only asks. */
     assert_false(vgpu_sched_try_acquire(&t.s, t.pa, now + 4 * MS, &lease, &end));
     assert_true(vgpu_sched_wanted(&t.s, now + 3 * MS));

@@ -56,6 +56,7 @@
 #define VGPU_SCHED_STARVE_NS   1000000000ULL /* eligible this long: served before any priority (the
                                                 * low-priority floor: one turn a second) */
 #define VGPU_SCHED_GRACE_NS    20000000ULL   /* a holder past deadline + grace loses the lease */
+#define VGPU_SCHED_OVERLAP_NS  200000000ULL  /* a preempted holder's drain is believed this long */
 #define VGPU_SCHED_ABSENT_NS   25000000ULL   /* waiters retry at least every 5 ms */
 #define VGPU_SCHED_JOB_IDLE_NS 10000000000ULL /* a job entry with no process for 10 s is freed */
 #define VGPU_SCHED_MAX_LEASE_NS (2 * VGPU_SCHED_PERIOD_NS) /* no valid lease is longer (two quanta of 100%) */
@@ -102,7 +103,9 @@ struct vgpu_sched_file {
     _Atomic uint32_t borrowed;     /* the current lease is a soft job's borrowed turn */
     uint32_t reserved1;
     _Atomic uint64_t overlap_until; /* a preempted holder's queued work finished then: the time
-                                     * before it is charged to that holder, not to the next */
+                                     * before it is charged to that holder, not to the next. Set
+                                     * ahead (preemption time + VGPU_SCHED_OVERLAP_NS) by the
+                                     * preemptor while the holder still drains */
     _Atomic uint64_t want_ns;      /* last time an entitled waiter of another job asked for the GPU */
     /* Header (second cache line). */
     _Atomic uint64_t magic;        /* written last at creation */
@@ -207,9 +210,13 @@ uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
 
 /* A preempted holder finished draining at `now` (its release found the lease gone). */
 void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now);
-/* Where the charge of a lease granted at `start` begins: the end of the overlap with a
- * preempted holder's queued work when that falls inside [start, now], else start. */
-uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now);
+/* Where the charge of a lease granted at `start` begins. The overlap with a preempted holder's
+ * queued work is that holder's to pay, once: for a lease that was not itself preempted, the
+ * charge begins where the overlap ended when that falls inside [start, now], or at `now` (no
+ * charge) while the holder it preempted is still draining (the mark is ahead of now, and at
+ * most VGPU_SCHED_OVERLAP_NS ahead: a holder that never drains, or a mark further ahead, is not
+ * believed). A preempted lease (`preempted`) is charged from its start: the overlap is its own. */
+uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now, bool preempted);
 /* For the holder's helper thread: true when a waiter of another job asked for the GPU after
  * `since` (the holder should give the lease back once it is idle). */
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since);
