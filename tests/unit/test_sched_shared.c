@@ -91,6 +91,39 @@ static void test_idle_waiter_preempts(void **state)
     teardown_two(&t);
 }
 
+static void test_saturating_waiter_only_asks(void **state)
+{
+    (void)state;
+    /* B was already waiting when A's lease was granted (a saturating job held to its cap, not a
+     * request that just arrived): even with its credit at the burst it only asks, and A's
+     * deadline stands. Before, it took the lease, and two saturating jobs took it from each
+     * other at every turn. */
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    snprintf(t.path, sizeof t.path, "/tmp/vgpu-test-sched2.XXXXXX");
+    int fd = mkstemp(t.path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(&t.s, t.path, &e), 0);
+    t.ja = vgpu_sched_job(&t.s, 1, 70, false, 0, now);
+    t.jb = vgpu_sched_job(&t.s, 2, 30, false, 0, now);
+    t.pa = vgpu_sched_attach(&t.s, (unsigned)t.ja, getpid(), 1);
+    t.pb = vgpu_sched_attach(&t.s, (unsigned)t.jb, getpid(), 2);
+    atomic_store(&t.s.f->jobs[t.jb].credit, -(int64_t)(5 * MS));   /* B is in debt: A is picked */
+    atomic_store(&t.s.f->jobs[t.jb].credit_t, now);
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, now, &lease, &end));        /* B waits from now */
+    assert_true(vgpu_sched_try_acquire(&t.s, t.pa, now + MS, &lease, &end));    /* A is granted after */
+    uint64_t a_lease = lease;
+    atomic_store(&t.s.f->jobs[t.jb].credit, 2 * Q(30));                       /* B reaches its burst */
+    atomic_store(&t.s.f->jobs[t.jb].credit_t, now + 2 * MS);
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, now + 2 * MS, &lease, &end));
+    assert_int_equal(atomic_load(&t.s.f->preemptions), 0);
+    assert_int_equal(atomic_load(&t.s.f->lease), a_lease);
+    assert_true(vgpu_sched_wanted(&t.s, now + MS));                             /* it asked */
+    teardown_two(&t);
+}
+
 static void test_busy_waiter_only_asks(void **state)
 {
     (void)state;
@@ -253,6 +286,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_waiter_preempts),
         cmocka_unit_test(test_busy_waiter_only_asks),
+        cmocka_unit_test(test_saturating_waiter_only_asks),
         cmocka_unit_test(test_priority_preempts),
         cmocka_unit_test(test_both_under_cap_take_turns),
         cmocka_unit_test(test_same_job_never_preempts),
