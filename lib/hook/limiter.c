@@ -287,7 +287,12 @@ static void drain_and_release(struct dstate *d, int dev)
     uint64_t lease = atomic_exchange(&d->lease, 0);
     if (!lease)
         return;
-    vgpu_lt_record(VGPU_LT_END, dev, vgpu_now_ns(), 0);
+    uint64_t t_end = vgpu_now_ns();
+    vgpu_lt_record(VGPU_LT_END, dev, t_end, 0);
+    /* Where our charge begins, read before our own "draining" mark replaces the one a holder we
+     * preempted may have left. */
+    uint64_t from = vgpu_sched_charge_from(&d->s, atomic_load(&d->start), t_end, false);
+    vgpu_sched_draining(&d->s, lease, t_end);
     CUcontext prev = NULL;
     bool switched = false;
     if (drv.get_ctx && drv.set_ctx && drv.get_ctx(&prev) == CUDA_SUCCESS && prev != d->ctx && d->ctx)
@@ -310,7 +315,7 @@ static void drain_and_release(struct dstate *d, int dev)
     /* A lease taken by preemption shares the GPU with the preempted holder's queued work at
      * first; that overlap is the holder's to pay (ours, when we are the one preempted). */
     bool preempted = vgpu_sched_deadline(&d->s, lease) == 0;
-    uint64_t used = now - vgpu_sched_charge_from(&d->s, atomic_load(&d->start), now, preempted);
+    uint64_t used = now - (preempted ? atomic_load(&d->start) : from);
     if (!vgpu_sched_release(&d->s, lease, used, now)) {
         vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
         vgpu_lt_record(VGPU_LT_PREEMPTED, dev, now, used);

@@ -124,6 +124,32 @@ static void test_saturating_waiter_only_asks(void **state)
     teardown_two(&t);
 }
 
+static void test_draining_holder_is_not_revoked(void **state)
+{
+    (void)state;
+    /* A past its deadline + grace but draining (its kernels are long): B waits for it instead of
+     * revoking the lease; once A releases, the mark no longer exempts anyone. */
+    struct two t;
+    uint64_t now = 1000 * MS, lease, end;
+    setup_two(&t, 0, 0, 0, now);   /* entitled by then (accrued), not near its burst: no preemption */
+    uint64_t a_lease = atomic_load(&t.s.f->lease);
+    uint64_t late = now + (uint64_t)Q(70) + VGPU_SCHED_GRACE_NS + MS;
+    vgpu_sched_draining(&t.s, a_lease, late - 10 * MS);
+    assert_false(vgpu_sched_try_acquire(&t.s, t.pb, late, &lease, &end));
+    assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), vgpu_lease_holder(a_lease));
+    assert_true(vgpu_sched_release(&t.s, a_lease, 10 * MS, late + MS));
+    assert_int_equal(atomic_load(&t.s.f->overlap_until), late + MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, late + 2 * MS, late + 3 * MS, false), late + 2 * MS);
+    teardown_two(&t);
+    /* Without the mark, or with one too far ahead, the overdue lease is revoked. */
+    setup_two(&t, 0, 0, 0, now);   /* entitled by then (accrued), not near its burst: no preemption */
+    a_lease = atomic_load(&t.s.f->lease);
+    atomic_store(&t.s.f->overlap_until, late + VGPU_SCHED_OVERLAP_NS + MS);
+    (void)vgpu_sched_try_acquire(&t.s, t.pb, late, &lease, &end);
+    assert_true(atomic_load(&t.s.f->lease) != a_lease);
+    teardown_two(&t);
+}
+
 static void test_busy_waiter_only_asks(void **state)
 {
     (void)state;
@@ -287,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_idle_waiter_preempts),
         cmocka_unit_test(test_busy_waiter_only_asks),
         cmocka_unit_test(test_saturating_waiter_only_asks),
+        cmocka_unit_test(test_draining_holder_is_not_revoked),
         cmocka_unit_test(test_priority_preempts),
         cmocka_unit_test(test_both_under_cap_take_turns),
         cmocka_unit_test(test_same_job_never_preempts),

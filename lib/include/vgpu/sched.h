@@ -208,6 +208,9 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns);
  * capped to a few ms so that a lease freed without a wake-up is never missed for long). */
 uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
 
+/* The holder of `lease` begins to wait for the work it queued (its deadline passed, or it gives
+ * the lease back): until it releases, or VGPU_SCHED_OVERLAP_NS, waiters do not revoke the lease. */
+void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now);
 /* A preempted holder finished draining at `now` (its release found the lease gone). */
 void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now);
 /* Where the charge of a lease granted at `start` begins. The overlap with a preempted holder's
