@@ -42,12 +42,11 @@ run env LD_LIBRARY_PATH="$bin/fakegpu" "$bin/progs/nvml_probe"
 assert_eq "root sees both users' memory" $((1073741824 + 536870912 + 2 * CTX)) "$(v2used "$out")"
 nobody_holder=${ready4#ready }
 kill -KILL "$nobody_holder"
-end=$((SECONDS + 5))
-until [ "$(v2used "$(as_nobody nvml_probe)")" = $((1073741824 + CTX)) ] || [ $SECONDS -ge $end ]; do sleep 0.05; done
+nobody_sees() { [ "$(v2used "$(as_nobody nvml_probe)")" = "$1" ]; }
+poll_until 10 nobody_sees $((1073741824 + CTX))
 assert_eq "nobody's killed process is reaped by nobody's reader" $((1073741824 + CTX)) "$(v2used "$(as_nobody nvml_probe)")"
 kill -KILL "$root_holder"
-end=$((SECONDS + 5))
-until [ "$(v2used "$(as_nobody nvml_probe)")" = 0 ] || [ $SECONDS -ge $end ]; do sleep 0.05; done
+poll_until 10 nobody_sees 0
 assert_eq "root's killed process is reaped by nobody's reader too" 0 "$(v2used "$(as_nobody nvml_probe)")"
 
 run env VGPU_FAKE_SHARED=../etc nvml_probe

@@ -12,6 +12,17 @@
 #   assert_not_contains DESC NEEDLE HAYSTACK
 #   assert_match DESC REGEX TEXT
 #   skip DESC REASON         one test not run, and why (tests/run.sh lists every skip at the end)
+#   wait_until SECONDS CMD...  synchronization: runs CMD (output discarded) every 50 ms until it
+#                            succeeds (status 0). When SECONDS (an integer) pass first, that is a
+#                            failure: a "not ok" line naming what was awaited, and status 1.
+#                            Never a fixed sleep or a silent polling loop instead: a sleep is too
+#                            short on a loaded machine, and a loop that gives up quietly lets the
+#                            test go on to assert on a state that never came. The same command is
+#                            on PATH for the shells a test starts (vgpu run -- sh -c '...'): there a
+#                            timeout is written to stderr and reported as "not ok" by done_testing
+#                            (there CMD is a program, or a bash function exported with export -f).
+#   poll_until SECONDS CMD...  the same wait, silent: status 1 on timeout. Only where the wait is
+#                            itself the assertion: if poll_until 10 CMD; then ok D; else not_ok D DETAIL; fi
 #   skip_all REASON          the whole script cannot run here: plan 1..0 with the reason, exit 0
 #   done_testing             the LAST line of every script: prints the TAP plan "1..N". tests/run.sh
 #                            fails a script without a plan, or whose plan disagrees with the tests
@@ -38,6 +49,8 @@ export VGPU_MACHINE_DIR=$T_DIR/machine
 export VGPU_FAKE_STATE=$T_DIR/fakegpu.state
 export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
 export VGPU_FAKE_LIBDIR=$VGPU_BUILD/fakegpu
+# Timeouts of wait_until in child processes, reported by done_testing.
+export VGPU_TEST_TIMEOUTS=$T_DIR/.timeouts
 [ -n "${VGPU_TEST_PRELOAD:-}" ] && export LD_PRELOAD=$VGPU_TEST_PRELOAD
 mkdir -m 0700 -p "$VGPU_STATE_DIR"
 mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
@@ -67,7 +80,48 @@ skip_all() {
   if [ "$T_N" -gt 0 ]; then not_ok "skip_all after $T_N tests had run: $1"; done_testing; exit 1; fi
   echo "1..0 # SKIP $1"; T_DONE=1; exit 0
 }
-done_testing() { echo "1..$T_N"; T_DONE=1; }
+done_testing() {
+  local l
+  if [ -s "$VGPU_TEST_TIMEOUTS" ]; then
+    while IFS= read -r l; do not_ok "$l (in a child process)"; done <"$VGPU_TEST_TIMEOUTS"
+    : >"$VGPU_TEST_TIMEOUTS"
+  fi
+  echo "1..$T_N"; T_DONE=1
+}
+
+# poll_until SECONDS CMD...: 0 once CMD succeeds, 1 when SECONDS passed first. CMD runs at least once, and
+# once more after the deadline, so a slow machine's last chance is not lost to the sleep.
+poll_until() {
+  local end=$(( ${EPOCHREALTIME/./} + $1 * 1000000 )); shift
+  while :; do
+    "$@" >/dev/null 2>&1 && return 0
+    [ "${EPOCHREALTIME/./}" -ge "$end" ] && { "$@" >/dev/null 2>&1; return; }
+    sleep 0.05
+  done
+}
+wait_until() {
+  local s=$1; shift
+  poll_until "$s" "$@" && return 0
+  if [ "$BASH_SUBSHELL" -gt 0 ]; then
+    # A subshell's "not ok" would not be counted by the script: report it from done_testing.
+    printf 'timed out after %s s waiting for: %s\n' "$s" "$*" >>"$VGPU_TEST_TIMEOUTS"
+  else
+    not_ok "timed out after $s s waiting for: $*"
+  fi
+  return 1
+}
+# The command form of wait_until, for child processes (they cannot call this file's functions).
+mkdir -p "$T_DIR/.bin"
+{
+  echo '#!/usr/bin/env bash'
+  declare -f poll_until
+  # shellcheck disable=SC2016
+  echo 's=$1; shift; poll_until "$s" "$@" && exit 0
+msg="timed out after $s s waiting for: $*"
+printf "%s\n" "$msg" >>"$VGPU_TEST_TIMEOUTS"; echo "wait_until: $msg" >&2; exit 1'
+} >"$T_DIR/.bin/wait_until"
+chmod +x "$T_DIR/.bin/wait_until"
+export PATH=$T_DIR/.bin:$PATH
 
 check() {
   local desc=$1; shift

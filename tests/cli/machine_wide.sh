@@ -21,15 +21,18 @@ assert_rc "a capped job runs" 0
 assert_eq "the last capped job to end removes the GPU's schedule" "exists=0" "$(sched_peek $UUID | cut -d' ' -f1)"
 vgpu run --core 50 -- core_loop -t 1.5 -k $K >/dev/null 2>&1 &
 j=$!
+# sched_has WORD: the schedule's state (kept in $peek: wait_until runs it in this shell) has WORD.
+sched_has() { peek=$(sched_peek $UUID); case $peek in *"$1"*) return 0 ;; esac; return 1; }
 peek=""
-for _ in $(seq 100); do peek=$(sched_peek $UUID); case $peek in *procs=1*) break ;; esac; sleep 0.02; done
+wait_until 20 sched_has procs=1
 assert_contains "while it runs, the schedule holds its process" "procs=1" "$peek"
 kill -9 $j 2>/dev/null; wait $j 2>/dev/null
 # The job's process died with the kill of vgpu run? No: vgpu run forwards nothing on SIGKILL, so
 # wait for core_loop itself to end (1.5 s) and the next capped job to reap it.
 # (a /proc walk: pgrep hangs under make asan's preloaded sanitizer runtimes)
 running() { for c in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$c" 2>/dev/null | grep -q "^core_loop -t 1.5 " && return 0; done; return 1; }
-for _ in $(seq 150); do running || break; sleep 0.02; done
+not_running() { ! running; }
+wait_until 20 not_running
 run vgpu run --core 50 -- core_loop -t 0.2 -k $K
 assert_eq "a dead process's entry is reaped and the schedule removed after the next job" "exists=0" \
   "$(sched_peek $UUID | cut -d' ' -f1)"
@@ -60,7 +63,7 @@ else
   vgpu run --core 60 -- core_loop -t 3 -k $K >"$T_DIR/root.out" 2>&1 &
   b=$!
   peek=""
-  for _ in $(seq 100); do peek=$(sched_peek $UUID); case $peek in *jobs=2*) break ;; esac; sleep 0.02; done
+  wait_until 20 sched_has jobs=2
   assert_contains "jobs of two users on one GPU are in one schedule" "jobs=2" "$peek"
   wait $a $b
   pn=$(pct "$(cat "$T_DIR/nb.out")") pr=$(pct "$(cat "$T_DIR/root.out")")
@@ -72,7 +75,8 @@ else
   # Placement sees every user's promises: root's 60G job leaves 19.65 GiB of the 79.65 GiB H100.
   vgpu run --mem 60G -- sleep 30 >/dev/null 2>&1 &
   big=$!
-  for _ in $(seq 100); do [ -n "$(ls "$VGPU_MACHINE_DIR/promises" 2>/dev/null)" ] && break; sleep 0.02; done
+  promised() { [ -n "$(ls "$VGPU_MACHINE_DIR/promises" 2>/dev/null)" ]; }
+  wait_until 20 promised
   run as_nobody vgpu run --mem 30G -- true
   assert_rc "another user is not promised memory that root's job holds" 125
   assert_contains "... and is told what is left" "19.65 GiB left" "$err"
@@ -93,7 +97,7 @@ fi
 # loaded 2-core machine (the client alone: 1-4 ms).
 vgpu run --core 70 -- core_loop -k 250 -s 200 -t 5.5 >"$T_DIR/train" 2>&1 &
 tr=$!
-for _ in $(seq 100); do case $(sched_peek $UUID) in *held=1*) break ;; esac; sleep 0.02; done
+wait_until 20 sched_has held=1
 run vgpu run --core 30 -- core_loop -m client -k 200 -s 4 -i 5000 -t 4
 wait $tr
 p99=$(field "$out" p99_ms); p99=${p99%.*}

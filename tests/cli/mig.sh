@@ -93,7 +93,7 @@ run vgpu mig create 3g.40gb:0 --json
 gid=$(jq -r '.created[0].gpu_instance_id' <<<"$out"); cid=$(jq -r '.created[0].compute_instance_id' <<<"$out")
 fakegpu-ctl hold "0:$gid:$cid" 1048576 >"$T_DIR/hold.out" 2>&1 &
 hold=$!
-for _ in $(seq 50); do grep -q ready "$T_DIR/hold.out" 2>/dev/null && break; sleep 0.1; done
+wait_until 20 grep -q ready "$T_DIR/hold.out"
 run vgpu mig destroy "$gid"
 assert_rc "destroy while in use: busy" 7
 assert_contains "... names the PID" "$hold" "$err"
@@ -108,7 +108,7 @@ run vgpu mig disable
 assert_rc "disable (idle GPU)" 0
 fakegpu-ctl hold 0 1048576 >"$T_DIR/hold2.out" 2>&1 &
 hold=$!
-for _ in $(seq 50); do grep -q ready "$T_DIR/hold2.out" 2>/dev/null && break; sleep 0.1; done
+wait_until 20 grep -q ready "$T_DIR/hold2.out"
 run vgpu mig enable
 assert_rc "enable while in use: pending" 10
 assert_contains "... names the process" "$hold" "$err"
