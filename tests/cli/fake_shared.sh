@@ -3,8 +3,7 @@
 . "$(dirname "$0")/lib.sh"
 
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
-  skip "two users share the simulated GPU" "needs root and setpriv"
-  exit 0
+  skip_all "two users share the simulated GPU: needs root and setpriv"
 fi
 # The build directory may not be reachable by nobody: a world-readable copy of what it runs.
 bin=$(mktemp -d /tmp/vgpu-shared-bin.XXXXXX); chmod 0755 "$bin"
