@@ -10,7 +10,9 @@ bin=$(mktemp -d /tmp/vgpu-shared-bin.XXXXXX); chmod 0755 "$bin"
 cp -r "$VGPU_BUILD/fakegpu" "$VGPU_BUILD/tests/progs" "$bin/"
 chmod -R a+rX "$bin"
 name=test-$$-$RANDOM
-dir=/tmp/vgpu-fakegpu
+# A directory the simulated GPU creates itself (as root, the first user here), to check its mode.
+export VGPU_FAKE_SHARED_DIR=$VGPU_FAKE_SHARED_DIR/sub
+dir=$VGPU_FAKE_SHARED_DIR
 trap 'rm -rf "$bin"; rm -f "$dir/$name.state"; t_cleanup' EXIT
 export VGPU_FAKE_SHARED=$name
 as_nobody() {

@@ -36,7 +36,7 @@ t_cleanup() {
   [ -z "${T_DONE:-}" ] && echo "# ended after $T_N tests without reaching done_testing (an early exit?)"
   # Kill whatever a test left running in the background, then remove its files.
   local pids; pids=$(jobs -p); [ -n "$pids" ] && kill $pids 2>/dev/null; wait 2>/dev/null
-  rm -rf "$T_DIR"
+  rm -rf "$T_DIR" "$T_SHARED"
 }
 trap t_cleanup EXIT
 
@@ -49,6 +49,12 @@ export VGPU_MACHINE_DIR=$T_DIR/machine
 export VGPU_FAKE_STATE=$T_DIR/fakegpu.state
 export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
 export VGPU_FAKE_LIBDIR=$VGPU_BUILD/fakegpu
+# The simulated GPU's shared mode (VGPU_FAKE_SHARED, for tests that run commands as another user):
+# in a directory of this script's, made by its user. In the default /tmp/vgpu-fakegpu, whichever
+# user came first owned the directory, and the other user's side then failed (outside.sh's
+# nobody came first, then root's vgpu top could not read the GPU).
+T_SHARED=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-fakegpu.XXXXXX") && chmod 1777 "$T_SHARED"
+export VGPU_FAKE_SHARED_DIR=$T_SHARED
 # Timeouts of wait_until in child processes, reported by done_testing.
 export VGPU_TEST_TIMEOUTS=$T_DIR/.timeouts
 [ -n "${VGPU_TEST_PRELOAD:-}" ] && export LD_PRELOAD=$VGPU_TEST_PRELOAD

@@ -80,11 +80,11 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   nb=$(mktemp -d /tmp/vgpu-outside-nobody.XXXXXX); chown nobody:nogroup "$nb"; chmod 0700 "$nb"
   shared=outside-$$-$RANDOM
   trap 'kill -KILL $(cat "$T_DIR/outside.pid" "$nb/outside.pid" 2>/dev/null) 2>/dev/null; rm -rf "$bin" "$nb"
-        rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
+        rm -f "$VGPU_FAKE_SHARED_DIR/$shared.state"; t_cleanup' EXIT
   as_nobody() {
     setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME=/ PATH="$bin:/usr/bin:/bin" \
       LD_PRELOAD="${VGPU_TEST_PRELOAD:-}" ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
-      LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
+      LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SHARED_DIR="$VGPU_FAKE_SHARED_DIR" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
       VGPU_STATE_DIR="$nb/state" VGPU_LIBRARY="$bin/libvgpu.so" "$@"
   }
   as_nobody sh -c 'mkdir -m 0700 "$0/state" && mkfifo "$0/go"' "$nb"
