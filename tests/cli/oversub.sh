@@ -27,6 +27,8 @@ assert_eq "frees give everything back, spilled or not" "meminfo rc=0 free=$((120
 # NVML's per-process figure counts only resident managed pages: the library's reconciliation
 # with it (at most once a second, before an allocation) must not take spilled memory that is not
 # resident for context overhead it over-charged, and give the overhead back.
+# (The sleep is under test: the reconciliation runs at most once a second, so it runs at the next
+# allocation.)
 run vgpu run --mem 120G --oversubscribe=2G -- oversub_probe alloc 1G alloc 3G meminfo sleep 1100 alloc 1M meminfo
 assert_eq "spilled memory that is not resident does not make the context overhead vanish" \
   "meminfo rc=0 free=$((116 * G - ctx - 1048576)) total=$((120 * G))" "$(line meminfo 2)"
