@@ -8,7 +8,8 @@ source "$(dirname "$0")/lib.sh"
 UUID=GPU-4f6c2a51-93b1-4c7e-8d2a-0b5e6f7a8c91   # GPU 0 of h100.json
 K=1000
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-pct() { awk -v s="$(field "$1" share)" 'BEGIN { printf "%d", 100 * s }'; }
+pct() { awk -v s="$(field "$1" share)" 'BEGIN { printf "%d", 100 * s + 0.5 }'; }
+late_pct() { awk -v s="$(field "$1" late_share)" 'BEGIN { printf "%d", 100 * s + 0.5 }'; }
 in_band() { # desc value lo hi detail
   if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then ok "$1 ($2)"; else not_ok "$1" "got $2, want $3..$4: $5"; fi
 }
@@ -58,19 +59,22 @@ else
       VGPU_MACHINE_DIR="$VGPU_MACHINE_DIR" XDG_RUNTIME_DIR= "$@"
   }
   # Two jobs at --core 60 cannot both have 60% of one GPU: with one schedule they split it.
-  as_nobody vgpu run --core 60 -- core_loop -t 3 -k $K >"$T_DIR/nb.out" 2>&1 &
+  # (Each user has its own simulated GPU here; only the schedule is shared.) They synchronize
+  # every 8 kernels, so a busy CPU does not change what they get; late_share is measured after
+  # the first second, when both run.
+  as_nobody vgpu run --core 60 -- core_loop -t 3 -d 1 -s 8 -k $K >"$T_DIR/nb.out" 2>&1 &
   a=$!
-  vgpu run --core 60 -- core_loop -t 3 -k $K >"$T_DIR/root.out" 2>&1 &
+  vgpu run --core 60 -- core_loop -t 3 -d 1 -s 8 -k $K >"$T_DIR/root.out" 2>&1 &
   b=$!
   peek=""
   wait_until 20 sched_has jobs=2
   assert_contains "jobs of two users on one GPU are in one schedule" "jobs=2" "$peek"
   wait $a $b
-  pn=$(pct "$(cat "$T_DIR/nb.out")") pr=$(pct "$(cat "$T_DIR/root.out")")
-  in_band "two users' --core 60 jobs share one schedule: together at most the whole GPU" $((pn + pr)) 70 105 \
+  pn=$(late_pct "$(cat "$T_DIR/nb.out")") pr=$(late_pct "$(cat "$T_DIR/root.out")")
+  in_band "two users' --core 60 jobs share one schedule: together the whole GPU, not 120%" $((pn + pr)) 90 110 \
     "nobody: $(cat "$T_DIR/nb.out"); root: $(cat "$T_DIR/root.out")"
-  if [ "$pn" -ge 35 ] && [ "$pr" -ge 35 ]; then ok "... and each gets about half ($pn/$pr)"
-  else not_ok "... and each gets about half" "nobody $pn, root $pr"; fi
+  if [ "$pn" -ge 45 ] && [ "$pn" -le 55 ] && [ "$pr" -ge 45 ] && [ "$pr" -le 55 ]; then ok "... and each gets half, within 5 points ($pn/$pr)"
+  else not_ok "... and each gets half, within 5 points" "nobody $pn, root $pr"; fi
 
   # Placement sees every user's promises: root's 60G job leaves 19.65 GiB of the 79.65 GiB H100.
   vgpu run --mem 60G -- sleep 30 >/dev/null 2>&1 &
@@ -107,8 +111,8 @@ in_band "the training job keeps its 70% (minus nothing: 14% + 70% fit)" "$(pct "
 
 # ---- HAMi-core's CUDA_DEVICE_SM_LIMIT --------------------------------------------------------------
 run env CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$T_DIR/hami.cache" \
-  LD_PRELOAD="$VGPU_BUILD/libvgpu.so${LD_PRELOAD:+:$LD_PRELOAD}" core_loop -t 2 -k $K
-in_band "CUDA_DEVICE_SM_LIMIT=30 alone holds the process near 30%" "$(pct "$out")" 22 38 "$out $err"
+  LD_PRELOAD="$VGPU_BUILD/libvgpu.so${LD_PRELOAD:+:$LD_PRELOAD}" core_loop -t 2 -s 8 -k $K
+in_band "CUDA_DEVICE_SM_LIMIT=30 alone holds the process at 30%, within 5 points" "$(pct "$out")" 25 35 "$out $err"
 assert_not_contains "... with no complaint about the schedule" "NOT limited" "$err"
 
 done_testing
