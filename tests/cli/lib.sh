@@ -4,11 +4,14 @@
 #
 #   use_scenario NAME        switch to tests/fakegpu/scenarios/NAME.json (fresh GPU state)
 #   run CMD...               run CMD; sets $out (stdout), $err (stderr), $rc (status)
+#   must CMD...              a setup step, run as by run: when it fails, a "not ok" naming it with
+#                            its status and output (what follows would test the wrong state);
+#                            nothing when it succeeds
 #   ok DESC / not_ok DESC [DETAIL]
 #   check DESC CMD...        ok when CMD exits 0
 #   assert_rc DESC N         ok when the last `run` exited N
 #   assert_eq DESC EXPECTED ACTUAL
-#   assert_contains DESC NEEDLE HAYSTACK
+#   assert_contains DESC NEEDLE HAYSTACK   (an empty NEEDLE fails: it would match anything)
 #   assert_not_contains DESC NEEDLE HAYSTACK
 #   assert_match DESC REGEX TEXT
 #   skip DESC REASON         one test not run, and why (tests/run.sh lists every skip at the end)
@@ -73,6 +76,11 @@ run() {
   out=$(cat "$T_DIR/.out")
   err=$(cat "$T_DIR/.err")
   return 0
+}
+
+must() {
+  run "$@"
+  [ "$rc" = 0 ] || not_ok "setup step failed: $*" "exit status $rc; stdout: ${out:0:800}; stderr: ${err:0:800}"
 }
 
 ok() { T_N=$((T_N + 1)); echo "ok $T_N - $1"; }
@@ -140,6 +148,8 @@ assert_eq() {
   if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected: $2"$'\n'"actual:   $3"; fi
 }
 assert_contains() {
+  # An empty needle is in every text: a needle computed from output that was not there.
+  [ -z "$2" ] && { not_ok "$1" "the text to look for is empty"$'\n'"in: ${3:0:1500}"; return; }
   case "$3" in *"$2"*) ok "$1" ;; *) not_ok "$1" "missing: $2"$'\n'"in: ${3:0:1500}" ;; esac
 }
 assert_not_contains() {

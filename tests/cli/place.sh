@@ -97,7 +97,8 @@ assert_contains "... second in line" "place 2 in the queue" "$(cat "$T_DIR/c.err
 
 # ---- MIG instances are placement targets ----
 use_scenario h100
-vgpu mig enable >/dev/null && vgpu mig create 3g.40gb,2g.20gb >/dev/null
+must vgpu mig enable
+must vgpu mig create 3g.40gb,2g.20gb
 run vgpu run --mem 15G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_match "binpack into the smaller MIG instance" '^MIG-' "$out"
 small=$(vgpu mig list --json | jq -r '.gpus[0].gpu_instances[] | select(.profile=="2g.20gb") | .compute_instances[0].uuid')
