@@ -13,11 +13,7 @@ CTX=$((512 * MIB))
 cat > "$T_DIR/job.sh" <<'EOF'
 d=$1 n=$2 tag=$3 mode=${4:-}
 for i in $(seq "$n"); do ctx_start "$d/go" "$d/release" $mode > "$d/$tag.$i" 2>&1 & done
-k=0
-while [ "$(cat "$d/$tag".[0-9]* | grep -c '^ctx rc=')" -lt "$n" ]; do
-  k=$((k + 1)); [ $k -gt 600 ] && { echo "TIMEOUT waiting for the contexts of $tag"; break; }
-  sleep 0.05
-done
+wait_until 30 sh -c '[ "$(cat "$0".[0-9]* | grep -c "^ctx rc=")" -ge "$1" ]' "$d/$tag" "$n"
 region_sampler "$VGPU_REGION" 0 1 > "$d/$tag.region"
 : > "$d/$tag.sampled"
 wait
@@ -25,13 +21,11 @@ EOF
 
 # wait_count DESC N CMD...: waits (30 s at most) until CMD prints a number >= N; a timeout is a
 # failure.
+count_ge() { local n=$1; shift; [ "$("$@")" -ge "$n" ]; }
 wait_count() {
-  local desc=$1 n=$2 k=0; shift 2
-  while [ "$("$@")" -lt "$n" ]; do
-    k=$((k + 1))
-    if [ $k -gt 600 ]; then not_ok "$desc (timed out)" "$(cat "$D"/* 2>/dev/null | head -40)"; return 1; fi
-    sleep 0.05
-  done
+  local desc=$1 n=$2; shift 2
+  poll_until 30 count_ge "$n" "$@" && return 0
+  not_ok "$desc (timed out after 30 s)" "$(cat "$D"/* 2>/dev/null | head -40)"; return 1
 }
 lines() { cat "$D"/*.[0-9]* 2>/dev/null | grep -c "$1"; }
 files() { ls "$D"/*."$1" 2>/dev/null | wc -l; }
@@ -133,7 +127,7 @@ assert_eq "... and is charged, through NVML's per-process figure, at the next al
 # NVML_VALUE_NOT_AVAILABLE up: "16384P" on screen, 18446744073709551615 in JSON).
 run env VGPU_FAKE_NVML_PROC_MEM=na vgpu run --mem 1G -- sh -c '
   alloc_probe alloc 100M hold > "$0/na.out" 2>&1 & p=$!
-  k=0; until grep -q holding "$0/na.out"; do k=$((k + 1)); [ $k -gt 600 ] && break; sleep 0.05; done
+  wait_until 30 grep -q holding "$0/na.out"
   vgpu ps --json; kill $p; wait $p' "$T_DIR"
 assert_eq "vgpu ps --json: nvml_used_bytes is null without per-process figures" null \
   "$(jq '.jobs[] | select(.state == "running") | .gpus[0].nvml_used_bytes' <<<"$out" 2>&1)"

@@ -8,13 +8,15 @@ assert_contains "it lists the GPU" "NVIDIA H100 80GB HBM3" "$out"
 top=$(sed -n '/vgpu top --once/,/what each job got/p' <<<"$out")
 assert_match "vgpu top --once shows infer against 4G and 30%" "infer .* 0 .*/4G .*/30%" "$top"
 assert_match "vgpu top --once shows train against 8G and 60%" "train .* 0 .*/8G .*/60%" "$top"
-# Wide bands: a busy 2-core CI machine may slow the simulated GPU, never speed a job past its cap.
+# The demo's jobs synchronize every 8 kernels: their queue stays full however late a busy CPU
+# runs them, so the simulated GPU's time they get (their kernels' time over the wall time after
+# the first 2 s: late_share) is what the limiter allows, within 5 points of the cap.
 for j in infer:30 train:60; do
-  share=$(sed -n "s/^  ${j%%:*}: share=\([0-9.]*\).*/\1/p" <<<"$out")
-  if [ -n "$share" ] && awk -v s="$share" -v c="${j#*:}" 'BEGIN { exit !(s * 100 <= c + 5 && s * 100 >= c / 3) }'; then
-    ok "${j%%:*} got a share near its ${j#*:}% cap ($share)"
+  share=$(sed -n "s/^  ${j%%:*}: share=.* late_share=\([0-9.]*\).*/\1/p" <<<"$out")
+  if [ -n "$share" ] && awk -v s="$share" -v c="${j#*:}" 'BEGIN { exit !(s * 100 <= c + 5 && s * 100 >= c - 5) }'; then
+    ok "${j%%:*} got its ${j#*:}% cap, within 5 points ($share)"
   else
-    not_ok "${j%%:*} got a share near its ${j#*:}% cap" "share=$share"
+    not_ok "${j%%:*} got its ${j#*:}% cap, within 5 points" "late_share=$share"$'\n'"$(tail -n 2 <<<"$out")"
   fi
 done
 done_testing

@@ -3,12 +3,6 @@
 # the documented way (vgpu-security(7)), and never damages another job.
 . "$(dirname "$0")/lib.sh"
 
-wait_for() { # FILE TEXT: until FILE contains TEXT, 10 s at most
-  local i
-  for i in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
-
 # ---- a full file system under the state directory ------------------------------------------------
 tiny=$T_DIR/tiny
 mkdir -p "$tiny"
@@ -18,7 +12,7 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=512k,mode=0700 tmpfs "$tiny" 2>/
   # A job that fits, started before the file system fills up.
   vgpu run --name first --mem 1G -- alloc_probe alloc 10M hold >"$T_DIR/first.out" 2>&1 &
   holder=$!
-  if wait_for "$T_DIR/first.out" holding; then ok "a job starts while there is room"; else not_ok "a job starts while there is room" "$(cat "$T_DIR/first.out")"; fi
+  if poll_until 10 grep -q holding "$T_DIR/first.out"; then ok "a job starts while there is room"; else not_ok "a job starts while there is room" "$(cat "$T_DIR/first.out")"; fi
   run vgpu ps --json
   before=$(printf '%s' "$out" | jq -r '.jobs[] | "\(.name) \(.state) \(.gpus[0].mem_used_bytes) \(.gpus[0].mem_limit_bytes)"')
   assert_match "the first job is listed with its usage" "^first running [0-9]+ 1073741824$" "$before"

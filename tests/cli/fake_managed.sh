@@ -5,11 +5,6 @@
 # h100 scenario: 84,927,315,968 B usable, and each process's context costs 512 MiB.
 . "$(dirname "$0")/lib.sh"
 
-wait_for() { # FILE TEXT: until FILE contains TEXT, 10 s at most
-  local i
-  for i in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
 line() { printf '%s\n' "$out" | grep -E "^$1 " | sed -n "${2:-1}p"; }
 total=84927315968
 ctx=536870912
@@ -34,7 +29,7 @@ assert_eq "a second allocation migrates in beside the first" \
 # Another process's ordinary allocation evicts resident managed pages instead of failing.
 oversub_probe managed 100G launch meminfo hold >"$T_DIR/holder.out" 2>&1 &
 holder=$!
-if wait_for "$T_DIR/holder.out" holding; then ok "a process fills the device with managed pages"; else not_ok "a process fills the device with managed pages" "$(cat "$T_DIR/holder.out")"; fi
+if poll_until 10 grep -q holding "$T_DIR/holder.out"; then ok "a process fills the device with managed pages"; else not_ok "a process fills the device with managed pages" "$(cat "$T_DIR/holder.out")"; fi
 assert_contains "... leaving nothing free" "meminfo rc=0 free=0 " "$(cat "$T_DIR/holder.out")"
 run oversub_probe alloc 60G meminfo
 assert_eq "cuMemAlloc beside it evicts managed pages instead of failing" "alloc rc=0 size=64424509440" "$(line alloc)"

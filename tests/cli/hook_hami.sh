@@ -48,7 +48,7 @@ assert_contains "... and is enforced with OUT_OF_MEMORY" "alloc rc=2" "$out"
 # One cache file is one job: two processes share its limit.
 cache=$T_DIR/shared
 run sh -c 'CUDA_DEVICE_MEMORY_LIMIT=2G CUDA_DEVICE_MEMORY_SHARED_CACHE="$0" LD_PRELOAD="$1" alloc_probe alloc 1G hold > "$2/a" 2>&1 &
-  for i in $(seq 100); do grep -q holding "$2/a" && break; sleep 0.05; done
+  wait_until 20 grep -q holding "$2/a"
   CUDA_DEVICE_MEMORY_LIMIT=2G CUDA_DEVICE_MEMORY_SHARED_CACHE="$0" LD_PRELOAD="$1" alloc_probe meminfo alloc 100M; kill $!' \
   "$cache" "$lib" "$T_DIR"
 assert_contains "a second process sees the first one's usage (two contexts + 1 GiB)" "meminfo rc=0 free=0 total=2147483648" "$out"

@@ -9,10 +9,20 @@ sed 's/"context_overhead": [0-9]*/"context_overhead": 16777216/' \
 export VGPU_FAKE_SCENARIO=$T_DIR/small-ctx.json
 rm -f "$VGPU_FAKE_STATE"
 
-run vgpu run --mem 2G -- sh -c '
-  region_sampler "$VGPU_REGION" 0 3000 > "$0/sample" &
-  for i in $(seq 16); do alloc_probe sleep 500 fill 48M sleep 800 > "$0/race.$i" 2>&1 & done
-  wait' "$T_DIR"
+# All 16 create their contexts, then fill at once on "go"; each holds what it got until "done",
+# once all have filled, and the sampler watches the region the whole time.
+cat > "$T_DIR/race.sh" <<'EOF'
+export d=$1
+region_sampler "$VGPU_REGION" 0 60000 "$d/done" > "$d/sample" &
+for i in $(seq 16); do alloc_probe await "$d/go" fill 48M await "$d/done" > "$d/race.$i" 2>&1 & done
+count() { [ "$(cat "$d"/race.* | grep -c "$1")" -ge 16 ]; }
+export -f count   # for the wait_until command
+wait_until 60 count '^awaiting$\|failed: 2$' && touch "$d/go"
+wait_until 60 count '^fill rc=\|failed: 2$'
+touch "$d/done"
+wait
+EOF
+run vgpu run --mem 2G -- bash "$T_DIR/race.sh" "$T_DIR"
 sample=$(cat "$T_DIR/sample")
 max=$(printf '%s' "$sample" | sed -n 's/.*max=\([0-9]*\).*/\1/p')
 limit=$(printf '%s' "$sample" | sed -n 's/.*limit=\([0-9]*\).*/\1/p')
@@ -39,20 +49,21 @@ fi
 # SIGKILL while holding memory: the next process of the job reclaims it.
 run vgpu run --mem 1G -- sh -c '
   alloc_probe alloc 256M hold > "$0/held" 2>&1 & p=$!
-  for i in $(seq 100); do grep -q holding "$0/held" && break; sleep 0.05; done
+  wait_until 30 grep -q holding "$0/held"
   region_sampler "$VGPU_REGION" 0 1
   kill -KILL $p; wait $p 2>/dev/null
-  sleep 1.1
+  wait_until 10 sh -c "alloc_probe meminfo | grep -q used=16777216"
   alloc_probe meminfo
   region_sampler "$VGPU_REGION" 0 1' "$T_DIR"
 assert_contains "a process holding 256 MiB (+16 MiB context) is counted" "last=285212672" "$out"
-assert_contains "a second after SIGKILL, the next process of the job sees only its own context" "used=16777216" "$out"
+assert_contains "after SIGKILL (reclaimed within 10 s; soak.sh bounds the time), the next process of the job sees only its own context" "used=16777216" "$out"
 assert_contains "... and after it exits the job holds nothing" "last=0 limit=1073741824" "$out"
 
 # SIGKILL in the middle of allocating and freeing, several times: nothing leaks for good.
 run vgpu run --mem 1G -- sh -c '
   for k in 1 2 3 4 5; do
     alloc_probe churn 5000 > /dev/null 2>&1 & p=$!
+    # Not a synchronization: the kill lands at an arbitrary moment of its life, on purpose.
     sleep 0.3; kill -KILL $p; wait $p 2>/dev/null
   done
   vgpu ps >/dev/null 2>&1

@@ -10,7 +10,7 @@ assert_contains "outside a job NVML lists every GPU" "count=8" "$out"
 real_total=$(field total "$out")
 real_free=$(field free "$out")
 
-run vgpu run --gpu 2,5 --mem 2G -- sh -c 'alloc_probe alloc 1G hold > "$0/h" & for i in $(seq 100); do grep -q holding "$0/h" && break; sleep 0.05; done
+run vgpu run --gpu 2,5 --mem 2G -- sh -c 'alloc_probe alloc 1G hold > "$0/h" & wait_until 30 grep -q holding "$0/h"
   nvml_probe; nvml_probe --dlopen; alloc_probe meminfo meminfo32 totalmem; kill $!' "$T_DIR"
 assert_eq "inside a job NVML lists only the job's GPUs (linked and dlopen'ed)" 2 "$(printf '%s\n' "$out" | grep -c '^count=2')"
 assert_contains "... the first GPU of the job first" "gpu=0 uuid=GPU-5a1e0002" "$out"
@@ -31,8 +31,8 @@ assert_contains "old cuMemGetInfo: the slice too" "meminfo32 rc=0 free=0 total=2
 assert_contains "cuDeviceTotalMem_v2: the slice" "totalmem rc=0 bytes=2147483648" "$out"
 
 # A limit lowered below what the job holds: free 0, used = total, never negative.
-run vgpu run --name lowered --mem 4G -- sh -c 'alloc_probe alloc 2G sleep 1500 meminfo alloc 1M > "$0/h" & sleep 0.7
-  vgpu limit lowered --mem 1G >/dev/null; nvml_probe; alloc_probe meminfo; wait; cat "$0/h"' "$T_DIR"
+run vgpu run --name lowered --mem 4G -- sh -c 'alloc_probe alloc 2G await "$0/go" meminfo alloc 1M > "$0/h" & wait_until 30 grep -q awaiting "$0/h"
+  vgpu limit lowered --mem 1G >/dev/null; nvml_probe; alloc_probe meminfo; touch "$0/go"; wait; cat "$0/h"' "$T_DIR"
 gpu0=$(printf '%s\n' "$out" | grep '^gpu=0' | head -1)
 assert_contains "over a lowered limit NVML shows free 0 and used = total" "total=1073741824 free=0 used=1073741824" "$gpu0"
 assert_contains "over a lowered limit a new process cannot even create its context: OUT_OF_MEMORY" "cuDevicePrimaryCtxRetain(&ctx, dev) failed: 2" "$err"

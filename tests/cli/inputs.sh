@@ -166,14 +166,14 @@ done
 run env COLUMNS=200 vgpu ps
 assert_contains "ps marks a cut name with +" "a-name-longer+" "$out"
 # GPU% once the job has ended, and again 2 s of age later: the same.
-for i in $(seq 200); do [ "$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .state')" = exited ] && break; sleep 0.1; done
+job_field() { vgpu ps --json | jq -r --arg j "$1" --arg f "$2" '.jobs[] | select(.id == $j) | .[$f]'; }
+ended() { [ "$(job_field "$1" state)" = exited ]; }
+wait_until 30 ended "$id"
 share() { COLUMNS=200 vgpu ps | awk -v id="$1" '$1 == id { print $11 }'; }  # PIDS is "exited N": two words
 first=$(share "$id")
-age0=$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .age_seconds')
-for i in $(seq 100); do
-  age=$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .age_seconds')
-  [ "$age" -ge $((age0 + 2)) ] && break; sleep 0.1
-done
+age0=$(job_field "$id" age_seconds)
+aged() { [ "$(job_field "$1" age_seconds)" -ge "$2" ]; }
+wait_until 30 aged "$id" $((age0 + 2))
 assert_match "the ended job has a GPU%" '^[0-9]+%$' "$first"
 assert_eq "an ended job's GPU% is frozen at its end" "$first" "$(share "$id")"
 

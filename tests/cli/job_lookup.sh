@@ -3,14 +3,9 @@
 # another job's id is an error, not a silent pick.
 . "$(dirname "$0")/lib.sh"
 
-wait_for() { # FILE TEXT: until FILE contains TEXT, 10 s at most
-  local i
-  for i in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
 start_job() { # NAME OUTFILE
   vgpu run --name "$1" --mem 2G -- alloc_probe hold >"$2" 2>&1 &
-  wait_for "$2" holding || not_ok "job $1 starts" "$(cat "$2")"
+  poll_until 10 grep -q holding "$2" || not_ok "job $1 starts" "$(cat "$2")"
 }
 id_of() { vgpu ps --json | jq -r --arg n "$1" '.jobs[] | select(.name == $n) | .id'; }
 limit_of() { vgpu ps --json | jq -r --arg n "$1" '.jobs[] | select(.name == $n) | .gpus[0].mem_limit_bytes'; }

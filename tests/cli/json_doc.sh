@@ -18,7 +18,7 @@ vgpu run --name probe --mem 4G --core 30 -- sh -c '
   env -u LD_PRELOAD alloc_probe alloc 16M hold > "$0/outside.out" 2>&1 & echo $! > "$0/outside.pid"
   exec alloc_probe alloc 64M hold' "$T_DIR" >"$T_DIR/probe.out" 2>&1 &
 job=$!
-for _ in $(seq 100); do grep -q holding "$T_DIR/probe.out" 2>/dev/null && grep -q holding "$T_DIR/outside.out" && break; sleep 0.1; done
+wait_until 30 grep -q holding "$T_DIR/probe.out" && wait_until 30 grep -q holding "$T_DIR/outside.out"
 run vgpu ps -q
 [ -n "$out" ] && ok "the job is listed" || not_ok "the job is listed" "$(cat "$T_DIR/probe.out")"
 run vgpu ps --json

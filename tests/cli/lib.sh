@@ -4,14 +4,28 @@
 #
 #   use_scenario NAME        switch to tests/fakegpu/scenarios/NAME.json (fresh GPU state)
 #   run CMD...               run CMD; sets $out (stdout), $err (stderr), $rc (status)
+#   must CMD...              a setup step, run as by run: when it fails, a "not ok" naming it with
+#                            its status and output (what follows would test the wrong state);
+#                            nothing when it succeeds
 #   ok DESC / not_ok DESC [DETAIL]
 #   check DESC CMD...        ok when CMD exits 0
 #   assert_rc DESC N         ok when the last `run` exited N
 #   assert_eq DESC EXPECTED ACTUAL
-#   assert_contains DESC NEEDLE HAYSTACK
+#   assert_contains DESC NEEDLE HAYSTACK   (an empty NEEDLE fails: it would match anything)
 #   assert_not_contains DESC NEEDLE HAYSTACK
 #   assert_match DESC REGEX TEXT
 #   skip DESC REASON         one test not run, and why (tests/run.sh lists every skip at the end)
+#   wait_until SECONDS CMD...  synchronization: runs CMD (output discarded) every 50 ms until it
+#                            succeeds (status 0). When SECONDS (an integer) pass first, that is a
+#                            failure: a "not ok" line naming what was awaited, and status 1.
+#                            Never a fixed sleep or a silent polling loop instead: a sleep is too
+#                            short on a loaded machine, and a loop that gives up quietly lets the
+#                            test go on to assert on a state that never came. The same command is
+#                            on PATH for the shells a test starts (vgpu run -- sh -c '...'): there a
+#                            timeout is written to stderr and reported as "not ok" by done_testing
+#                            (there CMD is a program, or a bash function exported with export -f).
+#   poll_until SECONDS CMD...  the same wait, silent: status 1 on timeout. Only where the wait is
+#                            itself the assertion: if poll_until 10 CMD; then ok D; else not_ok D DETAIL; fi
 #   skip_all REASON          the whole script cannot run here: plan 1..0 with the reason, exit 0
 #   done_testing             the LAST line of every script: prints the TAP plan "1..N". tests/run.sh
 #                            fails a script without a plan, or whose plan disagrees with the tests
@@ -25,7 +39,7 @@ t_cleanup() {
   [ -z "${T_DONE:-}" ] && echo "# ended after $T_N tests without reaching done_testing (an early exit?)"
   # Kill whatever a test left running in the background, then remove its files.
   local pids; pids=$(jobs -p); [ -n "$pids" ] && kill $pids 2>/dev/null; wait 2>/dev/null
-  rm -rf "$T_DIR"
+  rm -rf "$T_DIR" "$T_SHARED"
 }
 trap t_cleanup EXIT
 
@@ -38,6 +52,14 @@ export VGPU_MACHINE_DIR=$T_DIR/machine
 export VGPU_FAKE_STATE=$T_DIR/fakegpu.state
 export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
 export VGPU_FAKE_LIBDIR=$VGPU_BUILD/fakegpu
+# The simulated GPU's shared mode (VGPU_FAKE_SHARED, for tests that run commands as another user):
+# in a directory of this script's, made by its user. In the default /tmp/vgpu-fakegpu, whichever
+# user came first owned the directory, and the other user's side then failed (outside.sh's
+# nobody came first, then root's vgpu top could not read the GPU).
+T_SHARED=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-fakegpu.XXXXXX") && chmod 1777 "$T_SHARED"
+export VGPU_FAKE_SHARED_DIR=$T_SHARED
+# Timeouts of wait_until in child processes, reported by done_testing.
+export VGPU_TEST_TIMEOUTS=$T_DIR/.timeouts
 [ -n "${VGPU_TEST_PRELOAD:-}" ] && export LD_PRELOAD=$VGPU_TEST_PRELOAD
 mkdir -m 0700 -p "$VGPU_STATE_DIR"
 mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
@@ -56,6 +78,11 @@ run() {
   return 0
 }
 
+must() {
+  run "$@"
+  [ "$rc" = 0 ] || not_ok "setup step failed: $*" "exit status $rc; stdout: ${out:0:800}; stderr: ${err:0:800}"
+}
+
 ok() { T_N=$((T_N + 1)); echo "ok $T_N - $1"; }
 not_ok() {
   T_N=$((T_N + 1)); echo "not ok $T_N - $1"
@@ -67,7 +94,48 @@ skip_all() {
   if [ "$T_N" -gt 0 ]; then not_ok "skip_all after $T_N tests had run: $1"; done_testing; exit 1; fi
   echo "1..0 # SKIP $1"; T_DONE=1; exit 0
 }
-done_testing() { echo "1..$T_N"; T_DONE=1; }
+done_testing() {
+  local l
+  if [ -s "$VGPU_TEST_TIMEOUTS" ]; then
+    while IFS= read -r l; do not_ok "$l (in a child process)"; done <"$VGPU_TEST_TIMEOUTS"
+    : >"$VGPU_TEST_TIMEOUTS"
+  fi
+  echo "1..$T_N"; T_DONE=1
+}
+
+# poll_until SECONDS CMD...: 0 once CMD succeeds, 1 when SECONDS passed first. CMD runs at least once, and
+# once more after the deadline, so a slow machine's last chance is not lost to the sleep.
+poll_until() {
+  local end=$(( ${EPOCHREALTIME/./} + $1 * 1000000 )); shift
+  while :; do
+    "$@" >/dev/null 2>&1 && return 0
+    [ "${EPOCHREALTIME/./}" -ge "$end" ] && { "$@" >/dev/null 2>&1; return; }
+    sleep 0.05
+  done
+}
+wait_until() {
+  local s=$1; shift
+  poll_until "$s" "$@" && return 0
+  if [ "$BASH_SUBSHELL" -gt 0 ]; then
+    # A subshell's "not ok" would not be counted by the script: report it from done_testing.
+    printf 'timed out after %s s waiting for: %s\n' "$s" "$*" >>"$VGPU_TEST_TIMEOUTS"
+  else
+    not_ok "timed out after $s s waiting for: $*"
+  fi
+  return 1
+}
+# The command form of wait_until, for child processes (they cannot call this file's functions).
+mkdir -p "$T_DIR/.bin"
+{
+  echo '#!/usr/bin/env bash'
+  declare -f poll_until
+  # shellcheck disable=SC2016
+  echo 's=$1; shift; poll_until "$s" "$@" && exit 0
+msg="timed out after $s s waiting for: $*"
+printf "%s\n" "$msg" >>"$VGPU_TEST_TIMEOUTS"; echo "wait_until: $msg" >&2; exit 1'
+} >"$T_DIR/.bin/wait_until"
+chmod +x "$T_DIR/.bin/wait_until"
+export PATH=$T_DIR/.bin:$PATH
 
 check() {
   local desc=$1; shift
@@ -80,6 +148,8 @@ assert_eq() {
   if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected: $2"$'\n'"actual:   $3"; fi
 }
 assert_contains() {
+  # An empty needle is in every text: a needle computed from output that was not there.
+  [ -z "$2" ] && { not_ok "$1" "the text to look for is empty"$'\n'"in: ${3:0:1500}"; return; }
   case "$3" in *"$2"*) ok "$1" ;; *) not_ok "$1" "missing: $2"$'\n'"in: ${3:0:1500}" ;; esac
 }
 assert_not_contains() {

@@ -8,7 +8,8 @@ source "$(dirname "$0")/lib.sh"
 UUID=GPU-4f6c2a51-93b1-4c7e-8d2a-0b5e6f7a8c91   # GPU 0 of h100.json
 K=1000
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-pct() { awk -v s="$(field "$1" share)" 'BEGIN { printf "%d", 100 * s }'; }
+pct() { awk -v s="$(field "$1" share)" 'BEGIN { printf "%d", 100 * s + 0.5 }'; }
+late_pct() { awk -v s="$(field "$1" late_share)" 'BEGIN { printf "%d", 100 * s + 0.5 }'; }
 in_band() { # desc value lo hi detail
   if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then ok "$1 ($2)"; else not_ok "$1" "got $2, want $3..$4: $5"; fi
 }
@@ -21,15 +22,18 @@ assert_rc "a capped job runs" 0
 assert_eq "the last capped job to end removes the GPU's schedule" "exists=0" "$(sched_peek $UUID | cut -d' ' -f1)"
 vgpu run --core 50 -- core_loop -t 1.5 -k $K >/dev/null 2>&1 &
 j=$!
+# sched_has WORD: the schedule's state (kept in $peek: wait_until runs it in this shell) has WORD.
+sched_has() { peek=$(sched_peek $UUID); case $peek in *"$1"*) return 0 ;; esac; return 1; }
 peek=""
-for _ in $(seq 100); do peek=$(sched_peek $UUID); case $peek in *procs=1*) break ;; esac; sleep 0.02; done
+wait_until 20 sched_has procs=1
 assert_contains "while it runs, the schedule holds its process" "procs=1" "$peek"
 kill -9 $j 2>/dev/null; wait $j 2>/dev/null
 # The job's process died with the kill of vgpu run? No: vgpu run forwards nothing on SIGKILL, so
 # wait for core_loop itself to end (1.5 s) and the next capped job to reap it.
 # (a /proc walk: pgrep hangs under make asan's preloaded sanitizer runtimes)
 running() { for c in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$c" 2>/dev/null | grep -q "^core_loop -t 1.5 " && return 0; done; return 1; }
-for _ in $(seq 150); do running || break; sleep 0.02; done
+not_running() { ! running; }
+wait_until 20 not_running
 run vgpu run --core 50 -- core_loop -t 0.2 -k $K
 assert_eq "a dead process's entry is reaped and the schedule removed after the next job" "exists=0" \
   "$(sched_peek $UUID | cut -d' ' -f1)"
@@ -55,24 +59,28 @@ else
       VGPU_MACHINE_DIR="$VGPU_MACHINE_DIR" XDG_RUNTIME_DIR= "$@"
   }
   # Two jobs at --core 60 cannot both have 60% of one GPU: with one schedule they split it.
-  as_nobody vgpu run --core 60 -- core_loop -t 3 -k $K >"$T_DIR/nb.out" 2>&1 &
+  # (Each user has its own simulated GPU here; only the schedule is shared.) They synchronize
+  # every 8 kernels, so a busy CPU does not change what they get; late_share is measured after
+  # the first second, when both run.
+  as_nobody vgpu run --core 60 -- core_loop -t 3 -d 1 -s 8 -k $K >"$T_DIR/nb.out" 2>&1 &
   a=$!
-  vgpu run --core 60 -- core_loop -t 3 -k $K >"$T_DIR/root.out" 2>&1 &
+  vgpu run --core 60 -- core_loop -t 3 -d 1 -s 8 -k $K >"$T_DIR/root.out" 2>&1 &
   b=$!
   peek=""
-  for _ in $(seq 100); do peek=$(sched_peek $UUID); case $peek in *jobs=2*) break ;; esac; sleep 0.02; done
+  wait_until 20 sched_has jobs=2
   assert_contains "jobs of two users on one GPU are in one schedule" "jobs=2" "$peek"
   wait $a $b
-  pn=$(pct "$(cat "$T_DIR/nb.out")") pr=$(pct "$(cat "$T_DIR/root.out")")
-  in_band "two users' --core 60 jobs share one schedule: together at most the whole GPU" $((pn + pr)) 70 105 \
+  pn=$(late_pct "$(cat "$T_DIR/nb.out")") pr=$(late_pct "$(cat "$T_DIR/root.out")")
+  in_band "two users' --core 60 jobs share one schedule: together the whole GPU, not 120%" $((pn + pr)) 90 110 \
     "nobody: $(cat "$T_DIR/nb.out"); root: $(cat "$T_DIR/root.out")"
-  if [ "$pn" -ge 35 ] && [ "$pr" -ge 35 ]; then ok "... and each gets about half ($pn/$pr)"
-  else not_ok "... and each gets about half" "nobody $pn, root $pr"; fi
+  if [ "$pn" -ge 45 ] && [ "$pn" -le 55 ] && [ "$pr" -ge 45 ] && [ "$pr" -le 55 ]; then ok "... and each gets half, within 5 points ($pn/$pr)"
+  else not_ok "... and each gets half, within 5 points" "nobody $pn, root $pr"; fi
 
   # Placement sees every user's promises: root's 60G job leaves 19.65 GiB of the 79.65 GiB H100.
   vgpu run --mem 60G -- sleep 30 >/dev/null 2>&1 &
   big=$!
-  for _ in $(seq 100); do [ -n "$(ls "$VGPU_MACHINE_DIR/promises" 2>/dev/null)" ] && break; sleep 0.02; done
+  promised() { [ -n "$(ls "$VGPU_MACHINE_DIR/promises" 2>/dev/null)" ]; }
+  wait_until 20 promised
   run as_nobody vgpu run --mem 30G -- true
   assert_rc "another user is not promised memory that root's job holds" 125
   assert_contains "... and is told what is left" "19.65 GiB left" "$err"
@@ -93,7 +101,7 @@ fi
 # loaded 2-core machine (the client alone: 1-4 ms).
 vgpu run --core 70 -- core_loop -k 250 -s 200 -t 5.5 >"$T_DIR/train" 2>&1 &
 tr=$!
-for _ in $(seq 100); do case $(sched_peek $UUID) in *held=1*) break ;; esac; sleep 0.02; done
+wait_until 20 sched_has held=1
 run vgpu run --core 30 -- core_loop -m client -k 200 -s 4 -i 5000 -t 4
 wait $tr
 p99=$(field "$out" p99_ms); p99=${p99%.*}
@@ -103,8 +111,8 @@ in_band "the training job keeps its 70% (minus nothing: 14% + 70% fit)" "$(pct "
 
 # ---- HAMi-core's CUDA_DEVICE_SM_LIMIT --------------------------------------------------------------
 run env CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$T_DIR/hami.cache" \
-  LD_PRELOAD="$VGPU_BUILD/libvgpu.so${LD_PRELOAD:+:$LD_PRELOAD}" core_loop -t 2 -k $K
-in_band "CUDA_DEVICE_SM_LIMIT=30 alone holds the process near 30%" "$(pct "$out")" 22 38 "$out $err"
+  LD_PRELOAD="$VGPU_BUILD/libvgpu.so${LD_PRELOAD:+:$LD_PRELOAD}" core_loop -t 2 -s 8 -k $K
+in_band "CUDA_DEVICE_SM_LIMIT=30 alone holds the process at 30%, within 5 points" "$(pct "$out")" 25 35 "$out $err"
 assert_not_contains "... with no complaint about the schedule" "NOT limited" "$err"
 
 done_testing

@@ -4,11 +4,6 @@
 . "$(dirname "$0")/lib.sh"
 use_scenario mixed   # three GPUs
 
-wait_for() { # FILE TEXT: until FILE contains TEXT, 10 s at most
-  local i
-  for i in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
 hold() { # NAME ARGS...: a job that runs until killed; its output in $T_DIR/NAME.out
   local n=$1; shift
   vgpu run "$@" -- sh -c 'echo holding $$; exec sleep 60' >"$T_DIR/$n.out" 2>&1 &
@@ -16,7 +11,7 @@ hold() { # NAME ARGS...: a job that runs until killed; its output in $T_DIR/NAME
 
 hold first --gpu 0 --max-jobs 1
 first=$!
-if wait_for "$T_DIR/first.out" holding; then ok "the first job on GPU 0 starts"; else not_ok "the first job on GPU 0 starts" "$(cat "$T_DIR/first.out")"; fi
+if poll_until 10 grep -q holding "$T_DIR/first.out"; then ok "the first job on GPU 0 starts"; else not_ok "the first job on GPU 0 starts" "$(cat "$T_DIR/first.out")"; fi
 run vgpu run --gpu 0 --max-jobs 1 -- true
 assert_rc "a second job on GPU 0 with --max-jobs 1: exit 125" 125
 assert_match "... and the message gives the count" "GPU GPU-[0-9a-f-]+ already runs 1 job, the most allowed \(--max-jobs 1\)" "$err"
@@ -46,15 +41,15 @@ rm -f "$VGPU_MACHINE_DIR/policy"
 # --wait: the job starts when the count allows.
 vgpu run --gpu 0 --max-jobs 1 --wait -- echo second-ran >"$T_DIR/second.out" 2>&1 &
 second=$!
-if wait_for "$T_DIR/second.out" "waiting: GPU"; then ok "--wait waits at the count"; else not_ok "--wait waits at the count" "$(cat "$T_DIR/second.out")"; fi
+if poll_until 10 grep -q "waiting: GPU" "$T_DIR/second.out"; then ok "--wait waits at the count"; else not_ok "--wait waits at the count" "$(cat "$T_DIR/second.out")"; fi
 kill "$first"; wait "$first" 2>/dev/null
-if wait_for "$T_DIR/second.out" second-ran; then ok "... and starts once the first job is gone"; else not_ok "... and starts once the first job is gone" "$(cat "$T_DIR/second.out")"; fi
+if poll_until 10 grep -q second-ran "$T_DIR/second.out"; then ok "... and starts once the first job is gone"; else not_ok "... and starts once the first job is gone" "$(cat "$T_DIR/second.out")"; fi
 wait "$second"
 
 # A vgpu run killed with SIGKILL holds no count.
 hold third --gpu 0 --max-jobs 1
 third=$!
-wait_for "$T_DIR/third.out" holding || not_ok "a third job starts" "$(cat "$T_DIR/third.out")"
+poll_until 10 grep -q holding "$T_DIR/third.out" || not_ok "a third job starts" "$(cat "$T_DIR/third.out")"
 kill -9 "$third"; wait "$third" 2>/dev/null
 orphan=$(sed -n 's/^holding \([0-9]*\)$/\1/p' "$T_DIR/third.out")
 [ -n "$orphan" ] && kill "$orphan" 2>/dev/null   # its command outlives a SIGKILLed vgpu run

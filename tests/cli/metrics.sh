@@ -37,13 +37,8 @@ done
 
 # A Slurm-named job with limits, holding 1 GiB (a background job of this script: lib.sh ends it).
 vgpu run --name slurm-77.0.3 --mem 4G --core 30 -- alloc_probe alloc 1G hold > "$T_DIR/job.out" 2>&1 < /dev/null &
-deadline=$((SECONDS + 20))
-while :; do
-  vgpu metrics > "$T_DIR/m1" 2>&1
-  grep -q '^vgpu_job_memory_used_bytes{.*} [1-9]' "$T_DIR/m1" && break
-  [ $SECONDS -ge $deadline ] && break
-  sleep 0.1
-done
+metered() { vgpu metrics > "$T_DIR/m1" 2>&1; grep -q '^vgpu_job_memory_used_bytes{.*} [1-9]' "$T_DIR/m1"; }
+wait_until 20 metered
 parse "$T_DIR/m1"
 assert_rc "with a job: valid exposition" 0
 assert_eq "the job's memory limit in bytes" 4294967296 "$(value vgpu_job_memory_limit_bytes job_name=slurm-77.0.3)"
@@ -90,12 +85,10 @@ http_get() {  # http_get PORT PATH: the whole answer (headers and body), bounded
 port=$((20000 + RANDOM % 20000))
 vgpu metrics --listen "127.0.0.1:$port" 2>"$T_DIR/listen.err" &
 srv=$!
-deadline=$((SECONDS + 10)); got=
-while [ $SECONDS -lt $deadline ]; do
-  got=$(http_get $port /metrics 2>/dev/null) && [ -n "$got" ] && break
-  kill -0 $srv 2>/dev/null || break
-  sleep 0.1
-done
+# served: sets $got (wait_until runs it in this shell)
+served() { got=$(http_get $port /metrics 2>/dev/null) && [ -n "$got" ]; }
+got=
+wait_until 20 served || not_ok "vgpu metrics --listen serves" "$(cat "$T_DIR/listen.err")"
 printf '%s\n' "$got" | tr -d '\r' | sed '1,/^$/d' > "$T_DIR/m2"
 parse "$T_DIR/m2"
 assert_rc "--listen serves valid exposition on /metrics" 0

@@ -5,7 +5,13 @@ P=$T_DIR/pipe L=$T_DIR/log
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 daemon_pid() { cat "$P/nvidia-cuda-mps-control.pid" 2>/dev/null; }
 alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
-stop_all() { echo quit | CUDA_MPS_PIPE_DIRECTORY=$P nvidia-cuda-mps-control >/dev/null 2>&1; sleep 0.3; }
+not_alive() { ! alive "$1"; }
+# Cleanup, not a test: the daemon is gone before its directory is removed.
+stop_all() {
+  local d; d=$(daemon_pid)
+  echo quit | CUDA_MPS_PIPE_DIRECTORY=$P nvidia-cuda-mps-control >/dev/null 2>&1
+  [ -z "$d" ] || poll_until 10 not_alive "$d"
+}
 trap 'stop_all; t_cleanup' EXIT
 
 run vgpu mps status --pipe-dir "$P"
@@ -54,7 +60,9 @@ assert_rc "set --core 101 is refused" 2
 CUDA_MPS_PIPE_DIRECTORY=$P CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=20 CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1G \
   LD_PRELOAD=$VGPU_BUILD/fakegpu/libcuda.so.1 sleep 30 &
 client=$!
-for _ in $(seq 50); do run vgpu mps status --json; [ "$(jq '.servers | length' <<<"$out")" = 1 ] && break; sleep 0.1; done
+# servers N: vgpu mps status lists N servers ($out is kept: wait_until runs it in this shell)
+servers() { run vgpu mps status --json; [ "$(jq '.servers | length' <<<"$out")" = "$1" ]; }
+wait_until 20 servers 1
 assert_eq "a server started for the client" 1 "$(jq '.servers | length' <<<"$out")"
 assert_eq "the server took the default percentage" 25 "$(jq -r '.servers[0].active_thread_percent' <<<"$out")"
 assert_eq "the server took the default pinned limit" 2147483648 "$(jq -r '.servers[0].pinned_mem_limits[0].limit_bytes' <<<"$out")"

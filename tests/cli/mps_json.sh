@@ -14,7 +14,9 @@ run vgpu mps start --pipe-dir "$P" --log-dir "$T_DIR/log" --gpu 0 --json; check_
 run vgpu mps set --core 40 --mem 1G --json;      check_doc "vgpu mps set --json" "$out"
 CUDA_MPS_PIPE_DIRECTORY=$P LD_PRELOAD=$VGPU_BUILD/fakegpu/libcuda.so.1 CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=20 sleep 20 &
 client=$!
-for _ in $(seq 50); do run vgpu mps status --json; [ "$(jq '.servers[0].clients | length' <<<"$out")" = 1 ] && break; sleep 0.1; done
+# one_client: vgpu mps status lists the client ($out is kept: wait_until runs it in this shell)
+one_client() { run vgpu mps status --json; [ "$(jq '.servers[0].clients | length' <<<"$out")" = 1 ]; }
+wait_until 20 one_client
 check_doc "vgpu mps status --json" "$out"
 run vgpu mps stop --json;                        check_doc "vgpu mps stop --json" "$out"
 kill $client 2>/dev/null; wait $client 2>/dev/null || true

@@ -26,8 +26,10 @@ assert_rc "--core-policy with --mps is refused" 125
 assert_contains "and says why" "active thread percentage" "$err"
 
 # The job is a vgpu job like any other: vgpu ps lists it.
-vgpu run --mps --core 30 --mem 1G --name mpsjob -- sleep 5 &
-for _ in $(seq 50); do run vgpu ps; case $out in *mpsjob*) break ;; esac; sleep 0.1; done
+# (It runs until killed below, so that a slow machine cannot see it end first.)
+vgpu run --mps --core 30 --mem 1G --name mpsjob -- sleep 120 &
+listed() { run vgpu ps; case $out in *mpsjob*) return 0 ;; esac; return 1; }   # keeps $out
+wait_until 20 listed
 assert_contains "vgpu ps lists the MPS job" "mpsjob" "$out"
 run vgpu ps --json
 assert_eq "its memory limit is vgpu's too" 1073741824 \

@@ -4,13 +4,6 @@
 # cannot use a GPU the job was not given.
 . "$(dirname "$0")/lib.sh"
 
-wait_text() {
-  local end=$((SECONDS + ${3:-10}))
-  until grep -q -- "$2" "$1" 2>/dev/null; do
-    [ $SECONDS -ge $end ] && return 1
-    sleep 0.05
-  done
-}
 GiB=1073741824 ctx=536870912
 
 # No GPU process of this test outlives it, whatever fails.
@@ -23,7 +16,7 @@ vgpu run --name out --mem 4G -- sh -c '
   echo done >> "$0/second"
   read x < "$0/go"' "$T_DIR" > "$T_DIR/job.out" 2>&1 &
 runner=$!
-if wait_text "$T_DIR/outside" holding; then ok "a child without LD_PRELOAD holds 3 GiB"
+if poll_until 20 grep -q holding "$T_DIR/outside"; then ok "a child without LD_PRELOAD holds 3 GiB"
 else not_ok "a child without LD_PRELOAD holds 3 GiB" "$(cat "$T_DIR/outside" "$T_DIR/job.out")"; fi
 opid=$(cat "$T_DIR/outside.pid")
 
@@ -47,7 +40,7 @@ run env COLUMNS=200 vgpu top --once
 assert_contains "top flags the job" "! 3.50 GiB outside the limiter (pid $opid)" "$out"
 
 timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
-wait_text "$T_DIR/second" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
+poll_until 20 grep -q done "$T_DIR/second" || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
 assert_not_contains "a process under the limiter gets its context (3.5 + 0.5 GiB fit in 4)" "failed" "$(cat "$T_DIR/second")"
 assert_contains "... but not 256 MiB more: the job as a whole would pass its limit" "alloc rc=2" "$(cat "$T_DIR/second")"
 assert_contains "the refusal names the memory outside the limiter" "outside the limiter (pid $opid" "$(cat "$T_DIR/second")"
@@ -58,7 +51,7 @@ wait "$runner"
 # Without vgpu ps: the job's processes measure it themselves (NVML, when they allocate).
 vgpu run --mem 2G -- sh -c '
   env -u LD_PRELOAD alloc_probe alloc 1G hold > "$0/outside2" 2>&1 & p=$!
-  for i in $(seq 200); do grep -q holding "$0/outside2" && break; sleep 0.05; done
+  wait_until 20 grep -q holding "$0/outside2"
   alloc_probe alloc 512M
   kill -KILL $p' "$T_DIR" > "$T_DIR/job2.out" 2>&1
 assert_contains "the hook alone learns of the memory outside and refuses 512 MiB (1.5 + 0.5 + 0.5 > 2 GiB)" \
@@ -87,11 +80,11 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   nb=$(mktemp -d /tmp/vgpu-outside-nobody.XXXXXX); chown nobody:nogroup "$nb"; chmod 0700 "$nb"
   shared=outside-$$-$RANDOM
   trap 'kill -KILL $(cat "$T_DIR/outside.pid" "$nb/outside.pid" 2>/dev/null) 2>/dev/null; rm -rf "$bin" "$nb"
-        rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
+        rm -f "$VGPU_FAKE_SHARED_DIR/$shared.state"; t_cleanup' EXIT
   as_nobody() {
     setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME=/ PATH="$bin:/usr/bin:/bin" \
       LD_PRELOAD="${VGPU_TEST_PRELOAD:-}" ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
-      LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
+      LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SHARED_DIR="$VGPU_FAKE_SHARED_DIR" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
       VGPU_STATE_DIR="$nb/state" VGPU_LIBRARY="$bin/libvgpu.so" "$@"
   }
   as_nobody sh -c 'mkdir -m 0700 "$0/state" && mkfifo "$0/go"' "$nb"
@@ -101,7 +94,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
     alloc_probe alloc 512M > "$0/second" 2>&1; echo done >> "$0/second"
     kill -KILL $(cat "$0/outside.pid")' "$nb" > "$T_DIR/nobody.out" 2>&1 &
   runner=$!
-  wait_text "$nb/outside" holding || not_ok "nobody's child without LD_PRELOAD holds 1 GiB" "$(cat "$T_DIR/nobody.out")"
+  poll_until 20 grep -q holding "$nb/outside" || not_ok "nobody's child without LD_PRELOAD holds 1 GiB" "$(cat "$T_DIR/nobody.out")"
   run as_nobody vgpu ps --json
   assert_eq "nobody's vgpu ps finds nobody's memory outside the limiter" $((GiB + ctx)) \
     "$(printf '%s' "$out" | jq '.jobs[-1].outside_bytes')"
@@ -109,7 +102,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   assert_eq "root's vgpu top sees nobody's process on the shared GPU" "$(cat "$nb/outside.pid" || echo none)" \
     "$(printf '%s' "$out" | jq --argjson p "$(cat "$nb/outside.pid")" '.processes[] | select(.pid == $p) | .pid')"
   timeout 10 sh -c 'echo go > "$0/go"' "$nb"
-  wait_text "$nb/second" done || not_ok "nobody's second process ran" "$(cat "$T_DIR/nobody.out")"
+  poll_until 20 grep -q done "$nb/second" || not_ok "nobody's second process ran" "$(cat "$T_DIR/nobody.out")"
   assert_contains "nobody's job is refused what would pass its limit (1.5 + 0.5 + 0.5 > 2 GiB)" "alloc rc=2" \
     "$(cat "$nb/second")"
   wait "$runner"

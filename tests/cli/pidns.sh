@@ -5,17 +5,9 @@
 
 if ! unshare -pf --mount-proc true 2>/dev/null; then
   skip "PID namespaces" "unshare -pf --mount-proc does not work here (needs root or user namespaces)"
-  exit 0
+  done_testing; exit 0
 fi
 
-# Waits until FILE contains TEXT; fails after SECONDS (default 10).
-wait_text() {
-  local end=$((SECONDS + ${3:-10}))
-  until grep -q -- "$2" "$1" 2>/dev/null; do
-    [ $SECONDS -ge $end ] && return 1
-    sleep 0.05
-  done
-}
 # The children of a process (not pgrep: it hangs under the sanitizer preload of make asan).
 children() { cat "/proc/$1/task/$1/children" 2>/dev/null | tr ' ' '\n' | sed '/^$/d'; }
 job_used() { vgpu ps --json | jq '.jobs[-1].gpus[0].mem_used_bytes'; }
@@ -34,7 +26,7 @@ vgpu run --name ns --mem 4G -- sh -c '
   echo done > "$0/second.done"
   read x < "$0/go"' "$T_DIR" > "$T_DIR/job.out" 2>&1 &
 runner=$!
-if wait_text "$T_DIR/inner" holding; then ok "a process of the job in its own PID namespace allocated 3 GiB"
+if poll_until 20 grep -q holding "$T_DIR/inner"; then ok "a process of the job in its own PID namespace allocated 3 GiB"
 else not_ok "a process of the job in its own PID namespace allocated 3 GiB" "$(cat "$T_DIR/inner" "$T_DIR/job.out")"; fi
 
 assert_eq "vgpu ps counts its memory" "$held" "$(job_used)"
@@ -45,15 +37,16 @@ assert_eq "vgpu ps --json shows its host pid" "$inner_host" \
 assert_eq "the driver's view (NVML, by host pid) counts it too" "$held" "$(job_nvml)"
 
 timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
-wait_text "$T_DIR/second.done" done || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
+poll_until 20 grep -q done "$T_DIR/second.done" || not_ok "the second process ran" "$(cat "$T_DIR/job.out")"
 assert_contains "a second process of the job (host namespace) is refused what would pass 4 GiB" \
   "alloc rc=2" "$(cat "$T_DIR/second")"
 assert_eq "after it ended, the job holds what the process in the namespace holds" "$held" "$(job_used)"
 
 # The process in the namespace dies: its usage is reclaimed (the namespace is gone with it).
 kill -KILL "$inner_host"
-end=$((SECONDS + 5)); u=$(job_used)
-while [ "$u" != 0 ] && [ $SECONDS -lt $end ]; do sleep 0.1; u=$(job_used); done
+job_used_is() { [ "$(job_used)" = "$1" ]; }
+poll_until 10 job_used_is 0
+u=$(job_used)
 assert_eq "a killed process in a PID namespace has its usage reclaimed" 0 "$u"
 timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
 wait "$runner"
@@ -61,7 +54,7 @@ wait "$runner"
 # unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).
 vgpu run --mem 4G -- unshare -pf --kill-child alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
 runner=$!
-wait_text "$T_DIR/inner2" holding || not_ok "a process in a PID namespace without its own /proc ran" "$(cat "$T_DIR/inner2")"
+poll_until 20 grep -q holding "$T_DIR/inner2" || not_ok "a process in a PID namespace without its own /proc ran" "$(cat "$T_DIR/inner2")"
 children $runner > "$T_DIR/unshare2.pid"
 assert_eq "without --mount-proc too, vgpu ps counts its memory" $((1073741824 + 536870912)) "$(job_used)"
 kill -KILL "$(children "$(cat "$T_DIR/unshare2.pid")" | head -n1)"

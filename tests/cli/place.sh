@@ -3,8 +3,6 @@
 . "$(dirname "$0")/lib.sh"
 export VGPU_FAKE_ROOT=1
 
-wait_file() { for _ in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
-
 use_scenario mixed   # GPU 0, 1: H100 80GB; GPU 2: A100 40GB
 a100=$(vgpu list --json | jq -r '.gpus[2].uuid')
 h0=$(vgpu list --json | jq -r '.gpus[0].uuid')
@@ -12,7 +10,7 @@ h1=$(vgpu list --json | jq -r '.gpus[1].uuid')
 
 vgpu run --mem 30G -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"; sleep 30' "$T_DIR/j1" &
 j1=$!
-wait_file "$T_DIR/j1"
+wait_until 20 test -s "$T_DIR/j1"
 assert_eq "binpack: the fullest GPU that fits (the A100)" "$a100" "$(cat "$T_DIR/j1")"
 run vgpu run --mem 8G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "binpack: fills the A100 further" "$a100" "$out"
@@ -20,7 +18,7 @@ run vgpu run --mem 20G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "binpack: what does not fit goes to an H100" "$h0" "$out"
 vgpu run --mem 20G --place spread -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"; sleep 30' "$T_DIR/j2" &
 j2=$!
-wait_file "$T_DIR/j2"
+wait_until 20 test -s "$T_DIR/j2"
 assert_eq "spread: the emptiest GPU" "$h0" "$(cat "$T_DIR/j2")"
 run vgpu run --mem 20G --place spread -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "spread: next the other H100" "$h1" "$out"
@@ -29,7 +27,7 @@ assert_rc "larger than every GPU: fails at once, even with --wait" 125
 assert_contains "... naming each GPU's size" "larger than every GPU: GPU 0 (79.65 GiB), GPU 1 (79.65 GiB), GPU 2 (40 GiB)" "$err"
 vgpu run --mem 70G --place spread -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"; sleep 30' "$T_DIR/j3" &
 j3=$!
-wait_file "$T_DIR/j3"
+wait_until 20 test -s "$T_DIR/j3"
 run vgpu run --mem 65G -- true
 assert_rc "65G fits nowhere now" 125
 assert_contains "... listing what each GPU has left" "GPU 2 ($a100): 10 GiB left of 40 GiB" "$err"
@@ -53,18 +51,24 @@ run vgpu run --mem 30G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "promises of ended jobs are released" "$a100" "$out"
 
 # A job killed with SIGKILL leaves a promise file behind; the next placement drops it.
-vgpu run --mem 35G -- sleep 30 &
+vgpu run --mem 35G -- sh -c 'echo up >"$0"; exec sleep 30' "$T_DIR/k" &
 k=$!
-sleep 0.5
+wait_until 20 test -s "$T_DIR/k"
 kill -9 $k; wait $k 2>/dev/null
 run vgpu run --mem 35G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "a dead job's promise is reclaimed" "$a100" "$out"
 
 # ---- 20 concurrent vgpu run on one H100 (79.65 GiB): exactly 19 of 4 GiB fit ----
+# Each placed job runs until all 20 runs are placed or refused, so all overlap however slow the
+# machine.
 use_scenario h100
 for i in $(seq 20); do
-  ( vgpu run --mem 4G -- sleep 3 >/dev/null 2>"$T_DIR/c$i.err"; echo $? >"$T_DIR/c$i.rc" ) &
+  ( vgpu run --mem 4G -- sh -c 'echo up >"$0.up"; wait_until 120 test -e "$1"' "$T_DIR/c$i" "$T_DIR/go" \
+      >/dev/null 2>"$T_DIR/c$i.err"; echo $? >"$T_DIR/c$i.rc" ) &
 done
+settled() { [ $(( $(ls "$T_DIR"/c*.up 2>/dev/null | wc -l) + $(ls "$T_DIR"/c*.rc 2>/dev/null | wc -l) )) -ge 20 ]; }
+wait_until 60 settled
+touch "$T_DIR/go"
 wait
 okc=0 failc=0
 for i in $(seq 20); do
@@ -73,17 +77,19 @@ done
 assert_eq "20 concurrent runs: 19 placed, 1 refused" "19 1" "$okc $failc"
 
 # ---- --wait: first come, first served ----
-vgpu run --mem 60G -- sleep 2 &
+# The big job holds its 60 GiB until both others are queued behind it.
+vgpu run --mem 60G -- sh -c 'echo up >"$0"; wait_until 120 test -e "$0.go"' "$T_DIR/big" &
 big=$!
-sleep 0.5
+wait_until 20 test -s "$T_DIR/big"
 : >"$T_DIR/order"
 vgpu run --mem 30G --wait -- sh -c 'echo B >>"$0"' "$T_DIR/order" 2>"$T_DIR/b.err" &
 b=$!
-sleep 0.5
+wait_until 20 grep -q "place 1 in the queue" "$T_DIR/b.err"
 vgpu run --mem 10G --wait -- sh -c 'echo C >>"$0"' "$T_DIR/order" 2>"$T_DIR/c.err" &
 c=$!
-sleep 0.5
+wait_until 20 grep -q "place 2 in the queue" "$T_DIR/c.err"
 assert_eq "a waiting job blocks later ones that would fit (FIFO)" "" "$(cat "$T_DIR/order")"
+touch "$T_DIR/big.go"
 wait $big $b $c
 assert_eq "--wait: served in arrival order" "B C" "$(tr '\n' ' ' <"$T_DIR/order" | sed 's/ $//')"
 assert_contains "--wait shows the place in the queue" "place 1 in the queue" "$(cat "$T_DIR/b.err")"
@@ -91,7 +97,8 @@ assert_contains "... second in line" "place 2 in the queue" "$(cat "$T_DIR/c.err
 
 # ---- MIG instances are placement targets ----
 use_scenario h100
-vgpu mig enable >/dev/null && vgpu mig create 3g.40gb,2g.20gb >/dev/null
+must vgpu mig enable
+must vgpu mig create 3g.40gb,2g.20gb
 run vgpu run --mem 15G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_match "binpack into the smaller MIG instance" '^MIG-' "$out"
 small=$(vgpu mig list --json | jq -r '.gpus[0].gpu_instances[] | select(.profile=="2g.20gb") | .compute_instances[0].uuid')

@@ -25,7 +25,10 @@ run bash -c 'vgpu run sh -c "kill -KILL \$\$"; echo "status $?"'
 assert_contains "killed by SIGKILL: vgpu run dies by SIGKILL" "status 137" "$out"
 run bash -c 'vgpu run sh -c "kill -TERM \$\$"; echo "status $?"'
 assert_contains "killed by SIGTERM: vgpu run dies by SIGTERM" "status 143" "$out"
-run bash -c 'vgpu run sh -c "trap \"exit 42\" USR1; while :; do sleep 0.05; done" & p=$!; sleep 0.5; kill -USR1 $p; wait $p; echo "status $?"'
+# The signal is sent once the command has set its trap (it says so in a file); then the command
+# idles in its sleep loop until the signal ends it.
+run bash -c 'vgpu run sh -c "trap \"exit 42\" USR1; : >\"\$0\"; while :; do sleep 0.05; done" "$0" & p=$!
+  wait_until 20 test -e "$0"; kill -USR1 $p; wait $p; echo "status $?"' "$T_DIR/trapped"
 assert_contains "SIGUSR1 sent to vgpu run is forwarded to the command" "status 42" "$out"
 run vgpu run sh -c 'echo "$@"' sh -l --mem 4G
 assert_eq "options after the command are the command's" "-l --mem 4G" "$out"

@@ -1,6 +1,8 @@
 # tests/run.sh itself (issue 18): a script that stops before its end, or whose plan disagrees with
-# the tests it printed, fails; skips pass but are counted and listed with their reasons. Runs a
-# copy of run.sh and lib.sh on a few small scripts in a scratch tree.
+# the tests it printed, fails; skips pass but are counted and listed with their reasons; lib.sh's
+# waits (wait_until, in the script and in its child processes) and setup steps (must) fail when
+# what they wait for does not come. Runs a copy of run.sh and lib.sh on a few small scripts in a
+# scratch tree.
 . "$(dirname "$0")/lib.sh"
 tree=$T_DIR/tree
 mkdir -p "$tree/tests/cli"
@@ -50,4 +52,26 @@ assert_rc "a script killed outside any test fails" 1
 assert_match "... once, with its status and the missing plan" \
   "zz_crash: exited with status [0-9]+ outside any test; no TAP plan" "$out"
 assert_contains "... counted once" "1 passed, 1 failed" "$out"
+
+script wait $'touch "$T_DIR/f"; wait_until 5 test -e "$T_DIR/f" && ok "came"\nwait_until 1 false\ndone_testing'
+runner zz_wait
+assert_rc "wait_until: a condition that never comes fails the run" 1
+assert_contains "... naming what was awaited" "zz_wait: not ok 2 - timed out after 1 s waiting for: false" "$out"
+assert_contains "... and one that comes passes" "1 passed, 1 failed" "$out"
+
+script childwait $'sh -c \'wait_until 1 test -e /nonexistent; echo "child rc=$?"\'\nok "one"\ndone_testing'
+runner zz_childwait
+assert_rc "wait_until in a child process: a timeout fails the run" 1
+assert_contains "... reported by done_testing" \
+  "zz_childwait: not ok 2 - timed out after 1 s waiting for: test -e /nonexistent (in a child process)" "$out"
+
+script must $'must false\nmust true\nok "one"\ndone_testing'
+runner zz_must
+assert_rc "must: a failed setup step fails the run" 1
+assert_contains "... naming it" "zz_must: not ok 1 - setup step failed: false" "$out"
+assert_contains "... and a step that works adds no test" "1 passed, 1 failed" "$out"
+
+script needle $'assert_contains "empty" "" "any text"\ndone_testing'
+runner zz_needle
+assert_contains "assert_contains with an empty needle fails" "zz_needle: not ok 1 - empty" "$out"
 done_testing

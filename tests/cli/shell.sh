@@ -49,58 +49,65 @@ assert_rc "exit N ends the script with N" 3
 # --- interactive, under tmux -------------------------------------------------------------
 if ! command -v tmux >/dev/null; then
   skip "interactive shell" "tmux is not installed"
-  exit 0
+  done_testing; exit 0
 fi
 export XDG_STATE_HOME=$T_DIR/xdg
 sock=$T_DIR/tmux.sock
 tm() { tmux -S "$sock" "$@"; }
 screen() { tm capture-pane -p -t vg; }
-wait_for() { # text [seconds]
-  local i; for i in $(seq 1 $(( ${2:-5} * 10 ))); do screen | grep -qF -- "$1" && return 0; sleep 0.1; done; return 1
-}
+on_screen() { screen | grep -qF -- "$1"; }
+# TEXT was typed and the shell is back at an empty prompt (the last line shown).
+done_with() { on_screen "$1" && screen | sed '/^ *$/d' | tail -n 1 | grep -q ']> *$'; }
 start_shell() {
   tm -f /dev/null new-session -d -s vg -x 120 -y 30 \
     "env PATH='$PATH' LD_LIBRARY_PATH='$LD_LIBRARY_PATH' VGPU_STATE_DIR='$VGPU_STATE_DIR' VGPU_FAKE_STATE='$VGPU_FAKE_STATE' VGPU_FAKE_SCENARIO='$VGPU_FAKE_SCENARIO' XDG_STATE_HOME='$XDG_STATE_HOME' ${LD_PRELOAD:+LD_PRELOAD='$LD_PRELOAD'} ${ASAN_OPTIONS:+ASAN_OPTIONS='$ASAN_OPTIONS'} vgpu shell; echo SHELL-EXITED-\$?; sleep 30"
 }
 start_shell
-if wait_for "GPU, 0 jobs]>" 10; then ok "prompt shows host, GPUs and jobs"; else not_ok "prompt shows host, GPUs and jobs" "$(screen)"; fi
+if poll_until 20 on_screen "GPU, 0 jobs]>"; then ok "prompt shows host, GPUs and jobs"; else not_ok "prompt shows host, GPUs and jobs" "$(screen)"; fi
 assert_match "prompt names the host" "vgpu@$(hostname | cut -c1-20)" "$(screen)"
 # An ended job (kept a while for vgpu wait) is not counted, as vgpu top does not count it.
 tm send-keys -t vg 'run -- true' Enter
-for i in $(seq 1 100); do [ "$(screen | grep -c ']> *$')" -ge 2 ] && break; sleep 0.1; done
+wait_until 20 done_with 'run -- true'
 last=$(screen | grep ']> *$' | tail -n 1)
 assert_contains "prompt after a job ended: still 0 jobs" "0 jobs]>" "$last"
 
 tm send-keys -t vg 'lis' Tab
-sleep 0.5
+completed() { screen | grep -q ']> list *$'; }
+wait_until 20 completed
 tm send-keys -t vg ' --js' Tab Enter
-if wait_for '"gpus"'; then ok "Tab completes a command and an option"; else not_ok "Tab completes a command and an option" "$(screen)"; fi
+if poll_until 20 on_screen '"gpus"'; then ok "Tab completes a command and an option"; else not_ok "Tab completes a command and an option" "$(screen)"; fi
 
 tm send-keys -t vg 'list --gpu 9' Enter
-if wait_for "there is no GPU 9"; then ok "a failing command prints its error"; else not_ok "a failing command prints its error" "$(screen)"; fi
+if poll_until 20 on_screen "there is no GPU 9"; then ok "a failing command prints its error"; else not_ok "a failing command prints its error" "$(screen)"; fi
 tm send-keys -t vg 'help list' Enter
-if wait_for "man vgpu-list"; then ok "the shell goes on after an error; help CMD works"; else not_ok "help after an error" "$(screen)"; fi
+if poll_until 20 on_screen "man vgpu-list"; then ok "the shell goes on after an error; help CMD works"; else not_ok "help after an error" "$(screen)"; fi
 
 tm send-keys -t vg 'shell -c "completion --complete 1 vgpu"' Enter
-sleep 0.3
-tm send-keys -t vg 'half typed line' C-c
-sleep 0.3
+wait_until 20 done_with 'completion --complete 1 vgpu'
+# Ctrl-C erases the line and shows a new empty prompt: count them, scrollback included.
+empty_prompts() { tm capture-pane -p -S - -t vg | grep -c ']> *$'; }
+more_prompts() { [ "$(empty_prompts)" -gt "$1" ]; }
+tm send-keys -t vg 'half typed line'
+wait_until 20 on_screen 'half typed line'
+n=$(empty_prompts)
+tm send-keys -t vg C-c
+wait_until 20 more_prompts "$n"
 tm send-keys -t vg 'list --gpu 0' Enter
-if wait_for "81559 MiB"; then ok "Ctrl-C at the prompt abandons the line, the shell goes on"; else not_ok "Ctrl-C at the prompt" "$(screen)"; fi
+if poll_until 20 on_screen "81559 MiB"; then ok "Ctrl-C at the prompt abandons the line, the shell goes on"; else not_ok "Ctrl-C at the prompt" "$(screen)"; fi
 
 tm send-keys -t vg 'exit' Enter
-if wait_for "SHELL-EXITED-0"; then ok "exit leaves with status 0"; else not_ok "exit leaves with status 0" "$(screen)"; fi
+if poll_until 20 on_screen "SHELL-EXITED-0"; then ok "exit leaves with status 0"; else not_ok "exit leaves with status 0" "$(screen)"; fi
 tm kill-session -t vg 2>/dev/null
 hist=$XDG_STATE_HOME/vgpu/history
 if [ -f "$hist" ] && grep -qx 'list --gpu 0' "$hist"; then ok "history is written"; else not_ok "history is written" "$(cat "$hist" 2>/dev/null)"; fi
 assert_eq "history file is 0600" "600" "$(stat -c %a "$hist" 2>/dev/null)"
 
 start_shell
-wait_for "]>" 10
+wait_until 20 on_screen "]>"
 tm send-keys -t vg Up
 # A fresh shell shows only its banner and prompt: "]> exit" there can only be the recalled line.
-if wait_for ']> exit' 3; then ok "history survives a restart (Up recalls the last line)"; else not_ok "history survives a restart" "$(screen)"; fi
+if poll_until 20 on_screen ']> exit'; then ok "history survives a restart (Up recalls the last line)"; else not_ok "history survives a restart" "$(screen)"; fi
 tm send-keys -t vg C-u C-d
-if wait_for "SHELL-EXITED-0"; then ok "Ctrl-D leaves"; else not_ok "Ctrl-D leaves" "$(screen)"; fi
+if poll_until 20 on_screen "SHELL-EXITED-0"; then ok "Ctrl-D leaves"; else not_ok "Ctrl-D leaves" "$(screen)"; fi
 tm kill-server 2>/dev/null
 done_testing

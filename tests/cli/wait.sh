@@ -8,9 +8,10 @@ job_json() { # ID -> the job's object in vgpu ps --json (empty when not listed)
   vgpu ps --json | jq -c --arg id "$1" '.jobs[] | select(.id == $id)'
 }
 
-# --detach returns at once, printing the id only, while the job runs.
+# --detach returns at once, printing the id only, while the job runs (until $T_DIR/end exists:
+# it must still run when --timeout is tried on it, however slow the machine).
 t0=$(now_ms)
-run vgpu run --detach -- sleep 5
+run vgpu run --detach -- wait_until 120 test -e "$T_DIR/end"
 t1=$(now_ms)
 assert_rc "--detach: 0 once the job exists" 0
 long=$out
@@ -18,7 +19,7 @@ assert_match "--detach prints the job id, one line, nothing else" '^[0-9a-f]{12}
 assert_eq "--detach prints nothing on stderr" "" "$err"
 check "--detach returns at once ($((t1 - t0)) ms), not when the command ends" test $((t1 - t0)) -lt 2500
 t0=$(now_ms)
-second=$(vgpu run -d sleep 5 2>&1)
+second=$(vgpu run -d wait_until 120 test -e "$T_DIR/end" 2>&1)
 t1=$(now_ms)
 check "the supervisor keeps neither stdout nor stderr of the caller ($((t1 - t0)) ms)" test $((t1 - t0)) -lt 2500
 run vgpu ps -q
@@ -84,6 +85,8 @@ run vgpu wait --timeout 5 "$sid"
 assert_rc "SIGTERM to the detached vgpu run reaches the command: 143" 143
 
 # Several jobs: the status of the last one given.
+# (b's sleep is no synchronization: b usually ends last, so "the last given" is not "the last
+# to end" in the other order; either way the status is the last given's.)
 a=$(vgpu run -d sh -c 'exit 3') b=$(vgpu run -d sh -c 'sleep 0.3; exit 5')
 run vgpu wait "$a" "$b"
 assert_rc "several jobs: the status of the last" 5
@@ -100,10 +103,11 @@ assert_rc "wait without a job: 2" 2
 # A name may be reused once its job has ended; the name then means the new job.
 run vgpu run --name reuse sh -c 'exit 2'
 assert_rc "a named job ends" 2
-run vgpu run -d --name reuse sh -c 'sleep 0.3; exit 4'
+run vgpu run -d --name reuse sh -c 'wait_until 60 test -e "$0"; exit 4' "$T_DIR/reuse.end"
 assert_rc "--name of an ended job may be reused" 0
 run vgpu run --name reuse true
 assert_rc "but not while the new one runs: 125" 125
+touch "$T_DIR/reuse.end"
 run vgpu wait reuse
 assert_rc "the name means the job that has not ended" 4
 run vgpu wait reuse
@@ -146,8 +150,9 @@ assert_rc "the placed job ends" 143
 run vgpu run --mem 60G true
 assert_rc "its promise is given back when it ends" 0
 
+touch "$T_DIR/end"
 run vgpu wait --timeout 10 "$long" "$second"
-assert_rc "the first jobs end by themselves" 0
+assert_rc "the first jobs end once told, with status 0" 0
 
 # After the keep time an ended job is gone, with its log (VGPU_EXITED_KEEP_S shortens it).
 run env VGPU_EXITED_KEEP_S=0 vgpu wait "$id"

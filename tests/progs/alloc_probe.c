@@ -28,6 +28,8 @@
  *                                   and then prints "parent" and the job's view (meminfo)
  *   sleep MS                        sleeps (a window for other processes / signals)
  *   hold                            prints "holding" and sleeps until killed
+ *   await FILE                      prints "awaiting", then waits until FILE exists (the test's
+ *                                   signal to go on); after 60 s it fails: exit status 3
  * SIZE accepts K/M/G suffixes (binary). ALLOC_PROBE_DEVICE=N: use CUDA device N (default 0).
  * Exit status 0 unless the setup failed (2). */
 #include <stdbool.h>
@@ -294,6 +296,17 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(op, "sleep")) {
             usleep((useconds_t)size_arg(a1) * 1000);
+            i++;
+        } else if (!strcmp(op, "await")) {
+            printf("awaiting\n");
+            int k = 0;
+            while (access(a1, F_OK) != 0) {
+                if (++k > 6000) {
+                    fprintf(stderr, "alloc_probe: timed out after 60 s waiting for %s\n", a1);
+                    return 3;
+                }
+                usleep(10000);
+            }
             i++;
         } else if (!strcmp(op, "hold")) {
             printf("holding\n");

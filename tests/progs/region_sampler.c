@@ -2,7 +2,9 @@
  * the job) and samples job device DEV's accounted memory every 50 us for MS milliseconds:
  *     samples=N max=BYTES last=BYTES limit=BYTES
  * Used to check that concurrent processes never pass the limit, at any sampled instant.
- *   region_sampler REGION DEV MS */
+ *   region_sampler REGION DEV MS [STOPFILE]
+ * With STOPFILE it samples until STOPFILE exists (the test says when its scenario is over), MS
+ * being then a deadline: reaching it first prints "timeout=1" and exits 1. */
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,8 +24,8 @@ static uint64_t now_ms(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: region_sampler REGION DEV MS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: region_sampler REGION DEV MS [STOPFILE]\n");
         return 2;
     }
     int fd = open(argv[1], O_RDONLY | O_CLOEXEC);
@@ -41,15 +43,25 @@ int main(int argc, char **argv)
     unsigned dev = (unsigned)atoi(argv[2]);
     if (dev >= VGPU_REGION_MAX_DEVICES)
         return 2;
+    const char *stop = argc == 5 ? argv[4] : NULL;
     uint64_t end = now_ms() + (uint64_t)atoll(argv[3]), n = 0, max = 0, last = 0;
+    int stopped = 0;
     do {
+        /* Checked every 1024 samples: access() is a system call, the read is not. */
+        if (stop && (n & 1023) == 0 && access(stop, F_OK) == 0) {
+            stopped = 1;
+            break;
+        }
         last = atomic_load(&u->dev[dev].used);
         if (last > max)
             max = last;
         n++;
         usleep(50);
     } while (now_ms() < end);
+    int timed_out = stop && !stopped;
+    if (timed_out)
+        printf("timeout=1 ");
     printf("samples=%llu max=%llu last=%llu limit=%llu\n", (unsigned long long)n, (unsigned long long)max,
            (unsigned long long)last, (unsigned long long)atomic_load(&h->dev[dev].mem_limit));
-    return 0;
+    return timed_out;
 }
