@@ -173,7 +173,7 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
     r->fd = fd;
     snprintf(r->path, sizeof r->path, "%s", tmp);
     r->file_uid = geteuid();
-    if (region_map(r, VGPU_REGION_ADMIN, size, e) < 0)
+    if (region_map(r, VGPU_REGION_ADMIN, size, fd, e) < 0)
         goto fail;
     fill_header(r->hdr_rw, id, spec);
     /* The magic goes in last: a reader never sees a valid magic with a half-written header. */

@@ -32,7 +32,8 @@ static inline bool region_dev_ok(const struct vgpu_region *r, unsigned dev)
     return dev < VGPU_REGION_MAX_DEVICES && dev < r->hdr->device_count;
 }
 
-/* Maps an open region's file (r->fd, r->path set) in `mode`. region_io.c. */
-int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, struct vgpu_err *e);
+/* Maps an open region's file (r->fd, r->path set) in `mode`: page 0 from r->fd (read-only in
+ * JOB mode), the usage part from rw_fd (r->fd itself in ADMIN mode). region_io.c. */
+int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, int rw_fd, struct vgpu_err *e);
 
 #endif

@@ -67,13 +67,14 @@ static int check_header(const struct vgpu_region_header *h, const struct stat *s
     return 0;
 }
 
-int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, struct vgpu_err *e)
+int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, int rw_fd, struct vgpu_err *e)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (mode == VGPU_REGION_ADMIN || page != VGPU_REGION_LIMITS_SIZE) {
         /* With pages larger than 4 KiB the limits page cannot be mapped apart: one writable
-         * mapping (the read-only protection is a guard against bugs, not a security boundary). */
-        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+         * mapping (then the read-only protection is a guard against bugs, not a security
+         * boundary; vgpu-security(7)). */
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, rw_fd, 0);
         if (m == MAP_FAILED)
             goto fail;
         r->map_limits = m;
@@ -83,10 +84,13 @@ int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, s
         r->use = (struct vgpu_region_usage *)((char *)m + VGPU_REGION_LIMITS_SIZE);
         return 0;
     }
+    /* Page 0 from the read-only descriptor (r->fd): the kernel refuses mprotect(PROT_WRITE) on
+     * a shared mapping of a file opened O_RDONLY, so a process of the job cannot make its
+     * limits writable through the library's mapping. */
     void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ, MAP_SHARED, r->fd, 0);
     if (lim == MAP_FAILED)
         goto fail;
-    void *use = mmap(NULL, size - VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+    void *use = mmap(NULL, size - VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, rw_fd,
                      VGPU_REGION_LIMITS_SIZE);
     if (use == MAP_FAILED) {
         munmap(lim, VGPU_REGION_LIMITS_SIZE);
@@ -105,11 +109,33 @@ fail:
     return -1;
 }
 
+/* The usage part needs a writable descriptor; page 0 (r->fd) stays read-only in JOB mode. The
+ * second open is by path, so it must be the same file as the first (not one renamed in between). */
+static int open_rw_again(const struct vgpu_region *r, const struct stat *st, struct vgpu_err *e)
+{
+    int fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st2;
+    if (fd < 0) {
+        int err = errno;
+        vgpu_err_set(e, (err == EACCES || err == EPERM) ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL,
+                     "cannot open the job region %s for its usage counters: %s", r->path, strerror(err));
+        return -1;
+    }
+    if (fstat(fd, &st2) < 0 || st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "the job region %s was replaced while it was being opened; try again",
+                     r->path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e)
 {
     region_reset(r);
     snprintf(r->path, sizeof r->path, "%s", path);
-    r->fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    /* ADMIN writes the limits: read-write. JOB reads them: read-only (see region_map). */
+    r->fd = open(path, (mode == VGPU_REGION_ADMIN ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
     if (r->fd < 0) {
         int err = errno;
         int code = err == ENOENT ? VGPU_EXIT_NOT_FOUND
@@ -160,7 +186,16 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
         rc = check_header(h, &st, path, e);
     }
     free(h);
-    if (rc < 0 || region_map(r, mode, (size_t)st.st_size, e) < 0)
+    if (rc < 0)
+        goto fail;
+    int rw_fd = mode == VGPU_REGION_ADMIN ? r->fd : open_rw_again(r, &st, e);
+    if (rw_fd < 0)
+        goto fail;
+    rc = region_map(r, mode, (size_t)st.st_size, rw_fd, e);
+    /* The mappings keep what they need: no writable descriptor stays open in the job. */
+    if (rw_fd != r->fd)
+        close(rw_fd);
+    if (rc < 0)
         goto fail;
     return 0;
 fail:

@@ -6,11 +6,12 @@
  * the file; vgpu_jobs_list removes it VGPU_EXITED_KEEP_DEFAULT_S later.
  *
  *   page 0  (VGPU_REGION_LIMITS_SIZE bytes): header + limits. Written only by `vgpu run`
- *           (creation, exit status) and `vgpu limit`. libvgpu.so maps it read-only, so a bug
- *           in the job cannot raise its limits (a hostile process of the same user could open
- *           the file itself, but it could as well drop LD_PRELOAD: the limits are a contract
- *           with cooperating programs, enforced against the job's own code by the OS only
- *           when the job runs as another user).
+ *           (creation, exit status) and `vgpu limit`. Readers (libvgpu.so, ps, top) map it
+ *           from a descriptor opened O_RDONLY, so neither a bug nor mprotect(2) in the job can
+ *           make that mapping writable (with pages larger than 4 KiB it shares one writable
+ *           mapping with the usage part). A process of the job's own user can still open the
+ *           file itself, as it could drop LD_PRELOAD: against the job's own user the limits
+ *           hold only when the job runs as another user (vgpu run --user, vgpu-security(7)).
  *   page 1+ usage: per-device counters and per-process slots, mapped writable by everyone who
  *           opens the region (the job's processes account into it, readers reap dead slots).
  *
