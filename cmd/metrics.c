@@ -207,8 +207,8 @@ static void gpu_labels(FILE *f, const struct snap *s, const struct vgpu_gpu *g)
 
 static void job_labels(FILE *f, const struct snap *s, const struct job_snap *j)
 {
-    put_label(f, "job", j->r.hdr->id, true);
-    put_label(f, "job_name", j->r.hdr->name, false);
+    put_label(f, "job", j->r.info->id, true);
+    put_label(f, "job_name", j->r.info->name, false);
     put_label(f, "user", j->user, false);
     if (j->hpc_job[0])
         put_label(f, "hpc_job", j->hpc_job, false);
@@ -222,7 +222,7 @@ static void job_dev_labels(FILE *f, const struct snap *s, const struct job_snap 
     char idx[16];
     snprintf(idx, sizeof idx, "%u", j->r.hdr->dev[d].nvml_index);
     put_label(f, "gpu", idx, false);
-    put_label(f, "UUID", j->r.hdr->dev[d].uuid, false);
+    put_label(f, "UUID", j->r.info->dev[d].uuid, false);
 }
 
 enum jd_metric { JD_LIMIT, JD_USED, JD_PEAK, JD_CORE, JD_SHARE, JD_GPUTIME, JD_THROTTLED, JD_OUT_BYTES, JD_OUT_PROCS };

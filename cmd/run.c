@@ -351,12 +351,13 @@ static int run_child(struct vgpu_region *r, char **argv)
         }
     child_pid = 0;
     restore_signals();
-    if (WIFSIGNALED(status)) {
-        vgpu_region_set_state(r, VGPU_JOB_EXITED, -1, WTERMSIG(status), &e);
-        return -WTERMSIG(status);
-    }
-    vgpu_region_set_state(r, VGPU_JOB_EXITED, WEXITSTATUS(status), 0, &e);
-    return WEXITSTATUS(status);
+    /* A region damaged meanwhile (truncated) is fenced off by set_state: the command's status
+     * still becomes ours, and the lost record is said. */
+    int st = WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
+    if (vgpu_region_set_state(r, VGPU_JOB_EXITED, st < 0 ? -1 : st, st < 0 ? -st : 0, &e) < 0)
+        vgpu_warn("job %s: %s; vgpu wait cannot get the command's status (vgpu run exits with it)", r->info->id,
+                  e.msg);
+    return st;
 }
 
 /* ---- --detach ------------------------------------------------------------------------------ */
@@ -446,7 +447,7 @@ static int detach_io(const struct vgpu_region *r, int sock, struct vgpu_err *e)
     close(null);
     close(fd);
     char msg[VGPU_JOB_ID_LEN + 2];
-    int n = snprintf(msg, sizeof msg, "%s\n", r->hdr->id);
+    int n = snprintf(msg, sizeof msg, "%s\n", r->info->id);
     /* MSG_NOSIGNAL: a caller killed meanwhile is an error here, not a SIGPIPE. */
     if (send(sock, msg, (size_t)n, MSG_NOSIGNAL) != n) {
         vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "the caller of vgpu run --detach is gone (%s): the job is not started",
@@ -802,7 +803,7 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.hdr->id, region_path, getenv("LD_PRELOAD"));
+    vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.info->id, region_path, getenv("LD_PRELOAD"));
     rc = run_child(&r, cmdv);
 out:
     if (sock >= 0)

@@ -70,7 +70,7 @@ static int wait_one(const char *dir, const char *key, double deadline)
         }
         if (!vgpu_region_creator_alive(&r)) {
             rc = vgpu_fail(VGPU_EXIT_FAIL, "job %s ended without an exit status: its 'vgpu run' (pid %d) is gone",
-                           r.hdr->id, r.hdr->creator_pid);
+                           r.info->id, r.hdr->creator_pid);
             break;
         }
         if (deadline > 0 && now_s() >= deadline) {

@@ -164,10 +164,10 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
         }
         /* A region copied or renamed under another id would be a second live job with the same
          * id, and vgpu limit would change the copy: its id must be its file name. */
-        if (strncmp(r.hdr->id, ref->id, sizeof ref->id) != 0) {
+        if (strncmp(r.info->id, ref->id, sizeof ref->id) != 0) {
             char why[300];
             snprintf(why, sizeof why, "the region's job id is '%.*s', not its file name's '%s' (a copy or a "
-                     "renamed file?); remove it", (int)sizeof r.hdr->id, r.hdr->id, ref->id);
+                     "renamed file?); remove it", (int)sizeof r.info->id, r.info->id, ref->id);
             vgpu_debug("damaged job region %s: %s", ref->path, why);
             vgpu_region_close(&r);
             if (corrupt)
@@ -188,7 +188,7 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
         ref->state = atomic_load(&r.hdr->state);
         /* Bounded: the file is the job user's, and may have changed since it was validated; a
          * name without its NUL must not make us read past it. */
-        snprintf(ref->name, sizeof ref->name, "%.*s", (int)sizeof r.hdr->name - 1, r.hdr->name);
+        snprintf(ref->name, sizeof ref->name, "%.*s", (int)sizeof r.info->name - 1, r.info->name);
         ref->created_ns = r.hdr->created_realtime_ns;
         vgpu_region_close(&r);
         n++;

@@ -176,6 +176,12 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
     if (region_map(r, VGPU_REGION_ADMIN, size, fd, e) < 0)
         goto fail;
     fill_header(r->hdr_rw, id, spec);
+    r->info = malloc(sizeof *r->info);
+    if (!r->info) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory creating the job region %s", tmp);
+        goto fail;
+    }
+    memcpy(r->info, r->hdr_rw, sizeof *r->info);
     /* The magic goes in last: a reader never sees a valid magic with a half-written header. */
     atomic_store_explicit(&r->hdr_rw->magic, VGPU_REGION_MAGIC, memory_order_release);
     /* The file appears complete, under its final name, in one step. */
@@ -201,7 +207,7 @@ unsigned vgpu_region_device_count(const struct vgpu_region *r)
 {
     if (!r || !r->hdr)
         return 0;
-    unsigned n = r->hdr->device_count;
+    unsigned n = r->info ? r->info->device_count : r->hdr->device_count;
     return n > VGPU_REGION_MAX_DEVICES ? VGPU_REGION_MAX_DEVICES : n;
 }
 
@@ -235,6 +241,11 @@ static int admin_dev(struct vgpu_region *r, unsigned dev, struct vgpu_err *e)
 {
     if (!r || !r->hdr_rw) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "the job region is open read-only: only its owner or root may change it");
+        return -1;
+    }
+    if (vgpu_region_check(r) != 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s; the limit cannot be changed (the job keeps the limits it last saw)",
+                     r->damaged_why);
         return -1;
     }
     if (!region_dev_ok(r, dev)) {
@@ -274,6 +285,10 @@ int vgpu_region_set_state(struct vgpu_region *r, enum vgpu_job_state st, int exi
 {
     if (!r || !r->hdr_rw) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "the job region is open read-only");
+        return -1;
+    }
+    if (vgpu_region_check(r) != 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s: the job's state cannot be recorded there", r->damaged_why);
         return -1;
     }
     uint64_t when = 0;

@@ -29,7 +29,7 @@ static inline void region_reset(struct vgpu_region *r)
 
 static inline bool region_dev_ok(const struct vgpu_region *r, unsigned dev)
 {
-    return dev < VGPU_REGION_MAX_DEVICES && dev < r->hdr->device_count;
+    return dev < VGPU_REGION_MAX_DEVICES && dev < (r->info ? r->info->device_count : r->hdr->device_count);
 }
 
 /* Maps an open region's file (r->fd, r->path set) in `mode`: page 0 from r->fd (read-only in

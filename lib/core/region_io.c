@@ -185,9 +185,11 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
     } else {
         rc = check_header(h, &st, path, e);
     }
-    free(h);
-    if (rc < 0)
+    if (rc < 0) {
+        free(h);
         goto fail;
+    }
+    r->info = h;    /* validated once: strings are read from this copy from now on */
     int rw_fd = mode == VGPU_REGION_ADMIN ? r->fd : open_rw_again(r, &st, e);
     if (rw_fd < 0)
         goto fail;
@@ -200,8 +202,76 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
     return 0;
 fail:
     close(r->fd);
+    free(r->info);
+    r->info = NULL;
     r->fd = -1;
     return -1;
+}
+
+/* ---- damage: a file truncated under the mappings ------------------------------------------- */
+
+/* The limits and state now in page 0 into r->info, so that a damaged job keeps the last ones
+ * seen. Called only after fstat found the file whole. */
+static void refresh_info(struct vgpu_region *r)
+{
+    const struct vgpu_region_header *h = r->hdr;
+    uint32_t seq = atomic_load_explicit(&h->limits_seq, memory_order_acquire);
+    if (seq == atomic_load_explicit(&r->info->limits_seq, memory_order_relaxed) &&
+        atomic_load_explicit(&h->state, memory_order_relaxed) == atomic_load(&r->info->state))
+        return;
+    for (unsigned d = 0; d < r->info->device_count && d < VGPU_REGION_MAX_DEVICES; d++) {
+        struct vgpu_region_dev_limits *k = &r->info->dev[d];
+        const struct vgpu_region_dev_limits *l = &h->dev[d];
+        atomic_store(&k->mem_limit, atomic_load(&l->mem_limit));
+        atomic_store(&k->core_limit, atomic_load(&l->core_limit));
+        atomic_store(&k->core_policy, atomic_load(&l->core_policy));
+        atomic_store(&k->priority, atomic_load(&l->priority));
+        atomic_store(&k->flags, atomic_load(&l->flags));
+        atomic_store(&k->mem_device, atomic_load(&l->mem_device));
+    }
+    atomic_store(&r->info->state, atomic_load(&h->state));
+    atomic_store(&r->info->limits_seq, seq);
+}
+
+/* Moves private memory over [at, at+len) in one step (mremap onto it replaces the old mapping
+ * atomically): a thread reading there sees the old page or the new one, never a hole. `page0`
+ * is copied to the start first when not NULL; `ro` makes the result read-only. */
+static void replace_mapping(void *at, size_t len, const void *page0, size_t page0_len, bool ro)
+{
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return;
+    if (page0)
+        memcpy(m, page0, page0_len);
+    if (ro)
+        mprotect(m, len, PROT_READ);
+    if (mremap(m, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED)
+        munmap(m, len);
+}
+
+int vgpu_region_check(struct vgpu_region *r)
+{
+    if (!r || !r->hdr || !r->info)
+        return 0;
+    if (__atomic_load_n(&r->damaged, __ATOMIC_ACQUIRE))
+        return 2;
+    struct stat st;
+    uint64_t want = r->info->total_size;
+    if (fstat(r->fd, &st) < 0 || (uint64_t)st.st_size >= want) {
+        refresh_info(r);
+        return 0;
+    }
+    /* Two threads may both get here: the second replacement is harmless (same content). */
+    snprintf(r->damaged_why, sizeof r->damaged_why, "%s was truncated to %lld bytes (expected %llu)", r->path,
+             (long long)st.st_size, (unsigned long long)want);
+    if (r->map_usage) {
+        replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, r->hdr_rw == NULL);
+        replace_mapping(r->map_usage, r->map_usage_len, NULL, 0, false);
+    } else {
+        replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, false);
+    }
+    bool was = __atomic_exchange_n(&r->damaged, true, __ATOMIC_ACQ_REL);
+    return was ? 2 : 1;
 }
 
 void vgpu_region_close(struct vgpu_region *r)
@@ -214,6 +284,7 @@ void vgpu_region_close(struct vgpu_region *r)
         munmap(r->map_usage, r->map_usage_len);
     if (r->fd >= 0)
         close(r->fd);
+    free(r->info);
     region_reset(r);
 }
 

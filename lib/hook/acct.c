@@ -40,6 +40,7 @@ int vgpu_current_device(void)
 static struct vgpu_region *accountable(int dev, int *slot, int *jdev)
 {
     struct vgpu_region *r = vgpu_job();
+    vgpu_job_guard(r);
     *jdev = r && dev >= 0 ? vgpu_job_dev(dev) : -1;
     if (!r || *jdev < 0)
         return NULL;

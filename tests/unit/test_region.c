@@ -522,6 +522,43 @@ static void test_modes_and_umask(void **state)
     vgpu_region_close(&r);
 }
 
+/* A region truncated under its readers (issue 12 item 3): vgpu_region_check fences the
+ * mappings off (no SIGBUS after), keeps the limits last seen, including a change by `vgpu limit`
+ * after open, and the usage part stays writable (private from then on). */
+static void test_truncated_fenced(void **state)
+{
+    (void)state;
+    struct vgpu_region r, j;
+    struct vgpu_err e;
+    make_job(&r, 2, 1ULL << 30);
+    assert_int_equal(vgpu_region_open(&j, r.path, VGPU_REGION_JOB, &e), 0);
+    assert_int_equal(vgpu_region_check(&j), 0);
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 1, 2ULL << 30, &e), 0);
+    int slot = vgpu_region_attach(&j, &e);
+    assert_true(slot >= 0);
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 20), 0);   /* checks: sees the new limit */
+    assert_int_equal(truncate(r.path, 0), 0);
+    assert_int_equal(vgpu_region_check(&j), 1);
+    assert_true(j.damaged);
+    assert_non_null(strstr(j.damaged_why, "truncated to 0 bytes"));
+    assert_int_equal(vgpu_region_check(&j), 2);
+    assert_int_equal(vgpu_region_mem_limit(&j, 0), 1ULL << 30);
+    assert_int_equal(vgpu_region_mem_limit(&j, 1), 2ULL << 30);
+    assert_string_equal(j.info->cmdline, "test");
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 512ULL << 20), 0);
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 30), -1);  /* the limit holds */
+    assert_int_equal(vgpu_region_mem_used(&j, 0), 512ULL << 20);
+    (void)vgpu_region_reap(&j);
+    /* The admin side: changes are refused with the reason, nothing faults. */
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 0, 1, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_STATE);
+    assert_int_equal(vgpu_region_set_state(&r, VGPU_JOB_EXITED, 0, 0, &e), -1);
+    assert_non_null(strstr(e.msg, "truncated"));
+    vgpu_region_close(&j);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
 /* A one-GPU job spec with a name, for the lookup tests. */
 static struct vgpu_job_spec named_spec(const char *name)
 {
@@ -641,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_modes_and_umask),
         cmocka_unit_test(test_find_and_stale),
         cmocka_unit_test(test_exited_kept),
+        cmocka_unit_test(test_truncated_fenced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -157,8 +157,15 @@ static inline uint32_t vgpu_slot_nstag_of(uint64_t owner) { return (uint32_t)(ow
 
 /* An open region. */
 struct vgpu_region {
-    int fd;                             /* -1 once closed */
-    const struct vgpu_region_header *hdr;   /* page 0 (read-only unless opened ADMIN) */
+    int fd;                             /* -1 once closed; O_RDONLY unless opened ADMIN */
+    const struct vgpu_region_header *hdr;   /* page 0 (read-only unless opened ADMIN): the live
+                                             * limits and state; read strings from `info` */
+    /* The header as validated at open, a private copy: its strings (id, name, cmdline, UUIDs)
+     * and counts cannot change under a reader that checked them. Its limits are refreshed by
+     * vgpu_region_check, and are what the job keeps when the file is damaged. */
+    struct vgpu_region_header *info;
+    bool damaged;                       /* vgpu_region_check found the file truncated or replaced */
+    char damaged_why[4200];
     struct vgpu_region_header *hdr_rw;      /* page 0 writable: NULL unless opened ADMIN */
     struct vgpu_region_usage *use;          /* usage part, writable */
     void *map_limits, *map_usage;           /* the mappings (usage may be part of map_limits) */
@@ -205,6 +212,14 @@ bool vgpu_job_name_valid(const char *name);
  * group/world-writable). Corrupt, truncated or wrong-version → VGPU_EXIT_STATE with the reason;
  * EACCES/EPERM → VGPU_EXIT_PERMISSION; missing → VGPU_EXIT_NOT_FOUND. 0, or -1 with e set. */
 int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e);
+/* Whether the file under the mappings is still whole (fstat: size, link count), before the
+ * mappings are touched: a file truncated under a MAP_SHARED mapping kills whoever touches the
+ * lost pages with SIGBUS. When it is not, the mappings are replaced in place (same addresses,
+ * atomically) by private memory holding the last limits seen (r->info) and empty usage, so
+ * every pointer into them stays valid and nothing can fault; r->damaged and r->damaged_why
+ * then say why. Returns 0 when whole, 1 when found damaged by this call, 2 when it was already.
+ * Every slot operation below (attach, reserve, release, reap) checks first. */
+int vgpu_region_check(struct vgpu_region *r);
 void vgpu_region_close(struct vgpu_region *r);
 /* Removes the file (the mapping stays valid until close). */
 int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e);
