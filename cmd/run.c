@@ -1,7 +1,8 @@
 /* vgpu run: start a command as a job with GPU limits. */
 static const char usage[] =
     "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
-    "                [--priority high|normal|low] [--name NAME] [--mps] [-d] [--] CMD [ARGS...]\n"
+    "                [--priority high|normal|low] [--name NAME] [--mps] [--fail-closed] [-d]\n"
+    "                [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ... [--] CMD [ARGS...]\n"
     "\n"
@@ -38,6 +39,10 @@ static const char usage[] =
     "                 Arrays, VMM, pools, graph memory fail at DEVICE_SIZE (vgpu-run(1))\n"
     "  --max-jobs N   refuse to start when N jobs already run on the job's GPU (all users';\n"
     "                 root's max-jobs-per-gpu policy applies too, see vgpu-run(1))\n"
+    "  --fail-closed  a process of the job that cannot reach the job's limits (VGPU_REGION\n"
+    "                 unset or unusable, no free process slot) gets CUDA_ERROR_NOT_PERMITTED\n"
+    "                 from context creation and CUDA_ERROR_OUT_OF_MEMORY from allocations\n"
+    "                 instead of running unlimited (sets VGPU_FAIL_CLOSED=1 for the command)\n"
     "  -d, --detach   start the job in the background: print its id (one line) and exit 0 once\n"
     "                 it exists. CMD's stdin is /dev/null; its output (and vgpu run's own\n"
     "                 messages from then on) goes to STATEDIR/jobs/ID.log (0600), removed with\n"
@@ -46,7 +51,8 @@ static const char usage[] =
     "\n"
     "A limit larger than the GPU is an error. Change a running job's limit with vgpu limit.\n"
     "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s.\n"
-    "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG.\n"
+    "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG;\n"
+    "VGPU_FAIL_CLOSED=1 in vgpu run's environment works as --fail-closed.\n"
     "\n"
     "Exit status (as env(1)): 125 vgpu run itself failed; 126 CMD found but cannot be run;\n"
     "127 CMD not found; otherwise CMD's status. When CMD dies by a signal, vgpu run dies by\n"
@@ -98,6 +104,7 @@ static const struct option options[] = {
     { "detach", no_argument, NULL, 'd' },
     { "oversubscribe", optional_argument, NULL, 'S' },
     { "max-jobs", required_argument, NULL, 'J' },
+    { "fail-closed", no_argument, NULL, 'F' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -466,6 +473,7 @@ static int cmd_run(int argc, char **argv)
     const char *core_policy = NULL, *priority = NULL;
     bool wait_place = false, overcommit = false, mps = false, detach = false, oversub = false;
     const char *oversub_size = NULL, *max_jobs = NULL;
+    bool fail_closed = false;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
@@ -483,6 +491,7 @@ static int cmd_run(int argc, char **argv)
         case 'd': detach = true; break;
         case 'S': oversub = true; oversub_size = optarg; break;
         case 'J': max_jobs = optarg; break;
+        case 'F': fail_closed = true; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -493,6 +502,9 @@ static int cmd_run(int argc, char **argv)
     }
     char **cmdv = argv + optind;
     struct vgpu_err e;
+    /* The library reads it (lib/hook/config.c); set before anything else, it reaches the command. */
+    if (fail_closed && set_env("VGPU_FAIL_CLOSED", "1") != 0)
+        return VGPU_EXIT_RUN_FAILED;
     if (name && !vgpu_job_name_valid(name))
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not "
                          "starting with '.' or '-'", name, VGPU_JOB_NAME_LEN - 1);

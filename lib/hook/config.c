@@ -6,7 +6,12 @@
  *   otherwise no job: every wrapper passes straight through.
  * A configuration that cannot be used is reported loudly on stderr (it is an error, not a
  * warning: the job runs without limits) and the process carries on unlimited; the library
- * never exits. Nothing here runs at load time. */
+ * never exits. Nothing here runs at load time.
+ *
+ *   VGPU_FAIL_CLOSED=1  (vgpu run --fail-closed, or an orchestrator) turns "unlimited" into
+ *                       "refused": a process with no usable job region gets
+ *                       CUDA_ERROR_NOT_PERMITTED from every context creation and
+ *                       CUDA_ERROR_OUT_OF_MEMORY from every allocation (vgpu_job_refused). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -90,6 +95,38 @@ struct vgpu_region *vgpu_job(void)
 {
     pthread_once(&once, load);
     return job;
+}
+
+/* VGPU_FAIL_CLOSED: "1" on, unset/""/"0" off; anything else is a mistake of whoever set it,
+ * said once and taken as on (the safe reading of a variable that asks for safety). */
+static int fail_closed = -1;
+static pthread_once_t fail_once = PTHREAD_ONCE_INIT;
+
+static void read_fail_closed(void)
+{
+    const char *v = getenv("VGPU_FAIL_CLOSED");
+    if (!v || !*v || strcmp(v, "0") == 0) {
+        fail_closed = 0;
+        return;
+    }
+    if (strcmp(v, "1") != 0)
+        vgpu_error("VGPU_FAIL_CLOSED='%s': write 1 (or 0); taken as 1", v);
+    fail_closed = 1;
+}
+
+bool vgpu_job_refused(void)
+{
+    if (__builtin_expect(vgpu_job() != NULL, 1))
+        return false;
+    pthread_once(&fail_once, read_fail_closed);
+    if (!fail_closed)
+        return false;
+    static _Atomic bool said;
+    if (!atomic_exchange(&said, true))
+        vgpu_error("VGPU_FAIL_CLOSED=1 and this process has no usable job region (see above, or VGPU_REGION is "
+                   "not set): its GPU contexts are refused with CUDA_ERROR_NOT_PERMITTED and its allocations with "
+                   "CUDA_ERROR_OUT_OF_MEMORY. Start it under vgpu run, and keep VGPU_REGION and LD_PRELOAD as set.");
+    return true;
 }
 
 /* A region truncated under us (issue 12 item 3) is fenced off by vgpu_region_check: the process
