@@ -31,6 +31,7 @@ static const char usage[] =
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
 
@@ -92,13 +93,10 @@ static int cmd_limit(int argc, char **argv)
             return vgpu_fail(VGPU_EXIT_USAGE, "%s, or none to remove the limit", e.msg);
     }
     char statedir[4096];
-    if (vgpu_statedir(statedir, sizeof statedir, false, &e) < 0) {
-        if (e.code == VGPU_EXIT_NOT_FOUND)
-            return vgpu_fail(VGPU_EXIT_NOT_FOUND, "no job '%s': no job was ever started here (%s)", job, statedir);
+    if (vgpu_statedir_or_none(statedir, sizeof statedir, &e) < 0)
         return vgpu_err_report(&e);
-    }
     struct vgpu_region r;
-    if (vgpu_jobs_find(statedir, job, VGPU_REGION_ADMIN, &r, &e) < 0)
+    if (vgpu_jobs_find_all(statedir, job, VGPU_REGION_ADMIN, &r, &e) < 0)
         return vgpu_err_report(&e);
     if (atomic_load(&r.hdr->state) == VGPU_JOB_EXITED) {
         /* Kept a while for vgpu ps and vgpu wait only: there is nothing left to limit. */

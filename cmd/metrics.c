@@ -43,6 +43,7 @@ static const char usage[] =
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 
 extern const struct vgpu_cmd vgpu_cmd_metrics;
@@ -151,11 +152,11 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
         vgpu_debug("vgpu metrics: no GPU metrics: %s", ne.msg);
 
     char dir[4096];
-    if (vgpu_statedir(dir, sizeof dir, false, e) < 0)
-        return e->code == VGPU_EXIT_NOT_FOUND ? 0 : -1;
+    if (vgpu_statedir_or_none(dir, sizeof dir, e) < 0)
+        return -1;
     struct vgpu_job_ref *refs = NULL;
     size_t n = 0;
-    if (vgpu_jobs_list(dir, &refs, &n, NULL, e) < 0)
+    if (vgpu_jobs_list_all(dir, &refs, &n, NULL, e) < 0)
         return -1;
     s->jobs = calloc(n ? n : 1, sizeof *s->jobs);
     if (!s->jobs) {
@@ -170,7 +171,7 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
         if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_JOB, &je) < 0)
             continue;   /* another user's, or gone meanwhile */
         const struct vgpu_region_header *h = j->r.hdr;
-        user_name(j->r.file_uid, j->user, sizeof j->user);
+        user_name(vgpu_region_job_uid(&j->r), j->user, sizeof j->user);
         hpc_job_of(h->name, j->hpc_job, sizeof j->hpc_job);
         bool exited = atomic_load(&h->state) == VGPU_JOB_EXITED;
         j->state = exited ? "exited" : atomic_load(&h->state) == VGPU_JOB_RUNNING ? "running" : "starting";

@@ -43,6 +43,7 @@ static const char usage[] =
 #include "vgpu/sched.h"
 #include "vgpu/outside.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
 
@@ -350,7 +351,7 @@ static void print_row(struct ps_table *t, const struct job_view *v)
         snprintf(throt, sizeof throt, "%.1fs", waited / 1e9);
     vgpu_format_duration(v->age_s, age, sizeof age);
     const char *cells[NCOL] = {
-        [C_ID] = k->id, [C_NAME] = k->name[0] ? k->name : "-", [C_USER] = user_name(v->r->file_uid, user, sizeof user),
+        [C_ID] = k->id, [C_NAME] = k->name[0] ? k->name : "-", [C_USER] = user_name(vgpu_region_job_uid(v->r), user, sizeof user),
         [C_PIDS] = pids, [C_GPUS] = gpus, [C_LIMIT] = lim, [C_USED] = used, [C_NVML] = nvu, [C_CORE] = core,
         [C_SHARE] = share, [C_THROTL] = throt, [C_AGE] = age,
     };
@@ -367,8 +368,8 @@ static struct json_object *json_job(const struct job_view *v)
     char user[64];
     vgpu_json_str(o, "id", k->id);
     vgpu_json_str(o, "name", k->name[0] ? k->name : NULL);
-    vgpu_json_u64(o, "owner_uid", v->r->file_uid);
-    vgpu_json_str(o, "owner", user_name(v->r->file_uid, user, sizeof user));
+    vgpu_json_u64(o, "owner_uid", vgpu_region_job_uid(v->r));
+    vgpu_json_str(o, "owner", user_name(vgpu_region_job_uid(v->r), user, sizeof user));
     vgpu_json_str(o, "command", k->cmdline);
     vgpu_json_i64(o, "creator_pid", k->creator_pid);
     vgpu_json_u64(o, "age_seconds", v->age_s);
@@ -462,13 +463,11 @@ static int cmd_ps(int argc, char **argv)
     struct vgpu_job_ref *refs = NULL;
     size_t n = 0;
     unsigned corrupt = 0;
-    if (vgpu_statedir(statedir, sizeof statedir, false, &e) < 0) {
-        if (e.code != VGPU_EXIT_NOT_FOUND)
-            return vgpu_err_report(&e);
-        /* No state directory: no job was ever started by this user. */
-    } else if (vgpu_jobs_list(statedir, &refs, &n, &corrupt, &e) < 0) {
+    /* No state directory (""): no job was ever started by this user, but root may have started
+     * some as this user (vgpu run --user). */
+    if (vgpu_statedir_or_none(statedir, sizeof statedir, &e) < 0 ||
+        vgpu_jobs_list_all(statedir, &refs, &n, &corrupt, &e) < 0)
         return vgpu_err_report(&e);
-    }
     /* Like dead processes, GPU-time schedules nobody is in any more are cleaned up by readers:
      * their last user may have been another user, who may not remove them (vgpu/sched.h). */
     vgpu_sched_sweep();

@@ -2,7 +2,7 @@
 static const char usage[] =
     "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
     "                [--priority high|normal|low] [--name NAME] [--mps] [--fail-closed] [-d]\n"
-    "                [--] CMD [ARGS...]\n"
+    "                [--user USER] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ... [--] CMD [ARGS...]\n"
     "\n"
@@ -43,6 +43,10 @@ static const char usage[] =
     "                 unset or unusable, no free process slot) gets CUDA_ERROR_NOT_PERMITTED\n"
     "                 from context creation and CUDA_ERROR_OUT_OF_MEMORY from allocations\n"
     "                 instead of running unlimited (sets VGPU_FAIL_CLOSED=1 for the command)\n"
+    "  --user USER    (root only) run CMD as USER (a name or uid: its groups, and HOME, USER,\n"
+    "                 LOGNAME): its limits are root's, which USER's processes can read but not\n"
+    "                 change, in the machine-wide directory; vgpu ps/top/limit/wait of root and\n"
+    "                 of USER find the job, and only root can change its limits\n"
     "  -d, --detach   start the job in the background: print its id (one line) and exit 0 once\n"
     "                 it exists. CMD's stdin is /dev/null; its output (and vgpu run's own\n"
     "                 messages from then on) goes to STATEDIR/jobs/ID.log (0600), removed with\n"
@@ -61,6 +65,8 @@ static const char usage[] =
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -84,6 +90,7 @@ static const char usage[] =
 #include "vgpu/nvml.h"
 #include "vgpu/placement.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/sched.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
@@ -105,6 +112,7 @@ static const struct option options[] = {
     { "oversubscribe", optional_argument, NULL, 'S' },
     { "max-jobs", required_argument, NULL, 'J' },
     { "fail-closed", no_argument, NULL, 'F' },
+    { "user", required_argument, NULL, 'u' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -119,6 +127,7 @@ static const struct vgpu_opt_doc optdocs[] = {
     { "priority", VGPU_ARG_WORD, "high normal low" },
     { "oversubscribe", VGPU_ARG_SIZE, NULL },
     { "max-jobs", VGPU_ARG_OTHER, NULL },
+    { "user", VGPU_ARG_OTHER, NULL },
     { NULL, 0, NULL },
 };
 
@@ -318,6 +327,79 @@ static int prepare_environment(const char *region_path, const char *library, con
     return rc ? VGPU_EXIT_RUN_FAILED : 0;
 }
 
+/* ---- --user: the command runs as another user, under root's limits ------------------------------ */
+
+static struct {
+    bool on;
+    uid_t uid;
+    gid_t gid;
+    char name[256], home[1024];
+    const char *library;
+} as_user;
+
+/* USER (a name, or a uid in the password database) into as_user. Root only. */
+static int resolve_user(const char *user)
+{
+    if (geteuid() != 0)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--user %s: only root can start a job as another user (you are uid %u); "
+                         "a job you start is yours already: leave --user out, or ask root (a Slurm prolog, a systemd "
+                         "unit) to start it", user, (unsigned)geteuid());
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    int err = getpwnam_r(user, &pw, buf, sizeof buf, &res);
+    if (!res && user[0] >= '0' && user[0] <= '9' && strspn(user, "0123456789") == strlen(user)) {
+        errno = 0;
+        unsigned long id = strtoul(user, NULL, 10);
+        if (!errno && id <= UINT32_MAX - 1)
+            err = getpwuid_r((uid_t)id, &pw, buf, sizeof buf, &res);
+    }
+    if (!res)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--user %s: no such user%s%s", user, err ? ": " : " (see getent passwd)",
+                         err ? strerror(err) : "");
+    if (pw.pw_uid == 0)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--user %s: that is root, who can change any job's limits; --user is for "
+                         "running a job as a user who cannot", user);
+    as_user.on = true;
+    as_user.uid = pw.pw_uid;
+    as_user.gid = pw.pw_gid;
+    snprintf(as_user.name, sizeof as_user.name, "%s", pw.pw_name);
+    snprintf(as_user.home, sizeof as_user.home, "%s", pw.pw_dir ? pw.pw_dir : "/");
+    return 0;
+}
+
+/* In the child, before exec: the user's groups, gid and uid, for good (a later setuid(0) must
+ * fail), and the library and the region must be readable as that user: ld.so skips a preload it
+ * cannot read with only a warning, and the job would run without limits. */
+static void become_user(void)
+{
+    const char *region = getenv("VGPU_REGION");
+    if (initgroups(as_user.name, as_user.gid) < 0 || setgid(as_user.gid) < 0 || setuid(as_user.uid) < 0) {
+        vgpu_fail(0, "--user %s: cannot switch to uid %u gid %u: %s", as_user.name, (unsigned)as_user.uid,
+                  (unsigned)as_user.gid, strerror(errno));
+        _exit(VGPU_EXIT_RUN_FAILED);
+    }
+    if (setuid(0) == 0 || geteuid() != as_user.uid) {
+        vgpu_fail(0, "--user %s: root privileges could not be dropped", as_user.name);
+        _exit(VGPU_EXIT_RUN_FAILED);
+    }
+    if (as_user.library && access(as_user.library, R_OK) != 0) {
+        vgpu_fail(0, "--user %s: %s cannot read the library %s (%s), so the job would run without limits; install "
+                  "vgpu (make install), or set VGPU_LIBRARY to a copy %s can read", as_user.name, as_user.name,
+                  as_user.library, strerror(errno), as_user.name);
+        _exit(VGPU_EXIT_RUN_FAILED);
+    }
+    if (region && access(region, R_OK) != 0) {
+        vgpu_fail(0, "--user %s: %s cannot read the job region %s (%s); a directory above it is closed to it (the "
+                  "machine-wide directory VGPU_MACHINE_DIR must be reachable by every user)", as_user.name,
+                  as_user.name, region, strerror(errno));
+        _exit(VGPU_EXIT_RUN_FAILED);
+    }
+    /* As runuser(1) does: the user's own identity in the environment. */
+    setenv("USER", as_user.name, 1);
+    setenv("LOGNAME", as_user.name, 1);
+    setenv("HOME", as_user.home, 1);
+}
+
 static int run_child(struct vgpu_region *r, char **argv)
 {
     struct vgpu_err e;
@@ -337,6 +419,8 @@ static int run_child(struct vgpu_region *r, char **argv)
     if (pid == 0) {
         restore_signals();
         sigprocmask(SIG_SETMASK, &old, NULL);
+        if (as_user.on)
+            become_user();
         execvp(argv[0], argv);
         int err = errno;
         bool missing = err == ENOENT || err == ENOTDIR;
@@ -474,6 +558,7 @@ static int cmd_run(int argc, char **argv)
     bool wait_place = false, overcommit = false, mps = false, detach = false, oversub = false;
     const char *oversub_size = NULL, *max_jobs = NULL;
     bool fail_closed = false;
+    const char *user = NULL;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
@@ -492,6 +577,7 @@ static int cmd_run(int argc, char **argv)
         case 'S': oversub = true; oversub_size = optarg; break;
         case 'J': max_jobs = optarg; break;
         case 'F': fail_closed = true; break;
+        case 'u': user = optarg; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -504,6 +590,8 @@ static int cmd_run(int argc, char **argv)
     struct vgpu_err e;
     /* The library reads it (lib/hook/config.c); set before anything else, it reaches the command. */
     if (fail_closed && set_env("VGPU_FAIL_CLOSED", "1") != 0)
+        return VGPU_EXIT_RUN_FAILED;
+    if (user && resolve_user(user) != 0)
         return VGPU_EXIT_RUN_FAILED;
     if (name && !vgpu_job_name_valid(name))
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not "
@@ -592,7 +680,7 @@ static int cmd_run(int argc, char **argv)
     struct vgpu_job_spec *spec = calloc(1, sizeof *spec);
     struct vgpu_gpu_sel sel;
     char *cmdline = join_args(cmdv);
-    struct vgpu_region r = { .fd = -1 };
+    struct vgpu_region r = { .fd = -1, .use_fd = -1 };
     bool created = false;
     int sock = -1;                      /* --detach: the supervisor's end, to send the job id */
     const struct vgpu_gpu *gpus[VGPU_REGION_MAX_DEVICES];
@@ -731,7 +819,7 @@ static int cmd_run(int argc, char **argv)
      * ended jobs do not pile up where nothing else lists them. */
     struct vgpu_job_ref *refs;
     size_t njobs;
-    if (vgpu_jobs_list(statedir, &refs, &njobs, NULL, &e) < 0) {
+    if (vgpu_jobs_list_all(statedir, &refs, &njobs, NULL, &e) < 0) {
         if (name && *name) {
             rc = run_fail(&e);
             goto out;
@@ -796,7 +884,20 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    if (vgpu_region_create(&r, statedir, spec, &e) < 0) {
+    char jobdir[4096];
+    snprintf(jobdir, sizeof jobdir, "%s", statedir);
+    if (as_user.on) {
+        /* Limits the user cannot raise: root's files in root's directory (vgpu/userjobs.h). */
+        spec->split = true;
+        spec->job_uid = as_user.uid;
+        spec->job_gid = as_user.gid;
+        if (vgpu_userjobs_prepare(as_user.uid, as_user.gid, jobdir, sizeof jobdir, &e) < 0) {
+            rc = run_fail(&e);
+            goto out;
+        }
+        as_user.library = library;
+    }
+    if (vgpu_region_create(&r, jobdir, spec, &e) < 0) {
         rc = run_fail(&e);
         goto out;
     }

@@ -15,6 +15,7 @@
 #include "vgpu/exitcode.h"
 #include "vgpu/outside.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
 
@@ -294,18 +295,16 @@ void top_jobs_read(struct top_model *m)
     memset(regions, 0, sizeof regions);
     char dir[4096];
     struct vgpu_err e;
-    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
-        if (e.code != VGPU_EXIT_NOT_FOUND) {
-            snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
-            m->jobs_code = e.code;
-        }
+    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0) {
+        snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+        m->jobs_code = e.code;
         return;
     }
     uint64_t now = mono_ns();
     if (relist_due(dir, now)) {
         struct vgpu_job_ref *refs = NULL;
         size_t n = 0;
-        if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
+        if (vgpu_jobs_list_all(dir, &refs, &n, NULL, &e) < 0) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
             m->jobs_code = e.code;
             return;
@@ -358,9 +357,9 @@ static int open_admin(const struct top_job *j, struct vgpu_region *r, struct vgp
         return -1;
     }
     char dir[4096];
-    if (vgpu_statedir(dir, sizeof dir, false, e) < 0)
+    if (vgpu_statedir_or_none(dir, sizeof dir, e) < 0)
         return -1;
-    return vgpu_jobs_find(dir, j->id, VGPU_REGION_ADMIN, r, e);
+    return vgpu_jobs_find_all(dir, j->id, VGPU_REGION_ADMIN, r, e);
 }
 
 int top_job_set_core(const struct top_job *j, unsigned pct, struct vgpu_err *e)
@@ -424,7 +423,7 @@ size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *st
     char dir[4096];
     struct vgpu_err e;
     struct vgpu_region r;
-    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0 || vgpu_jobs_find(dir, j->id, VGPU_REGION_JOB, &r, &e) < 0)
+    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0 || vgpu_jobs_find_all(dir, j->id, VGPU_REGION_JOB, &r, &e) < 0)
         return 0;
     size_t n = 0;
     for (unsigned s = 0; s < VGPU_REGION_MAX_SLOTS && n < cap; s++) {

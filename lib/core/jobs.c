@@ -68,9 +68,12 @@ static void remove_job(int jobs, const char *region_name)
     char log[VGPU_JOB_ID_LEN + 8];
     size_t len = strlen(region_name);
     unlinkat(jobs, region_name, 0);
-    if (len > 7 && len - 7 + 5 <= sizeof log) {
+    if (len > 7 && len - 7 + 7 <= sizeof log) {
         memcpy(log, region_name, len - 7);
         memcpy(log + len - 7, ".log", 5);
+        unlinkat(jobs, log, 0);
+        /* A split region's usage (vgpu run --user), after the region it belongs to. */
+        memcpy(log + len - 7, ".usage", 7);
         unlinkat(jobs, log, 0);
     }
 }
@@ -185,6 +188,7 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
             continue;
         }
         ref->readable = true;
+        ref->owner = vgpu_region_job_uid(&r);   /* a split region is root's file, the job the user's */
         ref->state = atomic_load(&r.hdr->state);
         /* Bounded: the file is the job user's, and may have changed since it was validated; a
          * name without its NUL must not make us read past it. */

@@ -42,7 +42,8 @@ static int check_header(const struct vgpu_region_header *h, const struct stat *s
         return -1;
     }
     if (h->limits_size != VGPU_REGION_LIMITS_SIZE || h->max_devices != VGPU_REGION_MAX_DEVICES ||
-        h->max_slots != VGPU_REGION_MAX_SLOTS || h->total_size != region_file_size()) {
+        h->max_slots != VGPU_REGION_MAX_SLOTS || (h->layout & ~VGPU_LAYOUT_SPLIT) ||
+        h->total_size != region_file_size_of(h->layout)) {
         vgpu_err_set(e, VGPU_EXIT_STATE,
                      "%s is corrupt: its layout (limits %u B, %u devices, %u slots, %llu B) is not this version's; %s",
                      path, h->limits_size, h->max_devices, h->max_slots, (unsigned long long)h->total_size, fix);
@@ -70,6 +71,26 @@ static int check_header(const struct vgpu_region_header *h, const struct stat *s
 int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, int rw_fd, struct vgpu_err *e)
 {
     long page = sysconf(_SC_PAGESIZE);
+    if (r->use_fd >= 0) {
+        /* Split (VGPU_LAYOUT_SPLIT): page 0 from the .region, the usage from the .usage. */
+        void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ | (mode == VGPU_REGION_ADMIN ? PROT_WRITE : 0),
+                         MAP_SHARED, r->fd, 0);
+        if (lim == MAP_FAILED)
+            goto fail;
+        void *use = mmap(NULL, sizeof(struct vgpu_region_usage), PROT_READ | PROT_WRITE, MAP_SHARED, r->use_fd, 0);
+        if (use == MAP_FAILED) {
+            munmap(lim, VGPU_REGION_LIMITS_SIZE);
+            goto fail;
+        }
+        r->map_limits = lim;
+        r->map_limits_len = VGPU_REGION_LIMITS_SIZE;
+        r->map_usage = use;
+        r->map_usage_len = sizeof(struct vgpu_region_usage);
+        r->hdr = lim;
+        r->hdr_rw = mode == VGPU_REGION_ADMIN ? lim : NULL;
+        r->use = use;
+        return 0;
+    }
     if (mode == VGPU_REGION_ADMIN || page != VGPU_REGION_LIMITS_SIZE) {
         /* With pages larger than 4 KiB the limits page cannot be mapped apart: one writable
          * mapping (then the read-only protection is a guard against bugs, not a security
@@ -130,6 +151,60 @@ static int open_rw_again(const struct vgpu_region *r, const struct stat *st, str
     return fd;
 }
 
+/* The .usage file of a split region: a regular file of the usage part's size, owned by the job's
+ * user (the header's owner_uid), writable by nobody else. Returns its read-write descriptor. */
+static int open_usage(const struct vgpu_region *r, uid_t job_uid, struct vgpu_err *e)
+{
+    char upath[sizeof r->path];
+    if (!region_usage_path(r->path, upath, sizeof upath)) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s: a split job region must be named ID.region", r->path);
+        return -1;
+    }
+    int fd = open(upath, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        int err = errno;
+        vgpu_err_set(e, err == ENOENT ? VGPU_EXIT_STATE : (err == EACCES || err == EPERM) ? VGPU_EXIT_PERMISSION
+                                                                                            : VGPU_EXIT_FAIL,
+                     "cannot open the job's usage file %s: %s%s", upath, strerror(err),
+                     err == EACCES || err == EPERM ? " (the job runs as another user)" : "");
+        return -1;
+    }
+    struct stat st;
+    const char *why = NULL;
+    if (fstat(fd, &st) < 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if ((uint64_t)st.st_size != sizeof(struct vgpu_region_usage))
+        why = "truncated or corrupt (wrong size)";
+    else if (st.st_uid != job_uid)
+        why = "not owned by the job's user";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        why = "writable by group or others";
+    if (why) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "the job's usage file %s is damaged: %s; remove the job's files", upath, why);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Why an ADMIN open of a split region fails for its own user: a clear answer, not EACCES. */
+static void admin_refused_split(const char *path, struct vgpu_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct vgpu_region_header h;
+    if (fd < 0)
+        return;
+    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && (h.layout & VGPU_LAYOUT_SPLIT) &&
+        has_nul(h.id, sizeof h.id))
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION,
+                     "job %s runs as uid %u, but its limits were set by root (vgpu run --user): they can be read, not "
+                     "changed, by the job's user; ask root to change them (vgpu limit as root)",
+                     h.id, (unsigned)h.owner_uid);
+    close(fd);
+}
+
 int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e)
 {
     region_reset(r);
@@ -143,6 +218,8 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
                    : err == ELOOP ? VGPU_EXIT_STATE : VGPU_EXIT_FAIL;
         vgpu_err_set(e, code, "cannot open the job region %s: %s%s", path, strerror(err),
                      code == VGPU_EXIT_PERMISSION ? " (another user's job: only its owner or root may use it)" : "");
+        if (code == VGPU_EXIT_PERMISSION && mode == VGPU_REGION_ADMIN)
+            admin_refused_split(path, e);
         return -1;
     }
     struct stat st;
@@ -163,6 +240,9 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
         goto fail;
     }
     if (mode == VGPU_REGION_ADMIN && geteuid() != 0 && st.st_uid != geteuid()) {
+        admin_refused_split(path, e);
+        if (e && e->code == VGPU_EXIT_PERMISSION && strstr(e->msg, "vgpu run --user"))
+            goto fail;
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "job region %s belongs to uid %u: only its owner or root may change it",
                      path, (unsigned)st.st_uid);
         goto fail;
@@ -190,22 +270,44 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
         goto fail;
     }
     r->info = h;    /* validated once: strings are read from this copy from now on */
-    int rw_fd = mode == VGPU_REGION_ADMIN ? r->fd : open_rw_again(r, &st, e);
-    if (rw_fd < 0)
-        goto fail;
+    int rw_fd;
+    if (h->layout & VGPU_LAYOUT_SPLIT) {
+        /* Kept open: vgpu_region_check looks at its size too. */
+        r->use_fd = open_usage(r, (uid_t)h->owner_uid, e);
+        if (r->use_fd < 0)
+            goto fail;
+        rw_fd = r->use_fd;
+    } else {
+        rw_fd = mode == VGPU_REGION_ADMIN ? r->fd : open_rw_again(r, &st, e);
+        if (rw_fd < 0)
+            goto fail;
+    }
     rc = region_map(r, mode, (size_t)st.st_size, rw_fd, e);
-    /* The mappings keep what they need: no writable descriptor stays open in the job. */
-    if (rw_fd != r->fd)
+    /* The mappings keep what they need: no writable descriptor of the limits stays open in the job. */
+    if (rw_fd != r->fd && rw_fd != r->use_fd)
         close(rw_fd);
     if (rc < 0)
         goto fail;
     return 0;
 fail:
     close(r->fd);
+    if (r->use_fd >= 0)
+        close(r->use_fd);
     free(r->info);
     r->info = NULL;
     r->fd = -1;
+    r->use_fd = -1;
     return -1;
+}
+
+uid_t vgpu_region_job_uid(const struct vgpu_region *r)
+{
+    return vgpu_region_split(r) ? (uid_t)r->info->owner_uid : r->file_uid;
+}
+
+bool vgpu_region_split(const struct vgpu_region *r)
+{
+    return r && r->info && (r->info->layout & VGPU_LAYOUT_SPLIT);
 }
 
 /* ---- damage: a file truncated under the mappings ------------------------------------------- */
@@ -257,13 +359,20 @@ int vgpu_region_check(struct vgpu_region *r)
         return 2;
     struct stat st;
     uint64_t want = r->info->total_size;
-    if (fstat(r->fd, &st) < 0 || (uint64_t)st.st_size >= want) {
+    struct stat ust;
+    bool use_ok = r->use_fd < 0 || fstat(r->use_fd, &ust) < 0 ||
+                  (uint64_t)ust.st_size >= sizeof(struct vgpu_region_usage);
+    if ((fstat(r->fd, &st) < 0 || (uint64_t)st.st_size >= want) && use_ok) {
         refresh_info(r);
         return 0;
     }
     /* Two threads may both get here: the second replacement is harmless (same content). */
-    snprintf(r->damaged_why, sizeof r->damaged_why, "%s was truncated to %lld bytes (expected %llu)", r->path,
-             (long long)st.st_size, (unsigned long long)want);
+    if (!use_ok)
+        snprintf(r->damaged_why, sizeof r->damaged_why, "the usage file of %s was truncated to %lld bytes "
+                 "(expected %zu)", r->path, (long long)ust.st_size, sizeof(struct vgpu_region_usage));
+    else
+        snprintf(r->damaged_why, sizeof r->damaged_why, "%s was truncated to %lld bytes (expected %llu)", r->path,
+                 (long long)st.st_size, (unsigned long long)want);
     if (r->map_usage) {
         replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, r->hdr_rw == NULL);
         replace_mapping(r->map_usage, r->map_usage_len, NULL, 0, false);
@@ -284,6 +393,8 @@ void vgpu_region_close(struct vgpu_region *r)
         munmap(r->map_usage, r->map_usage_len);
     if (r->fd >= 0)
         close(r->fd);
+    if (r->use_fd >= 0)
+        close(r->use_fd);
     free(r->info);
     region_reset(r);
 }
@@ -294,5 +405,8 @@ int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e)
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot remove the job region %s: %s", r->path, strerror(errno));
         return -1;
     }
+    char upath[sizeof r->path];
+    if (vgpu_region_split(r) && region_usage_path(r->path, upath, sizeof upath))
+        unlink(upath);      /* after the .region: a reader never finds a region without its usage */
     return 0;
 }

@@ -159,7 +159,7 @@ static int start_task(spank_t sp)
     struct vgpu_job_spec *spec = calloc(1, sizeof *spec);
     char *cmdline = malloc(VGPU_JOB_CMDLINE_LEN);
     struct vgpu_gpu_sel sel;
-    struct vgpu_region r = { .fd = -1 };
+    struct vgpu_region r = { .fd = -1, .use_fd = -1 };
     char name[VGPU_JOB_NAME_LEN], statedir[4096];
     if (!nv) {
         slurm_error("vgpu: NVML is needed to set the GPU limits of job %u: %s", job, e.msg);

@@ -92,9 +92,23 @@ struct vgpu_region_header {
     uint32_t creator_pidns;             /* inode of the creator's PID namespace: slots' host_pid are
                                          * pids in it (0: a region of an older vgpu, see the slot) */
     _Atomic uint64_t exited_realtime_ns; /* CLOCK_REALTIME when the command ended (EXITED), else 0 */
-    uint64_t reserved[7];
+    uint32_t layout;                    /* VGPU_LAYOUT_* (was a reserved word: 0 in older regions) */
+    uint32_t reserved32;
+    uint64_t reserved[6];
     struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
 };
+
+/* The split layout (vgpu run --user, DESIGN.md decision 10): the job's limits and its usage are
+ * two files, so that the job's user can account without being able to raise its limits.
+ *   <dir>/jobs/<id>.region  the header and limits only (total_size = VGPU_REGION_LIMITS_SIZE),
+ *                           owned by root, group the job user's primary group, mode 0640;
+ *   <dir>/jobs/<id>.usage   struct vgpu_region_usage at offset 0, owned by the job's user
+ *                           (owner_uid), mode 0600;
+ * in <dir> = <machine dir>/userjobs/<uid>, which root owns (group: the user's, 0750) with jobs/
+ * inside: the user can read and list but neither rename nor replace anything. Readers map the
+ * limits from the .region read-only and the usage from the .usage read-write; a reader that
+ * cannot open the .usage read-write (another user) cannot open the job. */
+#define VGPU_LAYOUT_SPLIT 1u
 
 /* Per-device counters of the whole job (usage part). */
 struct vgpu_region_dev_usage {
@@ -158,6 +172,7 @@ static inline uint32_t vgpu_slot_nstag_of(uint64_t owner) { return (uint32_t)(ow
 /* An open region. */
 struct vgpu_region {
     int fd;                             /* -1 once closed; O_RDONLY unless opened ADMIN */
+    int use_fd;                         /* the .usage file of a split region (read-write), else -1 */
     const struct vgpu_region_header *hdr;   /* page 0 (read-only unless opened ADMIN): the live
                                              * limits and state; read strings from `info` */
     /* The header as validated at open, a private copy: its strings (id, name, cmdline, UUIDs)
@@ -196,6 +211,11 @@ struct vgpu_job_spec {
         bool oversub;                   /* --oversubscribe: mem_limit is the cap, mem_device on the GPU */
         uint64_t mem_device;
     } dev[VGPU_REGION_MAX_DEVICES];
+    /* vgpu run --user (root only): the split layout, limits owned by root and readable by the
+     * job's group, usage owned by the job's user (see VGPU_LAYOUT_SPLIT). */
+    bool split;
+    uid_t job_uid;
+    gid_t job_gid;
 };
 
 /* Creates <statedir>/jobs/<new id>.region (0600, explicit mode, umask untouched), fills it and
@@ -221,6 +241,11 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
  * Every slot operation below (attach, reserve, release, reap) checks first. */
 int vgpu_region_check(struct vgpu_region *r);
 void vgpu_region_close(struct vgpu_region *r);
+/* The uid the job runs as: the region file's owner, or for a split region (vgpu run --user)
+ * the job's user recorded in the header. */
+uid_t vgpu_region_job_uid(const struct vgpu_region *r);
+/* True for a split region (vgpu run --user): its limits are root's. */
+bool vgpu_region_split(const struct vgpu_region *r);
 /* Removes the file (the mapping stays valid until close). */
 int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e);
 
