@@ -154,7 +154,6 @@ int vgpu_region_reserve(struct vgpu_region *r, int slot, unsigned dev, uint64_t 
         errno = EINVAL;
         return -1;
     }
-    (void)vgpu_region_check(r);   /* a truncated file is fenced off before we touch it */
     struct vgpu_region_dev_usage *u = &r->use->dev[dev];
     uint64_t cur = atomic_load(&u->used), next;
     for (;;) {
@@ -241,7 +240,6 @@ int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t 
         errno = EINVAL;
         return -1;
     }
-    (void)vgpu_region_check(r);   /* a truncated file is fenced off before we touch it */
     _Atomic uint64_t *mine = &r->use->slot[slot].used[dev];
     uint64_t have = atomic_load(mine), take;
     do {

@@ -536,7 +536,8 @@ static void test_truncated_fenced(void **state)
     assert_int_equal(vgpu_region_set_mem_limit(&r, 1, 2ULL << 30, &e), 0);
     int slot = vgpu_region_attach(&j, &e);
     assert_true(slot >= 0);
-    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 20), 0);   /* checks: sees the new limit */
+    assert_int_equal(vgpu_region_check(&j), 0);                          /* sees the new limit */
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 20), 0);
     assert_int_equal(truncate(r.path, 0), 0);
     assert_int_equal(vgpu_region_check(&j), 1);
     assert_true(j.damaged);

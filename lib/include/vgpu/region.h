@@ -238,7 +238,8 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
  * atomically) by private memory holding the last limits seen (r->info) and empty usage, so
  * every pointer into them stays valid and nothing can fault; r->damaged and r->damaged_why
  * then say why. Returns 0 when whole, 1 when found damaged by this call, 2 when it was already.
- * Every slot operation below (attach, reserve, release, reap) checks first. */
+ * attach, detach, reap and set_outside check first; reserve and release do not (they are the
+ * allocation path: libvgpu.so checks once per driver call, lib/hook/config.c vgpu_job_guard). */
 int vgpu_region_check(struct vgpu_region *r);
 void vgpu_region_close(struct vgpu_region *r);
 /* The uid the job runs as: the region file's owner, or for a split region (vgpu run --user)
