@@ -170,9 +170,13 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
         struct vgpu_err je = { 0 };
         if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_JOB, &je) < 0)
             continue;   /* another user's, or gone meanwhile */
+        if (vgpu_region_check(&j->r) != 0) {    /* truncated since the listing */
+            vgpu_region_close(&j->r);
+            continue;
+        }
         const struct vgpu_region_header *h = j->r.hdr;
         user_name(vgpu_region_job_uid(&j->r), j->user, sizeof j->user);
-        hpc_job_of(h->name, j->hpc_job, sizeof j->hpc_job);
+        hpc_job_of(j->r.info->name, j->hpc_job, sizeof j->hpc_job);
         bool exited = atomic_load(&h->state) == VGPU_JOB_EXITED;
         j->state = exited ? "exited" : atomic_load(&h->state) == VGPU_JOB_RUNNING ? "running" : "starting";
         j->npids = exited ? 0 : vgpu_region_pids(&j->r, NULL, NULL, 0);

@@ -63,6 +63,12 @@ static int wait_one(const char *dir, const char *key, double deadline)
     }
     int rc;
     for (;;) {
+        /* Truncated while we wait: its page would kill us (SIGBUS); the status is lost. */
+        if (vgpu_region_check(&r) != 0) {
+            rc = vgpu_fail(VGPU_EXIT_STATE, "job %s: %s; its exit status is lost (its command may still run: see "
+                           "vgpu ps)", r.info->id, r.damaged_why);
+            break;
+        }
         unsigned st = atomic_load(&r.hdr->state);
         if (st == VGPU_JOB_EXITED) {
             int sig = atomic_load(&r.hdr->exit_signal);

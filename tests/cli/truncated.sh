@@ -48,6 +48,14 @@ truncate -s 100 "$VGPU_STATE_DIR/jobs/$id.region"
 run vgpu ps
 assert_rc "vgpu ps on a 100-byte region: exit 0" 0
 kill "$sup" 2>/dev/null
-wait "$sup" 2>/dev/null
+
+# vgpu wait, waiting on a job whose region is truncated meanwhile: status 11 and why, no SIGBUS.
+id=$(vgpu run -d --mem 1G -- sleep 30)
+sup=$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .creator_pid')
+(sleep 0.5; truncate -s 0 "$VGPU_STATE_DIR/jobs/$id.region") &
+run vgpu wait --timeout 20 "$id"
+assert_rc "vgpu wait on a region truncated while it waits: 11" 11
+assert_contains "... saying the status is lost" "its exit status is lost" "$err"
+kill "$sup" 2>/dev/null
 
 done_testing
