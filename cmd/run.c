@@ -394,10 +394,13 @@ static void become_user(void)
                   as_user.name, region, strerror(errno));
         _exit(VGPU_EXIT_RUN_FAILED);
     }
-    /* As runuser(1) does: the user's own identity in the environment. */
+    /* As runuser(1) does: the user's own identity in the environment. Root's state directory
+     * and runtime directory are not the user's: its own vgpu commands find their own. */
     setenv("USER", as_user.name, 1);
     setenv("LOGNAME", as_user.name, 1);
     setenv("HOME", as_user.home, 1);
+    unsetenv("VGPU_STATE_DIR");
+    unsetenv("XDG_RUNTIME_DIR");
 }
 
 static int run_child(struct vgpu_region *r, char **argv)

@@ -34,9 +34,11 @@ run vgpu run --user root -- true
 assert_rc "--user root: 125" 125
 
 # The command runs as the user, limited, accounting.
-run vgpu run --user nobody -- sh -c 'id -u; id -g; echo "$USER"'
+run env XDG_RUNTIME_DIR=/run/user/0 vgpu run --user nobody -- \
+  sh -c 'id -u; id -g; echo "$USER ${VGPU_STATE_DIR:-nostate} ${XDG_RUNTIME_DIR:-noxdg}"'
 assert_rc "--user nobody: the job runs (0)" 0
-assert_eq "--user nobody: as uid/gid 65534, USER=nobody" "$(id -u nobody) $(id -g nobody) nobody" "$(echo $out)"
+assert_eq "--user nobody: as uid/gid 65534, USER=nobody, without root's state and runtime directories" \
+  "$(id -u nobody) $(id -g nobody) nobody nostate noxdg" "$(echo $out)"
 run vgpu run --user nobody --mem 1G -- alloc_probe alloc 256M alloc 1G meminfo
 assert_rc "--user nobody --mem 1G: alloc_probe runs" 0
 assert_contains "256 MiB fits" "alloc rc=0 size=268435456" "$out"
