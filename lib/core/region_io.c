@@ -189,20 +189,25 @@ static int open_usage(const struct vgpu_region *r, uid_t job_uid, struct vgpu_er
     return fd;
 }
 
-/* Why an ADMIN open of a split region fails for its own user: a clear answer, not EACCES. */
-static void admin_refused_split(const char *path, struct vgpu_err *e)
+/* Why an ADMIN open of a split region fails for its own user: a clear answer, not EACCES.
+ * true when it was one (e set). */
+static bool admin_refused_split(const char *path, struct vgpu_err *e)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct vgpu_region_header h;
+    bool split = false;
     if (fd < 0)
-        return;
+        return false;
     if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && (h.layout & VGPU_LAYOUT_SPLIT) &&
-        has_nul(h.id, sizeof h.id))
+        has_nul(h.id, sizeof h.id)) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION,
                      "job %s runs as uid %u, but its limits were set by root (vgpu run --user): they can be read, not "
                      "changed, by the job's user; ask root to change them (vgpu limit as root)",
                      h.id, (unsigned)h.owner_uid);
+        split = true;
+    }
     close(fd);
+    return split;
 }
 
 int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e)
@@ -219,7 +224,7 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
         vgpu_err_set(e, code, "cannot open the job region %s: %s%s", path, strerror(err),
                      code == VGPU_EXIT_PERMISSION ? " (another user's job: only its owner or root may use it)" : "");
         if (code == VGPU_EXIT_PERMISSION && mode == VGPU_REGION_ADMIN)
-            admin_refused_split(path, e);
+            (void)admin_refused_split(path, e);
         return -1;
     }
     struct stat st;
@@ -240,8 +245,7 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
         goto fail;
     }
     if (mode == VGPU_REGION_ADMIN && geteuid() != 0 && st.st_uid != geteuid()) {
-        admin_refused_split(path, e);
-        if (e && e->code == VGPU_EXIT_PERMISSION && strstr(e->msg, "vgpu run --user"))
+        if (admin_refused_split(path, e))
             goto fail;
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "job region %s belongs to uid %u: only its owner or root may change it",
                      path, (unsigned)st.st_uid);
