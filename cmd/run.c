@@ -65,8 +65,6 @@ static const char usage[] =
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,6 +80,8 @@ static const char usage[] =
 #include "cmd.h"
 #include "common.h"
 #include "run/libcheck.h"
+#include "run/asuser.h"
+#include "run/detach.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -327,82 +327,6 @@ static int prepare_environment(const char *region_path, const char *library, con
     return rc ? VGPU_EXIT_RUN_FAILED : 0;
 }
 
-/* ---- --user: the command runs as another user, under root's limits ------------------------------ */
-
-static struct {
-    bool on;
-    uid_t uid;
-    gid_t gid;
-    char name[256], home[1024];
-    const char *library;
-} as_user;
-
-/* USER (a name, or a uid in the password database) into as_user. Root only. */
-static int resolve_user(const char *user)
-{
-    if (geteuid() != 0)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--user %s: only root can start a job as another user (you are uid %u); "
-                         "a job you start is yours already: leave --user out, or ask root (a Slurm prolog, a systemd "
-                         "unit) to start it", user, (unsigned)geteuid());
-    struct passwd pw, *res = NULL;
-    char buf[4096];
-    int err = getpwnam_r(user, &pw, buf, sizeof buf, &res);
-    if (!res && user[0] >= '0' && user[0] <= '9' && strspn(user, "0123456789") == strlen(user)) {
-        errno = 0;
-        unsigned long id = strtoul(user, NULL, 10);
-        if (!errno && id <= UINT32_MAX - 1)
-            err = getpwuid_r((uid_t)id, &pw, buf, sizeof buf, &res);
-    }
-    if (!res)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--user %s: no such user%s%s", user, err ? ": " : " (see getent passwd)",
-                         err ? strerror(err) : "");
-    if (pw.pw_uid == 0)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--user %s: that is root, who can change any job's limits; --user is for "
-                         "running a job as a user who cannot", user);
-    as_user.on = true;
-    as_user.uid = pw.pw_uid;
-    as_user.gid = pw.pw_gid;
-    snprintf(as_user.name, sizeof as_user.name, "%s", pw.pw_name);
-    snprintf(as_user.home, sizeof as_user.home, "%s", pw.pw_dir ? pw.pw_dir : "/");
-    return 0;
-}
-
-/* In the child, before exec: the user's groups, gid and uid, for good (a later setuid(0) must
- * fail), and the library and the region must be readable as that user: ld.so skips a preload it
- * cannot read with only a warning, and the job would run without limits. */
-static void become_user(void)
-{
-    const char *region = getenv("VGPU_REGION");
-    if (initgroups(as_user.name, as_user.gid) < 0 || setgid(as_user.gid) < 0 || setuid(as_user.uid) < 0) {
-        vgpu_fail(0, "--user %s: cannot switch to uid %u gid %u: %s", as_user.name, (unsigned)as_user.uid,
-                  (unsigned)as_user.gid, strerror(errno));
-        _exit(VGPU_EXIT_RUN_FAILED);
-    }
-    if (setuid(0) == 0 || geteuid() != as_user.uid) {
-        vgpu_fail(0, "--user %s: root privileges could not be dropped", as_user.name);
-        _exit(VGPU_EXIT_RUN_FAILED);
-    }
-    if (as_user.library && access(as_user.library, R_OK) != 0) {
-        vgpu_fail(0, "--user %s: %s cannot read the library %s (%s), so the job would run without limits; install "
-                  "vgpu (make install), or set VGPU_LIBRARY to a copy %s can read", as_user.name, as_user.name,
-                  as_user.library, strerror(errno), as_user.name);
-        _exit(VGPU_EXIT_RUN_FAILED);
-    }
-    if (region && access(region, R_OK) != 0) {
-        vgpu_fail(0, "--user %s: %s cannot read the job region %s (%s); a directory above it is closed to it (the "
-                  "machine-wide directory VGPU_MACHINE_DIR must be reachable by every user)", as_user.name,
-                  as_user.name, region, strerror(errno));
-        _exit(VGPU_EXIT_RUN_FAILED);
-    }
-    /* As runuser(1) does: the user's own identity in the environment. Root's state directory
-     * and runtime directory are not the user's: its own vgpu commands find their own. */
-    setenv("USER", as_user.name, 1);
-    setenv("LOGNAME", as_user.name, 1);
-    setenv("HOME", as_user.home, 1);
-    unsetenv("VGPU_STATE_DIR");
-    unsetenv("XDG_RUNTIME_DIR");
-}
-
 static int run_child(struct vgpu_region *r, char **argv)
 {
     struct vgpu_err e;
@@ -422,8 +346,8 @@ static int run_child(struct vgpu_region *r, char **argv)
     if (pid == 0) {
         restore_signals();
         sigprocmask(SIG_SETMASK, &old, NULL);
-        if (as_user.on)
-            become_user();
+        if (vgpu_as_user.on)
+            vgpu_run_become_user();
         execvp(argv[0], argv);
         int err = errno;
         bool missing = err == ENOENT || err == ENOTDIR;
@@ -452,104 +376,6 @@ static int run_child(struct vgpu_region *r, char **argv)
         vgpu_warn("job %s: %s; vgpu wait cannot get the command's status (vgpu run exits with it)", r->info->id,
                   e.msg);
     return st;
-}
-
-/* ---- --detach ------------------------------------------------------------------------------ */
-
-/* The caller's side: waits until the supervisor (its child) has made the job and sent its id,
- * or has failed (it said why on the shared stderr, and exits 125). */
-static int detach_wait(pid_t supervisor, int sock)
-{
-    char buf[VGPU_JOB_ID_LEN + 2];
-    size_t got = 0;
-    while (got < sizeof buf - 1) {
-        ssize_t k = read(sock, buf + got, sizeof buf - 1 - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
-    close(sock);
-    buf[got] = '\0';
-    char *nl = strchr(buf, '\n');
-    if (nl) {
-        *nl = '\0';
-        printf("%s\n", buf);
-        if (fflush(stdout) == EOF)
-            return vgpu_fail(VGPU_EXIT_RUN_FAILED, "cannot write the job id %s: %s (the job runs: see vgpu ps)", buf,
-                             strerror(errno));
-        return 0;
-    }
-    int status;
-    while (waitpid(supervisor, &status, 0) < 0)
-        if (errno != EINTR)
-            return vgpu_fail(VGPU_EXIT_RUN_FAILED, "lost the detached vgpu run (pid %d): waitpid: %s", (int)supervisor,
-                             strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-        return WEXITSTATUS(status);
-    return vgpu_fail(VGPU_EXIT_RUN_FAILED, "the detached vgpu run (pid %d) ended before the job was started (%s %d)",
-                     (int)supervisor, WIFSIGNALED(status) ? "signal" : "status",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-}
-
-/* The supervisor's side, once the job exists: stdin from /dev/null, stdout and stderr (its
- * own messages and the command's) to <region path minus .region>.log, 0600; then the id goes
- * to the caller, who exits. Nothing of the caller's terminal or pipes is kept open. */
-static int detach_io(const struct vgpu_region *r, int sock, struct vgpu_err *e)
-{
-    char log[PATH_MAX];
-    size_t len = strlen(r->path);
-    if (len < 8 || len - 7 + 5 > sizeof log) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "the job region path %s is too long for its log", r->path);
-        return -1;
-    }
-    memcpy(log, r->path, len - 7);
-    memcpy(log + len - 7, ".log", 5);
-    /* O_APPEND: vgpu run and the command's processes write to it side by side. */
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-    const char *why = NULL;
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        why = strerror(errno);
-    else if (!S_ISREG(st.st_mode))
-        why = "not a regular file";
-    else if (fchmod(fd, 0600) < 0)    /* the umask may have taken bits; an old file may have others */
-        why = strerror(errno);
-    if (why) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot create the job's log %s: %s", log, why);
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null < 0) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot open /dev/null: %s", strerror(errno));
-        close(fd);
-        unlink(log);
-        return -1;
-    }
-    fflush(NULL);
-    /* dup2 clears FD_CLOEXEC: the command inherits these three. */
-    if (dup2(null, STDIN_FILENO) < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot redirect to the job's log %s: %s", log, strerror(errno));
-        close(null);
-        close(fd);
-        unlink(log);
-        return -1;
-    }
-    close(null);
-    close(fd);
-    char msg[VGPU_JOB_ID_LEN + 2];
-    int n = snprintf(msg, sizeof msg, "%s\n", r->info->id);
-    /* MSG_NOSIGNAL: a caller killed meanwhile is an error here, not a SIGPIPE. */
-    if (send(sock, msg, (size_t)n, MSG_NOSIGNAL) != n) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "the caller of vgpu run --detach is gone (%s): the job is not started",
-                     strerror(errno));
-        unlink(log);
-        return -1;
-    }
-    return 0;
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -594,7 +420,7 @@ static int cmd_run(int argc, char **argv)
     /* The library reads it (lib/hook/config.c); set before anything else, it reaches the command. */
     if (fail_closed && set_env("VGPU_FAIL_CLOSED", "1") != 0)
         return VGPU_EXIT_RUN_FAILED;
-    if (user && resolve_user(user) != 0)
+    if (user && vgpu_run_resolve_user(user) != 0)
         return VGPU_EXIT_RUN_FAILED;
     if (name && !vgpu_job_name_valid(name))
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not "
@@ -869,7 +695,7 @@ static int cmd_run(int argc, char **argv)
         if (pid > 0) {
             close(sv[1]);
             /* Our promise, if the supervisor did not take it over, is released at out. */
-            rc = detach_wait(pid, sv[0]);
+            rc = vgpu_run_detach_wait(pid, sv[0]);
             goto out;
         }
         close(sv[0]);
@@ -889,16 +715,16 @@ static int cmd_run(int argc, char **argv)
     }
     char jobdir[4096];
     snprintf(jobdir, sizeof jobdir, "%s", statedir);
-    if (as_user.on) {
+    if (vgpu_as_user.on) {
         /* Limits the user cannot raise: root's files in root's directory (vgpu/userjobs.h). */
         spec->split = true;
-        spec->job_uid = as_user.uid;
-        spec->job_gid = as_user.gid;
-        if (vgpu_userjobs_prepare(as_user.uid, as_user.gid, jobdir, sizeof jobdir, &e) < 0) {
+        spec->job_uid = vgpu_as_user.uid;
+        spec->job_gid = vgpu_as_user.gid;
+        if (vgpu_userjobs_prepare(vgpu_as_user.uid, vgpu_as_user.gid, jobdir, sizeof jobdir, &e) < 0) {
             rc = run_fail(&e);
             goto out;
         }
-        as_user.library = library;
+        vgpu_as_user.library = library;
     }
     if (vgpu_region_create(&r, jobdir, spec, &e) < 0) {
         rc = run_fail(&e);
@@ -911,7 +737,7 @@ static int cmd_run(int argc, char **argv)
     if (prepare_environment(region_path, library, spec) != 0)
         goto out;
     if (detach) {
-        int d = detach_io(&r, sock, &e);
+        int d = vgpu_run_detach_io(&r, sock, &e);
         close(sock);
         sock = -1;
         if (d < 0) {
