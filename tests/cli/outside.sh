@@ -86,12 +86,15 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   chmod -R a+rX "$bin"; chmod 0755 "$bin"
   nb=$(mktemp -d /tmp/vgpu-outside-nobody.XXXXXX); chown nobody:nogroup "$nb"; chmod 0700 "$nb"
   shared=outside-$$-$RANDOM
-  trap 'kill -KILL $(cat "$T_DIR/outside.pid" "$nb/outside.pid" 2>/dev/null) 2>/dev/null; rm -rf "$bin" "$nb"
-        rm -f "/tmp/vgpu-fakegpu/$shared.state"; t_cleanup' EXIT
+  # Our own shared directory, root's: nobody's first command would otherwise create the default
+  # /tmp/vgpu-fakegpu as nobody's, which root's side (and later tests) then refuse.
+  fk=$(mktemp -d /tmp/vgpu-outside-fake.XXXXXX); chmod 1777 "$fk"
+  trap 'kill -KILL $(cat "$T_DIR/outside.pid" "$nb/outside.pid" 2>/dev/null) 2>/dev/null; rm -rf "$bin" "$nb" "$fk"
+        t_cleanup' EXIT
   as_nobody() {
     setpriv --reuid=nobody --regid=nogroup --clear-groups env -i HOME=/ PATH="$bin:/usr/bin:/bin" \
       LD_PRELOAD="${VGPU_TEST_PRELOAD:-}" ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
-      LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
+      LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SHARED_DIR="$fk" VGPU_FAKE_SCENARIO="$VGPU_FAKE_SCENARIO" \
       VGPU_STATE_DIR="$nb/state" VGPU_LIBRARY="$bin/libvgpu.so" "$@"
   }
   as_nobody sh -c 'mkdir -m 0700 "$0/state" && mkfifo "$0/go"' "$nb"
@@ -105,7 +108,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   run as_nobody vgpu ps --json
   assert_eq "nobody's vgpu ps finds nobody's memory outside the limiter" $((GiB + ctx)) \
     "$(printf '%s' "$out" | jq '.jobs[-1].outside_bytes')"
-  run env LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" "$bin/vgpu" top --once --json
+  run env LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SHARED_DIR="$fk" "$bin/vgpu" top --once --json
   assert_eq "root's vgpu top sees nobody's process on the shared GPU" "$(cat "$nb/outside.pid" || echo none)" \
     "$(printf '%s' "$out" | jq --argjson p "$(cat "$nb/outside.pid")" '.processes[] | select(.pid == $p) | .pid')"
   timeout 10 sh -c 'echo go > "$0/go"' "$nb"
