@@ -31,6 +31,7 @@ static const char usage[] =
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
 
@@ -56,7 +57,7 @@ static const struct vgpu_opt_doc optdocs[] = {
 static int mem_for(const struct vgpu_region *r, unsigned d, const char *text, uint64_t *out, struct vgpu_err *e)
 {
     char desc[160];
-    snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r->hdr->dev[d].uuid);
+    snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r->info->dev[d].uuid);
     /* An oversubscribed job's limit is its cap, which may exceed the GPU (vgpu run --oversubscribe). */
     bool pct = *text && text[strlen(text) - 1] == '%';
     bool virt = vgpu_region_oversub(r, d, NULL) && !pct;
@@ -92,17 +93,14 @@ static int cmd_limit(int argc, char **argv)
             return vgpu_fail(VGPU_EXIT_USAGE, "%s, or none to remove the limit", e.msg);
     }
     char statedir[4096];
-    if (vgpu_statedir(statedir, sizeof statedir, false, &e) < 0) {
-        if (e.code == VGPU_EXIT_NOT_FOUND)
-            return vgpu_fail(VGPU_EXIT_NOT_FOUND, "no job '%s': no job was ever started here (%s)", job, statedir);
+    if (vgpu_statedir_or_none(statedir, sizeof statedir, &e) < 0)
         return vgpu_err_report(&e);
-    }
     struct vgpu_region r;
-    if (vgpu_jobs_find(statedir, job, VGPU_REGION_ADMIN, &r, &e) < 0)
+    if (vgpu_jobs_find_all(statedir, job, VGPU_REGION_ADMIN, &r, &e) < 0)
         return vgpu_err_report(&e);
     if (atomic_load(&r.hdr->state) == VGPU_JOB_EXITED) {
         /* Kept a while for vgpu ps and vgpu wait only: there is nothing left to limit. */
-        int rc = vgpu_fail(VGPU_EXIT_NOT_FOUND, "job %s has ended: it has no limits to change", r.hdr->id);
+        int rc = vgpu_fail(VGPU_EXIT_NOT_FOUND, "job %s has ended: it has no limits to change", r.info->id);
         vgpu_region_close(&r);
         return rc;
     }
@@ -133,14 +131,14 @@ static int cmd_limit(int argc, char **argv)
                 rc = vgpu_err_report(&e);
                 break;
             }
-            printf("job %s GPU %u: memory limit %s (was %s)\n", r.hdr->id, d,
+            printf("job %s GPU %u: memory limit %s (was %s)\n", r.info->id, d,
                    newmem[d] ? vgpu_format_size(newmem[d], a, sizeof a) : "none",
                    old ? vgpu_format_size(old, b, sizeof b) : "none");
             uint64_t used = vgpu_region_mem_used(&r, d);
             if (newmem[d] && used > newmem[d])
                 vgpu_warn("job %s uses %s on GPU %u, more than the new limit: nothing is taken away, but its new "
                           "allocations there will fail until its use drops below %s",
-                          r.hdr->id, vgpu_format_size(used, u, sizeof u), d, vgpu_format_size(newmem[d], a, sizeof a));
+                          r.info->id, vgpu_format_size(used, u, sizeof u), d, vgpu_format_size(newmem[d], a, sizeof a));
         }
         if (core) {
             uint32_t old = atomic_load(&r.hdr->dev[d].core_limit);
@@ -154,9 +152,9 @@ static int cmd_limit(int argc, char **argv)
             else
                 snprintf(was, sizeof was, "none");
             if (pct)
-                printf("job %s GPU %u: core limit %u%% (was %s)\n", r.hdr->id, d, pct, was);
+                printf("job %s GPU %u: core limit %u%% (was %s)\n", r.info->id, d, pct, was);
             else
-                printf("job %s GPU %u: core limit none (was %s)\n", r.hdr->id, d, was);
+                printf("job %s GPU %u: core limit none (was %s)\n", r.info->id, d, was);
         }
     }
     vgpu_region_close(&r);

@@ -43,6 +43,7 @@ static const char usage[] =
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 
 extern const struct vgpu_cmd vgpu_cmd_metrics;
@@ -151,11 +152,11 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
         vgpu_debug("vgpu metrics: no GPU metrics: %s", ne.msg);
 
     char dir[4096];
-    if (vgpu_statedir(dir, sizeof dir, false, e) < 0)
-        return e->code == VGPU_EXIT_NOT_FOUND ? 0 : -1;
+    if (vgpu_statedir_or_none(dir, sizeof dir, e) < 0)
+        return -1;
     struct vgpu_job_ref *refs = NULL;
     size_t n = 0;
-    if (vgpu_jobs_list(dir, &refs, &n, NULL, e) < 0)
+    if (vgpu_jobs_list_all(dir, &refs, &n, NULL, e) < 0)
         return -1;
     s->jobs = calloc(n ? n : 1, sizeof *s->jobs);
     if (!s->jobs) {
@@ -169,9 +170,13 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
         struct vgpu_err je = { 0 };
         if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_JOB, &je) < 0)
             continue;   /* another user's, or gone meanwhile */
+        if (vgpu_region_check(&j->r) != 0) {    /* truncated since the listing */
+            vgpu_region_close(&j->r);
+            continue;
+        }
         const struct vgpu_region_header *h = j->r.hdr;
-        user_name(j->r.file_uid, j->user, sizeof j->user);
-        hpc_job_of(h->name, j->hpc_job, sizeof j->hpc_job);
+        user_name(vgpu_region_job_uid(&j->r), j->user, sizeof j->user);
+        hpc_job_of(j->r.info->name, j->hpc_job, sizeof j->hpc_job);
         bool exited = atomic_load(&h->state) == VGPU_JOB_EXITED;
         j->state = exited ? "exited" : atomic_load(&h->state) == VGPU_JOB_RUNNING ? "running" : "starting";
         j->npids = exited ? 0 : vgpu_region_pids(&j->r, NULL, NULL, 0);
@@ -207,8 +212,8 @@ static void gpu_labels(FILE *f, const struct snap *s, const struct vgpu_gpu *g)
 
 static void job_labels(FILE *f, const struct snap *s, const struct job_snap *j)
 {
-    put_label(f, "job", j->r.hdr->id, true);
-    put_label(f, "job_name", j->r.hdr->name, false);
+    put_label(f, "job", j->r.info->id, true);
+    put_label(f, "job_name", j->r.info->name, false);
     put_label(f, "user", j->user, false);
     if (j->hpc_job[0])
         put_label(f, "hpc_job", j->hpc_job, false);
@@ -222,7 +227,7 @@ static void job_dev_labels(FILE *f, const struct snap *s, const struct job_snap 
     char idx[16];
     snprintf(idx, sizeof idx, "%u", j->r.hdr->dev[d].nvml_index);
     put_label(f, "gpu", idx, false);
-    put_label(f, "UUID", j->r.hdr->dev[d].uuid, false);
+    put_label(f, "UUID", j->r.info->dev[d].uuid, false);
 }
 
 enum jd_metric { JD_LIMIT, JD_USED, JD_PEAK, JD_CORE, JD_SHARE, JD_GPUTIME, JD_THROTTLED, JD_OUT_BYTES, JD_OUT_PROCS };

@@ -43,6 +43,7 @@ static const char usage[] =
 #include "vgpu/sched.h"
 #include "vgpu/outside.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
 
@@ -82,7 +83,7 @@ static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
         if (!nv || !nv->nvmlDeviceGetHandleByUUID || !nv->nvmlDeviceGetComputeRunningProcesses_v3)
             continue;
         nvmlDevice_t h;
-        if (nv->nvmlDeviceGetHandleByUUID(v->r->hdr->dev[d].uuid, &h) != NVML_SUCCESS)
+        if (nv->nvmlDeviceGetHandleByUUID(v->r->info->dev[d].uuid, &h) != NVML_SUCCESS)
             continue;
         unsigned count = 0;
         nvmlReturn_t rc = nv->nvmlDeviceGetComputeRunningProcesses_v3(h, &count, NULL);
@@ -304,7 +305,7 @@ static const struct ps_col columns[NCOL] = {
 
 static void print_row(struct ps_table *t, const struct job_view *v)
 {
-    const struct vgpu_region_header *h = v->r->hdr;
+    const struct vgpu_region_header *h = v->r->hdr, *k = v->r->info;
     char user[64], pids[96] = "", gpus[96] = "", lim[96], used[96], nvu[96], core[64] = "", age[32];
     size_t n = 0;
     for (unsigned p = 0; p < v->npids && p < MAX_PIDS && n < sizeof pids - 16; p++)
@@ -318,7 +319,7 @@ static void print_row(struct ps_table *t, const struct job_view *v)
     n = 0;
     unsigned ndev = vgpu_region_device_count(v->r);
     for (unsigned d = 0; d < ndev && n < sizeof gpus; d++)
-        n += (size_t)snprintf(gpus + n, sizeof gpus - n, "%s%u", d ? "," : "", h->dev[d].nvml_index);
+        n += (size_t)snprintf(gpus + n, sizeof gpus - n, "%s%u", d ? "," : "", k->dev[d].nvml_index);
     per_device(v, get_limit, lim, sizeof lim);
     per_device(v, get_used, used, sizeof used);
     per_device(v, get_nvml, nvu, sizeof nvu);
@@ -350,30 +351,30 @@ static void print_row(struct ps_table *t, const struct job_view *v)
         snprintf(throt, sizeof throt, "%.1fs", waited / 1e9);
     vgpu_format_duration(v->age_s, age, sizeof age);
     const char *cells[NCOL] = {
-        [C_ID] = h->id, [C_NAME] = h->name[0] ? h->name : "-", [C_USER] = user_name(v->r->file_uid, user, sizeof user),
+        [C_ID] = k->id, [C_NAME] = k->name[0] ? k->name : "-", [C_USER] = user_name(vgpu_region_job_uid(v->r), user, sizeof user),
         [C_PIDS] = pids, [C_GPUS] = gpus, [C_LIMIT] = lim, [C_USED] = used, [C_NVML] = nvu, [C_CORE] = core,
         [C_SHARE] = share, [C_THROTL] = throt, [C_AGE] = age,
     };
     if (ps_table_add(t, cells) < 0)
-        vgpu_warn("out of memory: job %s is not shown", h->id);
+        vgpu_warn("out of memory: job %s is not shown", k->id);
     print_outside(t, v);
     print_oversub(t, v);
 }
 
 static struct json_object *json_job(const struct job_view *v)
 {
-    const struct vgpu_region_header *h = v->r->hdr;
+    const struct vgpu_region_header *h = v->r->hdr, *k = v->r->info;
     struct json_object *o = json_object_new_object();
     char user[64];
-    vgpu_json_str(o, "id", h->id);
-    vgpu_json_str(o, "name", h->name[0] ? h->name : NULL);
-    vgpu_json_u64(o, "owner_uid", v->r->file_uid);
-    vgpu_json_str(o, "owner", user_name(v->r->file_uid, user, sizeof user));
-    vgpu_json_str(o, "command", h->cmdline);
-    vgpu_json_i64(o, "creator_pid", h->creator_pid);
+    vgpu_json_str(o, "id", k->id);
+    vgpu_json_str(o, "name", k->name[0] ? k->name : NULL);
+    vgpu_json_u64(o, "owner_uid", vgpu_region_job_uid(v->r));
+    vgpu_json_str(o, "owner", user_name(vgpu_region_job_uid(v->r), user, sizeof user));
+    vgpu_json_str(o, "command", k->cmdline);
+    vgpu_json_i64(o, "creator_pid", k->creator_pid);
     vgpu_json_u64(o, "age_seconds", v->age_s);
     /* Milliseconds: nanoseconds since 1970 pass 2^53, which jq and JavaScript cannot hold. */
-    vgpu_json_u64(o, "created_unix_ms", h->created_realtime_ns / 1000000);
+    vgpu_json_u64(o, "created_unix_ms", k->created_realtime_ns / 1000000);
     uint32_t st = atomic_load(&h->state);
     vgpu_json_str(o, "state", st == VGPU_JOB_RUNNING ? "running" : st == VGPU_JOB_EXITED ? "exited" : "starting");
     int sig = v->exited ? atomic_load(&h->exit_signal) : 0;
@@ -462,13 +463,11 @@ static int cmd_ps(int argc, char **argv)
     struct vgpu_job_ref *refs = NULL;
     size_t n = 0;
     unsigned corrupt = 0;
-    if (vgpu_statedir(statedir, sizeof statedir, false, &e) < 0) {
-        if (e.code != VGPU_EXIT_NOT_FOUND)
-            return vgpu_err_report(&e);
-        /* No state directory: no job was ever started by this user. */
-    } else if (vgpu_jobs_list(statedir, &refs, &n, &corrupt, &e) < 0) {
+    /* No state directory (""): no job was ever started by this user, but root may have started
+     * some as this user (vgpu run --user). */
+    if (vgpu_statedir_or_none(statedir, sizeof statedir, &e) < 0 ||
+        vgpu_jobs_list_all(statedir, &refs, &n, &corrupt, &e) < 0)
         return vgpu_err_report(&e);
-    }
     /* Like dead processes, GPU-time schedules nobody is in any more are cleaned up by readers:
      * their last user may have been another user, who may not remove them (vgpu/sched.h). */
     vgpu_sched_sweep();
@@ -503,11 +502,16 @@ static int cmd_ps(int argc, char **argv)
                 vgpu_warn("%s", e.msg);
             continue;
         }
+        if (vgpu_region_check(&r) != 0) {        /* truncated since it was opened */
+            vgpu_warn("%s; job %s is not shown", r.damaged_why, r.info->id);
+            vgpu_region_close(&r);
+            continue;
+        }
         if (quiet) {
             if (json)
-                json_object_array_add(jobs, json_object_new_string(r.hdr->id));
+                json_object_array_add(jobs, json_object_new_string(r.info->id));
             else
-                printf("%s\n", r.hdr->id);
+                printf("%s\n", r.info->id);
         } else {
             gather(nv, &r, v);
             if (json)

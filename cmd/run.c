@@ -1,7 +1,8 @@
 /* vgpu run: start a command as a job with GPU limits. */
 static const char usage[] =
     "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
-    "                [--priority high|normal|low] [--name NAME] [--mps] [-d] [--] CMD [ARGS...]\n"
+    "                [--priority high|normal|low] [--name NAME] [--mps] [--fail-closed] [-d]\n"
+    "                [--user USER] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ... [--] CMD [ARGS...]\n"
     "\n"
@@ -38,6 +39,14 @@ static const char usage[] =
     "                 Arrays, VMM, pools, graph memory fail at DEVICE_SIZE (vgpu-run(1))\n"
     "  --max-jobs N   refuse to start when N jobs already run on the job's GPU (all users';\n"
     "                 root's max-jobs-per-gpu policy applies too, see vgpu-run(1))\n"
+    "  --fail-closed  a process of the job that cannot reach the job's limits (VGPU_REGION\n"
+    "                 unset or unusable, no free process slot) gets CUDA_ERROR_NOT_PERMITTED\n"
+    "                 from context creation and CUDA_ERROR_OUT_OF_MEMORY from allocations\n"
+    "                 instead of running unlimited (sets VGPU_FAIL_CLOSED=1 for the command)\n"
+    "  --user USER    (root only) run CMD as USER (a name or uid: its groups, and HOME, USER,\n"
+    "                 LOGNAME): its limits are root's, which USER's processes can read but not\n"
+    "                 change, in the machine-wide directory; vgpu ps/top/limit/wait of root and\n"
+    "                 of USER find the job, and only root can change its limits\n"
     "  -d, --detach   start the job in the background: print its id (one line) and exit 0 once\n"
     "                 it exists. CMD's stdin is /dev/null; its output (and vgpu run's own\n"
     "                 messages from then on) goes to STATEDIR/jobs/ID.log (0600), removed with\n"
@@ -46,7 +55,8 @@ static const char usage[] =
     "\n"
     "A limit larger than the GPU is an error. Change a running job's limit with vgpu limit.\n"
     "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s.\n"
-    "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG.\n"
+    "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG;\n"
+    "VGPU_FAIL_CLOSED=1 in vgpu run's environment works as --fail-closed.\n"
     "\n"
     "Exit status (as env(1)): 125 vgpu run itself failed; 126 CMD found but cannot be run;\n"
     "127 CMD not found; otherwise CMD's status. When CMD dies by a signal, vgpu run dies by\n"
@@ -70,6 +80,8 @@ static const char usage[] =
 #include "cmd.h"
 #include "common.h"
 #include "run/libcheck.h"
+#include "run/asuser.h"
+#include "run/detach.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -78,6 +90,7 @@ static const char usage[] =
 #include "vgpu/nvml.h"
 #include "vgpu/placement.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/sched.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
@@ -98,6 +111,8 @@ static const struct option options[] = {
     { "detach", no_argument, NULL, 'd' },
     { "oversubscribe", optional_argument, NULL, 'S' },
     { "max-jobs", required_argument, NULL, 'J' },
+    { "fail-closed", no_argument, NULL, 'F' },
+    { "user", required_argument, NULL, 'u' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -112,6 +127,7 @@ static const struct vgpu_opt_doc optdocs[] = {
     { "priority", VGPU_ARG_WORD, "high normal low" },
     { "oversubscribe", VGPU_ARG_SIZE, NULL },
     { "max-jobs", VGPU_ARG_OTHER, NULL },
+    { "user", VGPU_ARG_OTHER, NULL },
     { NULL, 0, NULL },
 };
 
@@ -330,6 +346,8 @@ static int run_child(struct vgpu_region *r, char **argv)
     if (pid == 0) {
         restore_signals();
         sigprocmask(SIG_SETMASK, &old, NULL);
+        if (vgpu_as_user.on)
+            vgpu_run_become_user();
         execvp(argv[0], argv);
         int err = errno;
         bool missing = err == ENOENT || err == ENOTDIR;
@@ -351,110 +369,13 @@ static int run_child(struct vgpu_region *r, char **argv)
         }
     child_pid = 0;
     restore_signals();
-    if (WIFSIGNALED(status)) {
-        vgpu_region_set_state(r, VGPU_JOB_EXITED, -1, WTERMSIG(status), &e);
-        return -WTERMSIG(status);
-    }
-    vgpu_region_set_state(r, VGPU_JOB_EXITED, WEXITSTATUS(status), 0, &e);
-    return WEXITSTATUS(status);
-}
-
-/* ---- --detach ------------------------------------------------------------------------------ */
-
-/* The caller's side: waits until the supervisor (its child) has made the job and sent its id,
- * or has failed (it said why on the shared stderr, and exits 125). */
-static int detach_wait(pid_t supervisor, int sock)
-{
-    char buf[VGPU_JOB_ID_LEN + 2];
-    size_t got = 0;
-    while (got < sizeof buf - 1) {
-        ssize_t k = read(sock, buf + got, sizeof buf - 1 - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
-    close(sock);
-    buf[got] = '\0';
-    char *nl = strchr(buf, '\n');
-    if (nl) {
-        *nl = '\0';
-        printf("%s\n", buf);
-        if (fflush(stdout) == EOF)
-            return vgpu_fail(VGPU_EXIT_RUN_FAILED, "cannot write the job id %s: %s (the job runs: see vgpu ps)", buf,
-                             strerror(errno));
-        return 0;
-    }
-    int status;
-    while (waitpid(supervisor, &status, 0) < 0)
-        if (errno != EINTR)
-            return vgpu_fail(VGPU_EXIT_RUN_FAILED, "lost the detached vgpu run (pid %d): waitpid: %s", (int)supervisor,
-                             strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
-        return WEXITSTATUS(status);
-    return vgpu_fail(VGPU_EXIT_RUN_FAILED, "the detached vgpu run (pid %d) ended before the job was started (%s %d)",
-                     (int)supervisor, WIFSIGNALED(status) ? "signal" : "status",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-}
-
-/* The supervisor's side, once the job exists: stdin from /dev/null, stdout and stderr (its
- * own messages and the command's) to <region path minus .region>.log, 0600; then the id goes
- * to the caller, who exits. Nothing of the caller's terminal or pipes is kept open. */
-static int detach_io(const struct vgpu_region *r, int sock, struct vgpu_err *e)
-{
-    char log[PATH_MAX];
-    size_t len = strlen(r->path);
-    if (len < 8 || len - 7 + 5 > sizeof log) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "the job region path %s is too long for its log", r->path);
-        return -1;
-    }
-    memcpy(log, r->path, len - 7);
-    memcpy(log + len - 7, ".log", 5);
-    /* O_APPEND: vgpu run and the command's processes write to it side by side. */
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-    const char *why = NULL;
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0)
-        why = strerror(errno);
-    else if (!S_ISREG(st.st_mode))
-        why = "not a regular file";
-    else if (fchmod(fd, 0600) < 0)    /* the umask may have taken bits; an old file may have others */
-        why = strerror(errno);
-    if (why) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot create the job's log %s: %s", log, why);
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null < 0) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot open /dev/null: %s", strerror(errno));
-        close(fd);
-        unlink(log);
-        return -1;
-    }
-    fflush(NULL);
-    /* dup2 clears FD_CLOEXEC: the command inherits these three. */
-    if (dup2(null, STDIN_FILENO) < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "cannot redirect to the job's log %s: %s", log, strerror(errno));
-        close(null);
-        close(fd);
-        unlink(log);
-        return -1;
-    }
-    close(null);
-    close(fd);
-    char msg[VGPU_JOB_ID_LEN + 2];
-    int n = snprintf(msg, sizeof msg, "%s\n", r->hdr->id);
-    /* MSG_NOSIGNAL: a caller killed meanwhile is an error here, not a SIGPIPE. */
-    if (send(sock, msg, (size_t)n, MSG_NOSIGNAL) != n) {
-        vgpu_err_set(e, VGPU_EXIT_RUN_FAILED, "the caller of vgpu run --detach is gone (%s): the job is not started",
-                     strerror(errno));
-        unlink(log);
-        return -1;
-    }
-    return 0;
+    /* A region damaged meanwhile (truncated) is fenced off by set_state: the command's status
+     * still becomes ours, and the lost record is said. */
+    int st = WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
+    if (vgpu_region_set_state(r, VGPU_JOB_EXITED, st < 0 ? -1 : st, st < 0 ? -st : 0, &e) < 0)
+        vgpu_warn("job %s: %s; vgpu wait cannot get the command's status (vgpu run exits with it)", r->info->id,
+                  e.msg);
+    return st;
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -465,6 +386,8 @@ static int cmd_run(int argc, char **argv)
     const char *core_policy = NULL, *priority = NULL;
     bool wait_place = false, overcommit = false, mps = false, detach = false, oversub = false;
     const char *oversub_size = NULL, *max_jobs = NULL;
+    bool fail_closed = false;
+    const char *user = NULL;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
@@ -482,6 +405,8 @@ static int cmd_run(int argc, char **argv)
         case 'd': detach = true; break;
         case 'S': oversub = true; oversub_size = optarg; break;
         case 'J': max_jobs = optarg; break;
+        case 'F': fail_closed = true; break;
+        case 'u': user = optarg; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -492,6 +417,11 @@ static int cmd_run(int argc, char **argv)
     }
     char **cmdv = argv + optind;
     struct vgpu_err e;
+    /* The library reads it (lib/hook/config.c); set before anything else, it reaches the command. */
+    if (fail_closed && set_env("VGPU_FAIL_CLOSED", "1") != 0)
+        return VGPU_EXIT_RUN_FAILED;
+    if (user && vgpu_run_resolve_user(user) != 0)
+        return VGPU_EXIT_RUN_FAILED;
     if (name && !vgpu_job_name_valid(name))
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not "
                          "starting with '.' or '-'", name, VGPU_JOB_NAME_LEN - 1);
@@ -579,7 +509,7 @@ static int cmd_run(int argc, char **argv)
     struct vgpu_job_spec *spec = calloc(1, sizeof *spec);
     struct vgpu_gpu_sel sel;
     char *cmdline = join_args(cmdv);
-    struct vgpu_region r = { .fd = -1 };
+    struct vgpu_region r = { .fd = -1, .use_fd = -1 };
     bool created = false;
     int sock = -1;                      /* --detach: the supervisor's end, to send the job id */
     const struct vgpu_gpu *gpus[VGPU_REGION_MAX_DEVICES];
@@ -718,7 +648,7 @@ static int cmd_run(int argc, char **argv)
      * ended jobs do not pile up where nothing else lists them. */
     struct vgpu_job_ref *refs;
     size_t njobs;
-    if (vgpu_jobs_list(statedir, &refs, &njobs, NULL, &e) < 0) {
+    if (vgpu_jobs_list_all(statedir, &refs, &njobs, NULL, &e) < 0) {
         if (name && *name) {
             rc = run_fail(&e);
             goto out;
@@ -765,7 +695,7 @@ static int cmd_run(int argc, char **argv)
         if (pid > 0) {
             close(sv[1]);
             /* Our promise, if the supervisor did not take it over, is released at out. */
-            rc = detach_wait(pid, sv[0]);
+            rc = vgpu_run_detach_wait(pid, sv[0]);
             goto out;
         }
         close(sv[0]);
@@ -783,7 +713,20 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    if (vgpu_region_create(&r, statedir, spec, &e) < 0) {
+    char jobdir[4096];
+    snprintf(jobdir, sizeof jobdir, "%s", statedir);
+    if (vgpu_as_user.on) {
+        /* Limits the user cannot raise: root's files in root's directory (vgpu/userjobs.h). */
+        spec->split = true;
+        spec->job_uid = vgpu_as_user.uid;
+        spec->job_gid = vgpu_as_user.gid;
+        if (vgpu_userjobs_prepare(vgpu_as_user.uid, vgpu_as_user.gid, jobdir, sizeof jobdir, &e) < 0) {
+            rc = run_fail(&e);
+            goto out;
+        }
+        vgpu_as_user.library = library;
+    }
+    if (vgpu_region_create(&r, jobdir, spec, &e) < 0) {
         rc = run_fail(&e);
         goto out;
     }
@@ -794,7 +737,7 @@ static int cmd_run(int argc, char **argv)
     if (prepare_environment(region_path, library, spec) != 0)
         goto out;
     if (detach) {
-        int d = detach_io(&r, sock, &e);
+        int d = vgpu_run_detach_io(&r, sock, &e);
         close(sock);
         sock = -1;
         if (d < 0) {
@@ -802,7 +745,7 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.hdr->id, region_path, getenv("LD_PRELOAD"));
+    vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.info->id, region_path, getenv("LD_PRELOAD"));
     rc = run_child(&r, cmdv);
 out:
     if (sock >= 0)

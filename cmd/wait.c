@@ -27,6 +27,7 @@ static const char usage[] =
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 
 extern const struct vgpu_cmd vgpu_cmd_wait;
@@ -54,7 +55,7 @@ static int wait_one(const char *dir, const char *key, double deadline)
 {
     struct vgpu_region r;
     struct vgpu_err e;
-    if (vgpu_jobs_find(dir, key, VGPU_REGION_JOB, &r, &e) < 0) {
+    if (vgpu_jobs_find_all(dir, key, VGPU_REGION_JOB, &r, &e) < 0) {
         if (e.code == VGPU_EXIT_NOT_FOUND)
             return vgpu_fail(e.code, "%s; a job's status is kept for %d seconds after it ends", e.msg,
                              VGPU_EXITED_KEEP_DEFAULT_S);
@@ -62,6 +63,12 @@ static int wait_one(const char *dir, const char *key, double deadline)
     }
     int rc;
     for (;;) {
+        /* Truncated while we wait: its page would kill us (SIGBUS); the status is lost. */
+        if (vgpu_region_check(&r) != 0) {
+            rc = vgpu_fail(VGPU_EXIT_STATE, "job %s: %s; its exit status is lost (its command may still run: see "
+                           "vgpu ps)", r.info->id, r.damaged_why);
+            break;
+        }
         unsigned st = atomic_load(&r.hdr->state);
         if (st == VGPU_JOB_EXITED) {
             int sig = atomic_load(&r.hdr->exit_signal);
@@ -70,7 +77,7 @@ static int wait_one(const char *dir, const char *key, double deadline)
         }
         if (!vgpu_region_creator_alive(&r)) {
             rc = vgpu_fail(VGPU_EXIT_FAIL, "job %s ended without an exit status: its 'vgpu run' (pid %d) is gone",
-                           r.hdr->id, r.hdr->creator_pid);
+                           r.info->id, r.hdr->creator_pid);
             break;
         }
         if (deadline > 0 && now_s() >= deadline) {
@@ -109,12 +116,8 @@ static int cmd_wait(int argc, char **argv)
         return vgpu_usage_error(&vgpu_cmd_wait, "name the jobs to wait for");
     char dir[4096];
     struct vgpu_err e;
-    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
-        if (e.code == VGPU_EXIT_NOT_FOUND)
-            return vgpu_fail(VGPU_EXIT_NOT_FOUND, "no job '%s': no job has been started here (%s)", argv[optind],
-                             e.msg);
+    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0)
         return vgpu_err_report(&e);
-    }
     double deadline = timeout > 0 ? now_s() + timeout : 0;
     int rc = 0;
     for (int i = optind; i < argc; i++) {

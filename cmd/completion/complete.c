@@ -9,6 +9,7 @@
 #include "vgpu/gpu.h"
 #include "vgpu/nvml.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 
 static void emit_words(const char *words, FILE *to)
@@ -49,7 +50,7 @@ static struct vgpu_job_ref *list_jobs(size_t *count)
     *count = 0;
     if (vgpu_statedir(dir, sizeof dir, false, &e) < 0)
         return NULL;
-    if (vgpu_jobs_list(dir, &jobs, count, NULL, &e) < 0)
+    if (vgpu_jobs_list_all(dir, &jobs, count, NULL, &e) < 0)
         return NULL;
     return jobs;
 }

@@ -15,6 +15,7 @@
 #include "vgpu/exitcode.h"
 #include "vgpu/outside.h"
 #include "vgpu/region.h"
+#include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
 
@@ -59,17 +60,17 @@ static int find_gpu(const struct top_model *m, const char *uuid)
     return -1;
 }
 
-static void job_gpus_text(const struct top_model *m, const struct vgpu_region_header *h, char *out, size_t len)
+static void job_gpus_text(const struct top_model *m, const struct vgpu_region_header *k, char *out, size_t len)
 {
     size_t n = 0;
     out[0] = 0;
-    for (unsigned d = 0; d < h->device_count && d < VGPU_REGION_MAX_DEVICES && n < len; d++) {
-        int g = find_gpu(m, h->dev[d].uuid);
+    for (unsigned d = 0; d < k->device_count && d < VGPU_REGION_MAX_DEVICES && n < len; d++) {
+        int g = find_gpu(m, k->dev[d].uuid);
         char lab[32];
         if (g >= 0 && m->gpus[g].is_mig)
             snprintf(lab, sizeof lab, "%u/%u/%u", m->gpus[g].index, m->gpus[g].gi, m->gpus[g].ci);
         else
-            snprintf(lab, sizeof lab, "%u", g >= 0 ? m->gpus[g].index : h->dev[d].nvml_index);
+            snprintf(lab, sizeof lab, "%u", g >= 0 ? m->gpus[g].index : k->dev[d].nvml_index);
         n += (size_t)snprintf(out + n, len - n, "%s%s", d ? "," : "", lab);
     }
 }
@@ -78,8 +79,8 @@ static void job_gpus_text(const struct top_model *m, const struct vgpu_region_he
  * driver, or no context yet) with the limiter's accounting as their memory. */
 static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
 {
-    const struct vgpu_region_header *h = r->hdr;
-    unsigned ndev = h->device_count < VGPU_REGION_MAX_DEVICES ? h->device_count : VGPU_REGION_MAX_DEVICES;
+    const struct vgpu_region_header *k = r->info;
+    unsigned ndev = k->device_count < VGPU_REGION_MAX_DEVICES ? k->device_count : VGPU_REGION_MAX_DEVICES;
     unsigned nproc = 0;
     size_t nvml_end = m->nproc;
     for (unsigned s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
@@ -107,7 +108,7 @@ static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
                 return;
             p->pid = hp;
             p->job = j;
-            p->gpu = find_gpu(m, h->dev[d].uuid);
+            p->gpu = find_gpu(m, k->dev[d].uuid);
             p->gpu_mem = used;
             p->valid |= TOP_PV_MEM;
             added = true;
@@ -118,7 +119,7 @@ static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
                 return;
             p->pid = hp;
             p->job = j;
-            p->gpu = ndev ? find_gpu(m, h->dev[0].uuid) : -1;
+            p->gpu = ndev ? find_gpu(m, k->dev[0].uuid) : -1;
         }
     }
     m->jobs[j].nproc = nproc;
@@ -127,14 +128,14 @@ static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
 static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_region *r, struct prev *np,
                      uint64_t now)
 {
-    const struct vgpu_region_header *h = r->hdr;
-    unsigned ndev = h->device_count < VGPU_REGION_MAX_DEVICES ? h->device_count : VGPU_REGION_MAX_DEVICES;
-    snprintf(jb->id, sizeof jb->id, "%s", h->id);
-    snprintf(jb->name, sizeof jb->name, "%s", h->name[0] ? h->name : h->id);
+    const struct vgpu_region_header *h = r->hdr, *k = r->info;
+    unsigned ndev = k->device_count < VGPU_REGION_MAX_DEVICES ? k->device_count : VGPU_REGION_MAX_DEVICES;
+    snprintf(jb->id, sizeof jb->id, "%s", k->id);
+    snprintf(jb->name, sizeof jb->name, "%s", k->name[0] ? k->name : k->id);
     top_sanitize(jb->name);
-    jb->uid = h->owner_uid;
+    jb->uid = k->owner_uid;
     owner_name(jb->uid, jb->owner, sizeof jb->owner);
-    job_gpus_text(m, h, jb->gpus, sizeof jb->gpus);
+    job_gpus_text(m, k, jb->gpus, sizeof jb->gpus);
     bool all_limited = ndev > 0;
     uint64_t gpu_ns = 0, thr_ns = 0;
     for (unsigned d = 0; d < ndev; d++) {
@@ -162,12 +163,12 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
     if (!all_limited)
         jb->mem_limit = 0;
     jb->throttled_ns = thr_ns;
-    snprintf(np->id, sizeof np->id, "%s", h->id);
+    snprintf(np->id, sizeof np->id, "%s", k->id);
     np->gpu_ns = gpu_ns;
     np->at_ns = now;
     /* the limiter's measured share over the last interval, when it measures this job */
     for (unsigned i = 0; i < nprev; i++) {
-        if (strcmp(prev_tab[i].id, h->id) != 0)
+        if (strcmp(prev_tab[i].id, k->id) != 0)
             continue;
         if (now > prev_tab[i].at_ns && gpu_ns >= prev_tab[i].gpu_ns && (gpu_ns || jb->core_limit_pct)) {
             double pct = (double)(gpu_ns - prev_tab[i].gpu_ns) * 100.0 / (double)(now - prev_tab[i].at_ns) /
@@ -213,8 +214,15 @@ static struct vgpu_region *job_region(const struct vgpu_job_ref *ref)
 {
     struct open_job *free_slot = NULL;
     for (unsigned i = 0; i < TOP_MAX_JOBS; i++) {
-        if (open_jobs[i].open && strcmp(open_jobs[i].path, ref->path) == 0)
-            return &open_jobs[i].r;
+        if (open_jobs[i].open && strcmp(open_jobs[i].path, ref->path) == 0) {
+            /* Truncated since we opened it: touching the mapping would kill vgpu top (SIGBUS). */
+            if (vgpu_region_check(&open_jobs[i].r) == 0)
+                return &open_jobs[i].r;
+            vgpu_debug("%s; not shown", open_jobs[i].r.damaged_why);
+            vgpu_region_close(&open_jobs[i].r);
+            open_jobs[i].open = false;
+            return NULL;
+        }
         if (!open_jobs[i].open && !free_slot)
             free_slot = &open_jobs[i];
     }
@@ -247,11 +255,11 @@ static void close_unlisted(void)
  * the region, where the job's own processes count them against the limit. */
 static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r)
 {
-    const struct vgpu_region_header *h = r->hdr;
+    const struct vgpu_region_header *info = r->info;
     unsigned ndev = vgpu_region_device_count(r);
     struct top_job *jb = &m->jobs[j];
     for (unsigned d = 0; d < ndev; d++) {
-        int g = find_gpu(m, h->dev[d].uuid);
+        int g = find_gpu(m, info->dev[d].uuid);
         if (g < 0)
             continue;
         unsigned pids[128];
@@ -287,18 +295,16 @@ void top_jobs_read(struct top_model *m)
     memset(regions, 0, sizeof regions);
     char dir[4096];
     struct vgpu_err e;
-    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0) {
-        if (e.code != VGPU_EXIT_NOT_FOUND) {
-            snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
-            m->jobs_code = e.code;
-        }
+    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0) {
+        snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
+        m->jobs_code = e.code;
         return;
     }
     uint64_t now = mono_ns();
     if (relist_due(dir, now)) {
         struct vgpu_job_ref *refs = NULL;
         size_t n = 0;
-        if (vgpu_jobs_list(dir, &refs, &n, NULL, &e) < 0) {
+        if (vgpu_jobs_list_all(dir, &refs, &n, NULL, &e) < 0) {
             snprintf(m->jobs_msg, sizeof m->jobs_msg, "%s", e.msg);
             m->jobs_code = e.code;
             return;
@@ -351,9 +357,9 @@ static int open_admin(const struct top_job *j, struct vgpu_region *r, struct vgp
         return -1;
     }
     char dir[4096];
-    if (vgpu_statedir(dir, sizeof dir, false, e) < 0)
+    if (vgpu_statedir_or_none(dir, sizeof dir, e) < 0)
         return -1;
-    return vgpu_jobs_find(dir, j->id, VGPU_REGION_ADMIN, r, e);
+    return vgpu_jobs_find_all(dir, j->id, VGPU_REGION_ADMIN, r, e);
 }
 
 int top_job_set_core(const struct top_job *j, unsigned pct, struct vgpu_err *e)
@@ -403,7 +409,7 @@ int top_job_set_mem(const struct top_job *j, const char *text, struct vgpu_err *
     int rc = 0;
     for (unsigned d = 0; d < n && rc == 0; d++) {
         char desc[160];
-        snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r.hdr->dev[d].uuid);
+        snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r.info->dev[d].uuid);
         rc = vgpu_mem_limit_value(text, r.hdr->dev[d].mem_total, desc, true, &bytes[d], e);
     }
     for (unsigned d = 0; d < n && rc == 0; d++)
@@ -417,7 +423,7 @@ size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *st
     char dir[4096];
     struct vgpu_err e;
     struct vgpu_region r;
-    if (vgpu_statedir(dir, sizeof dir, false, &e) < 0 || vgpu_jobs_find(dir, j->id, VGPU_REGION_JOB, &r, &e) < 0)
+    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0 || vgpu_jobs_find_all(dir, j->id, VGPU_REGION_JOB, &r, &e) < 0)
         return 0;
     size_t n = 0;
     for (unsigned s = 0; s < VGPU_REGION_MAX_SLOTS && n < cap; s++) {

@@ -68,9 +68,12 @@ static void remove_job(int jobs, const char *region_name)
     char log[VGPU_JOB_ID_LEN + 8];
     size_t len = strlen(region_name);
     unlinkat(jobs, region_name, 0);
-    if (len > 7 && len - 7 + 5 <= sizeof log) {
+    if (len > 7 && len - 7 + 7 <= sizeof log) {
         memcpy(log, region_name, len - 7);
         memcpy(log + len - 7, ".log", 5);
+        unlinkat(jobs, log, 0);
+        /* A split region's usage (vgpu run --user), after the region it belongs to. */
+        memcpy(log + len - 7, ".usage", 7);
         unlinkat(jobs, log, 0);
     }
 }
@@ -164,10 +167,10 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
         }
         /* A region copied or renamed under another id would be a second live job with the same
          * id, and vgpu limit would change the copy: its id must be its file name. */
-        if (strncmp(r.hdr->id, ref->id, sizeof ref->id) != 0) {
+        if (strncmp(r.info->id, ref->id, sizeof ref->id) != 0) {
             char why[300];
             snprintf(why, sizeof why, "the region's job id is '%.*s', not its file name's '%s' (a copy or a "
-                     "renamed file?); remove it", (int)sizeof r.hdr->id, r.hdr->id, ref->id);
+                     "renamed file?); remove it", (int)sizeof r.info->id, r.info->id, ref->id);
             vgpu_debug("damaged job region %s: %s", ref->path, why);
             vgpu_region_close(&r);
             if (corrupt)
@@ -185,10 +188,11 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
             continue;
         }
         ref->readable = true;
+        ref->owner = vgpu_region_job_uid(&r);   /* a split region is root's file, the job the user's */
         ref->state = atomic_load(&r.hdr->state);
         /* Bounded: the file is the job user's, and may have changed since it was validated; a
          * name without its NUL must not make us read past it. */
-        snprintf(ref->name, sizeof ref->name, "%.*s", (int)sizeof r.hdr->name - 1, r.hdr->name);
+        snprintf(ref->name, sizeof ref->name, "%.*s", (int)sizeof r.info->name - 1, r.info->name);
         ref->created_ns = r.hdr->created_realtime_ns;
         vgpu_region_close(&r);
         n++;

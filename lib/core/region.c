@@ -27,6 +27,7 @@ _Static_assert(sizeof(struct vgpu_region_header) == 3424 && offsetof(struct vgpu
 _Static_assert(sizeof(struct vgpu_region_dev_limits) == 168 && offsetof(struct vgpu_region_dev_limits, flags) == 132 &&
                offsetof(struct vgpu_region_dev_limits, mem_device) == 136,
                "the per-device limits of version 1 must not change");
+_Static_assert(offsetof(struct vgpu_region_header, layout) == 680, "layout took the first reserved word");
 _Static_assert(sizeof(struct vgpu_region_dev_usage) == 64 && offsetof(struct vgpu_region_dev_usage, spilled) == 56,
                "the per-device usage of version 1 must not change");
 _Static_assert(sizeof(struct vgpu_region_slot) == 168 && offsetof(struct vgpu_region_slot, spill_dev) == 156 &&
@@ -68,12 +69,13 @@ static void fill_header(struct vgpu_region_header *h, const char *id, const stru
 {
     h->version = VGPU_REGION_VERSION;
     h->limits_size = VGPU_REGION_LIMITS_SIZE;
-    h->total_size = region_file_size();
+    h->layout = spec->split ? VGPU_LAYOUT_SPLIT : 0;
+    h->total_size = region_file_size_of(h->layout);
     h->max_devices = VGPU_REGION_MAX_DEVICES;
     h->max_slots = VGPU_REGION_MAX_SLOTS;
     snprintf(h->id, sizeof h->id, "%s", id);
     snprintf(h->name, sizeof h->name, "%s", spec->name ? spec->name : "");
-    h->owner_uid = (uint32_t)geteuid();
+    h->owner_uid = (uint32_t)(spec->split ? spec->job_uid : geteuid());
     h->creator_pid = (int32_t)getpid();
     h->creator_start = vgpu_proc_start_time(getpid());
     h->creator_pidns = vgpu_proc_pidns(0);
@@ -131,7 +133,12 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
             return -1;
         }
 
-    char id[VGPU_JOB_ID_LEN], tmp[sizeof r->path], final[sizeof r->path];
+    if (spec->split && geteuid() != 0) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION, "only root can make a job whose limits its user cannot change "
+                     "(vgpu run --user)");
+        return -1;
+    }
+    char id[VGPU_JOB_ID_LEN], tmp[sizeof r->path], final[sizeof r->path], usage[sizeof r->path] = "";
     if (strlen(statedir) > sizeof tmp - 64) {
         vgpu_err_set(e, VGPU_EXIT_FAIL, "the state directory path is too long: %.64s...", statedir);
         return -1;
@@ -155,11 +162,34 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot find a free job id in %s/jobs", statedir);
         return -1;
     }
-    /* The umask may have taken bits away (never added any); set the mode we mean explicitly. */
-    size_t size = region_file_size();
-    if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)size) < 0) {
+    /* The umask may have taken bits away (never added any); set the mode we mean explicitly. Split
+     * (vgpu run --user): root's file, which the job user's group may read but nobody else write. */
+    size_t size = region_file_size_of(spec->split ? VGPU_LAYOUT_SPLIT : 0);
+    if ((spec->split ? fchown(fd, 0, spec->job_gid) < 0 || fchmod(fd, 0640) < 0 : fchmod(fd, 0600) < 0) ||
+        ftruncate(fd, (off_t)size) < 0) {
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot set up the job region %s: %s", tmp, strerror(errno));
         goto fail;
+    }
+    if (spec->split) {
+        /* The usage file first, under its final name: readers look for ID.region, which appears
+         * (rename below) only once its ID.usage exists. */
+        snprintf(usage, sizeof usage, "%s/jobs/%s.usage", statedir, id);
+        int ufd = open(usage, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        int uerr = ufd < 0 ? errno : 0;
+        if (ufd >= 0 && (fchown(ufd, spec->job_uid, spec->job_gid) < 0 || fchmod(ufd, 0600) < 0 ||
+                         ftruncate(ufd, (off_t)sizeof(struct vgpu_region_usage)) < 0))
+            uerr = errno;
+        if (!uerr)
+            uerr = posix_fallocate(ufd, 0, (off_t)sizeof(struct vgpu_region_usage));
+        if (uerr) {
+            vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot set up the job's usage file %s: %s", usage, strerror(uerr));
+            if (ufd >= 0)
+                close(ufd);
+            else
+                usage[0] = 0;   /* not ours to remove */
+            goto fail;
+        }
+        r->use_fd = ufd;
     }
     /* Every block now: a page of a sparse file that cannot be allocated when first written (a full
      * file system) kills the writer, vgpu run or a process of the job, with SIGBUS. */
@@ -173,9 +203,15 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
     r->fd = fd;
     snprintf(r->path, sizeof r->path, "%s", tmp);
     r->file_uid = geteuid();
-    if (region_map(r, VGPU_REGION_ADMIN, size, e) < 0)
+    if (region_map(r, VGPU_REGION_ADMIN, size, fd, e) < 0)
         goto fail;
     fill_header(r->hdr_rw, id, spec);
+    r->info = malloc(sizeof *r->info);
+    if (!r->info) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory creating the job region %s", tmp);
+        goto fail;
+    }
+    memcpy(r->info, r->hdr_rw, sizeof *r->info);
     /* The magic goes in last: a reader never sees a valid magic with a half-written header. */
     atomic_store_explicit(&r->hdr_rw->magic, VGPU_REGION_MAGIC, memory_order_release);
     /* The file appears complete, under its final name, in one step. */
@@ -187,6 +223,12 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
     return 0;
 fail:
     unlink(tmp);
+    if (usage[0])
+        unlink(usage);
+    if (r->use_fd >= 0 && r->fd < 0) {
+        close(r->use_fd);
+        r->use_fd = -1;
+    }
     if (r->fd >= 0) {
         vgpu_region_close(r);
     } else {
@@ -201,7 +243,7 @@ unsigned vgpu_region_device_count(const struct vgpu_region *r)
 {
     if (!r || !r->hdr)
         return 0;
-    unsigned n = r->hdr->device_count;
+    unsigned n = r->info ? r->info->device_count : r->hdr->device_count;
     return n > VGPU_REGION_MAX_DEVICES ? VGPU_REGION_MAX_DEVICES : n;
 }
 
@@ -235,6 +277,11 @@ static int admin_dev(struct vgpu_region *r, unsigned dev, struct vgpu_err *e)
 {
     if (!r || !r->hdr_rw) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "the job region is open read-only: only its owner or root may change it");
+        return -1;
+    }
+    if (vgpu_region_check(r) != 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s; the limit cannot be changed (the job keeps the limits it last saw)",
+                     r->damaged_why);
         return -1;
     }
     if (!region_dev_ok(r, dev)) {
@@ -274,6 +321,10 @@ int vgpu_region_set_state(struct vgpu_region *r, enum vgpu_job_state st, int exi
 {
     if (!r || !r->hdr_rw) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "the job region is open read-only");
+        return -1;
+    }
+    if (vgpu_region_check(r) != 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s: the job's state cannot be recorded there", r->damaged_why);
         return -1;
     }
     uint64_t when = 0;

@@ -25,14 +25,34 @@ static inline void region_reset(struct vgpu_region *r)
 {
     memset(r, 0, sizeof *r);
     r->fd = -1;
+    r->use_fd = -1;
+}
+
+/* The size of the .region file of a header: page 0 alone in the split layout. */
+static inline size_t region_file_size_of(uint32_t layout)
+{
+    return layout & VGPU_LAYOUT_SPLIT ? VGPU_REGION_LIMITS_SIZE : region_file_size();
+}
+
+/* "<...>/<id>.usage" for "<...>/<id>.region" into out. false when it does not fit or the name
+ * does not end in .region. */
+static inline bool region_usage_path(const char *region, char *out, size_t len)
+{
+    size_t n = strlen(region);
+    if (n < 7 || strcmp(region + n - 7, ".region") != 0 || n - 7 + sizeof ".usage" > len)
+        return false;
+    memcpy(out, region, n - 7);
+    memcpy(out + n - 7, ".usage", sizeof ".usage");
+    return true;
 }
 
 static inline bool region_dev_ok(const struct vgpu_region *r, unsigned dev)
 {
-    return dev < VGPU_REGION_MAX_DEVICES && dev < r->hdr->device_count;
+    return dev < VGPU_REGION_MAX_DEVICES && dev < (r->info ? r->info->device_count : r->hdr->device_count);
 }
 
-/* Maps an open region's file (r->fd, r->path set) in `mode`. region_io.c. */
-int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, struct vgpu_err *e);
+/* Maps an open region's file (r->fd, r->path set) in `mode`: page 0 from r->fd (read-only in
+ * JOB mode), the usage part from rw_fd (r->fd itself in ADMIN mode). region_io.c. */
+int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, int rw_fd, struct vgpu_err *e);
 
 #endif

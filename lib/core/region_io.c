@@ -42,7 +42,8 @@ static int check_header(const struct vgpu_region_header *h, const struct stat *s
         return -1;
     }
     if (h->limits_size != VGPU_REGION_LIMITS_SIZE || h->max_devices != VGPU_REGION_MAX_DEVICES ||
-        h->max_slots != VGPU_REGION_MAX_SLOTS || h->total_size != region_file_size()) {
+        h->max_slots != VGPU_REGION_MAX_SLOTS || (h->layout & ~VGPU_LAYOUT_SPLIT) ||
+        h->total_size != region_file_size_of(h->layout)) {
         vgpu_err_set(e, VGPU_EXIT_STATE,
                      "%s is corrupt: its layout (limits %u B, %u devices, %u slots, %llu B) is not this version's; %s",
                      path, h->limits_size, h->max_devices, h->max_slots, (unsigned long long)h->total_size, fix);
@@ -67,13 +68,34 @@ static int check_header(const struct vgpu_region_header *h, const struct stat *s
     return 0;
 }
 
-int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, struct vgpu_err *e)
+int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, int rw_fd, struct vgpu_err *e)
 {
     long page = sysconf(_SC_PAGESIZE);
+    if (r->use_fd >= 0) {
+        /* Split (VGPU_LAYOUT_SPLIT): page 0 from the .region, the usage from the .usage. */
+        void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ | (mode == VGPU_REGION_ADMIN ? PROT_WRITE : 0),
+                         MAP_SHARED, r->fd, 0);
+        if (lim == MAP_FAILED)
+            goto fail;
+        void *use = mmap(NULL, sizeof(struct vgpu_region_usage), PROT_READ | PROT_WRITE, MAP_SHARED, r->use_fd, 0);
+        if (use == MAP_FAILED) {
+            munmap(lim, VGPU_REGION_LIMITS_SIZE);
+            goto fail;
+        }
+        r->map_limits = lim;
+        r->map_limits_len = VGPU_REGION_LIMITS_SIZE;
+        r->map_usage = use;
+        r->map_usage_len = sizeof(struct vgpu_region_usage);
+        r->hdr = lim;
+        r->hdr_rw = mode == VGPU_REGION_ADMIN ? lim : NULL;
+        r->use = use;
+        return 0;
+    }
     if (mode == VGPU_REGION_ADMIN || page != VGPU_REGION_LIMITS_SIZE) {
         /* With pages larger than 4 KiB the limits page cannot be mapped apart: one writable
-         * mapping (the read-only protection is a guard against bugs, not a security boundary). */
-        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+         * mapping (then the read-only protection is a guard against bugs, not a security
+         * boundary; vgpu-security(7)). */
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, rw_fd, 0);
         if (m == MAP_FAILED)
             goto fail;
         r->map_limits = m;
@@ -83,10 +105,13 @@ int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, s
         r->use = (struct vgpu_region_usage *)((char *)m + VGPU_REGION_LIMITS_SIZE);
         return 0;
     }
+    /* Page 0 from the read-only descriptor (r->fd): the kernel refuses mprotect(PROT_WRITE) on
+     * a shared mapping of a file opened O_RDONLY, so a process of the job cannot make its
+     * limits writable through the library's mapping. */
     void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ, MAP_SHARED, r->fd, 0);
     if (lim == MAP_FAILED)
         goto fail;
-    void *use = mmap(NULL, size - VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+    void *use = mmap(NULL, size - VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, rw_fd,
                      VGPU_REGION_LIMITS_SIZE);
     if (use == MAP_FAILED) {
         munmap(lim, VGPU_REGION_LIMITS_SIZE);
@@ -105,11 +130,92 @@ fail:
     return -1;
 }
 
+/* The usage part needs a writable descriptor; page 0 (r->fd) stays read-only in JOB mode. The
+ * second open is by path, so it must be the same file as the first (not one renamed in between). */
+static int open_rw_again(const struct vgpu_region *r, const struct stat *st, struct vgpu_err *e)
+{
+    int fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st2;
+    if (fd < 0) {
+        int err = errno;
+        vgpu_err_set(e, (err == EACCES || err == EPERM) ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL,
+                     "cannot open the job region %s for its usage counters: %s", r->path, strerror(err));
+        return -1;
+    }
+    if (fstat(fd, &st2) < 0 || st2.st_dev != st->st_dev || st2.st_ino != st->st_ino) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "the job region %s was replaced while it was being opened; try again",
+                     r->path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The .usage file of a split region: a regular file of the usage part's size, owned by the job's
+ * user (the header's owner_uid), writable by nobody else. Returns its read-write descriptor. */
+static int open_usage(const struct vgpu_region *r, uid_t job_uid, struct vgpu_err *e)
+{
+    char upath[sizeof r->path];
+    if (!region_usage_path(r->path, upath, sizeof upath)) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s: a split job region must be named ID.region", r->path);
+        return -1;
+    }
+    int fd = open(upath, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        int err = errno;
+        vgpu_err_set(e, err == ENOENT ? VGPU_EXIT_STATE : (err == EACCES || err == EPERM) ? VGPU_EXIT_PERMISSION
+                                                                                            : VGPU_EXIT_FAIL,
+                     "cannot open the job's usage file %s: %s%s", upath, strerror(err),
+                     err == EACCES || err == EPERM ? " (the job runs as another user)" : "");
+        return -1;
+    }
+    struct stat st;
+    const char *why = NULL;
+    if (fstat(fd, &st) < 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if ((uint64_t)st.st_size != sizeof(struct vgpu_region_usage))
+        why = "truncated or corrupt (wrong size)";
+    else if (st.st_uid != job_uid)
+        why = "not owned by the job's user";
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        why = "writable by group or others";
+    if (why) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "the job's usage file %s is damaged: %s; remove the job's files", upath, why);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Why an ADMIN open of a split region fails for its own user: a clear answer, not EACCES.
+ * true when it was one (e set). */
+static bool admin_refused_split(const char *path, struct vgpu_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct vgpu_region_header h;
+    bool split = false;
+    if (fd < 0)
+        return false;
+    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && (h.layout & VGPU_LAYOUT_SPLIT) &&
+        has_nul(h.id, sizeof h.id)) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION,
+                     "job %s runs as uid %u, but its limits were set by root (vgpu run --user): they can be read, not "
+                     "changed, by the job's user; ask root to change them (vgpu limit as root)",
+                     h.id, (unsigned)h.owner_uid);
+        split = true;
+    }
+    close(fd);
+    return split;
+}
+
 int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e)
 {
     region_reset(r);
     snprintf(r->path, sizeof r->path, "%s", path);
-    r->fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    /* ADMIN writes the limits: read-write. JOB reads them: read-only (see region_map). */
+    r->fd = open(path, (mode == VGPU_REGION_ADMIN ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
     if (r->fd < 0) {
         int err = errno;
         int code = err == ENOENT ? VGPU_EXIT_NOT_FOUND
@@ -117,6 +223,8 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
                    : err == ELOOP ? VGPU_EXIT_STATE : VGPU_EXIT_FAIL;
         vgpu_err_set(e, code, "cannot open the job region %s: %s%s", path, strerror(err),
                      code == VGPU_EXIT_PERMISSION ? " (another user's job: only its owner or root may use it)" : "");
+        if (code == VGPU_EXIT_PERMISSION && mode == VGPU_REGION_ADMIN)
+            (void)admin_refused_split(path, e);
         return -1;
     }
     struct stat st;
@@ -137,6 +245,8 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
         goto fail;
     }
     if (mode == VGPU_REGION_ADMIN && geteuid() != 0 && st.st_uid != geteuid()) {
+        if (admin_refused_split(path, e))
+            goto fail;
         vgpu_err_set(e, VGPU_EXIT_PERMISSION, "job region %s belongs to uid %u: only its owner or root may change it",
                      path, (unsigned)st.st_uid);
         goto fail;
@@ -159,14 +269,122 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
     } else {
         rc = check_header(h, &st, path, e);
     }
-    free(h);
-    if (rc < 0 || region_map(r, mode, (size_t)st.st_size, e) < 0)
+    if (rc < 0) {
+        free(h);
+        goto fail;
+    }
+    r->info = h;    /* validated once: strings are read from this copy from now on */
+    int rw_fd;
+    if (h->layout & VGPU_LAYOUT_SPLIT) {
+        /* Kept open: vgpu_region_check looks at its size too. */
+        r->use_fd = open_usage(r, (uid_t)h->owner_uid, e);
+        if (r->use_fd < 0)
+            goto fail;
+        rw_fd = r->use_fd;
+    } else {
+        rw_fd = mode == VGPU_REGION_ADMIN ? r->fd : open_rw_again(r, &st, e);
+        if (rw_fd < 0)
+            goto fail;
+    }
+    rc = region_map(r, mode, (size_t)st.st_size, rw_fd, e);
+    /* The mappings keep what they need: no writable descriptor of the limits stays open in the job. */
+    if (rw_fd != r->fd && rw_fd != r->use_fd)
+        close(rw_fd);
+    if (rc < 0)
         goto fail;
     return 0;
 fail:
     close(r->fd);
+    if (r->use_fd >= 0)
+        close(r->use_fd);
+    free(r->info);
+    r->info = NULL;
     r->fd = -1;
+    r->use_fd = -1;
     return -1;
+}
+
+uid_t vgpu_region_job_uid(const struct vgpu_region *r)
+{
+    return vgpu_region_split(r) ? (uid_t)r->info->owner_uid : r->file_uid;
+}
+
+bool vgpu_region_split(const struct vgpu_region *r)
+{
+    return r && r->info && (r->info->layout & VGPU_LAYOUT_SPLIT);
+}
+
+/* ---- damage: a file truncated under the mappings ------------------------------------------- */
+
+/* The limits and state now in page 0 into r->info, so that a damaged job keeps the last ones
+ * seen. Called only after fstat found the file whole. */
+static void refresh_info(struct vgpu_region *r)
+{
+    const struct vgpu_region_header *h = r->hdr;
+    uint32_t seq = atomic_load_explicit(&h->limits_seq, memory_order_acquire);
+    if (seq == atomic_load_explicit(&r->info->limits_seq, memory_order_relaxed) &&
+        atomic_load_explicit(&h->state, memory_order_relaxed) == atomic_load(&r->info->state))
+        return;
+    for (unsigned d = 0; d < r->info->device_count && d < VGPU_REGION_MAX_DEVICES; d++) {
+        struct vgpu_region_dev_limits *k = &r->info->dev[d];
+        const struct vgpu_region_dev_limits *l = &h->dev[d];
+        atomic_store(&k->mem_limit, atomic_load(&l->mem_limit));
+        atomic_store(&k->core_limit, atomic_load(&l->core_limit));
+        atomic_store(&k->core_policy, atomic_load(&l->core_policy));
+        atomic_store(&k->priority, atomic_load(&l->priority));
+        atomic_store(&k->flags, atomic_load(&l->flags));
+        atomic_store(&k->mem_device, atomic_load(&l->mem_device));
+    }
+    atomic_store(&r->info->state, atomic_load(&h->state));
+    atomic_store(&r->info->limits_seq, seq);
+}
+
+/* Moves private memory over [at, at+len) in one step (mremap onto it replaces the old mapping
+ * atomically): a thread reading there sees the old page or the new one, never a hole. `page0`
+ * is copied to the start first when not NULL; `ro` makes the result read-only. */
+static void replace_mapping(void *at, size_t len, const void *page0, size_t page0_len, bool ro)
+{
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return;
+    if (page0)
+        memcpy(m, page0, page0_len);
+    if (ro)
+        mprotect(m, len, PROT_READ);
+    if (mremap(m, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED)
+        munmap(m, len);
+}
+
+int vgpu_region_check(struct vgpu_region *r)
+{
+    if (!r || !r->hdr || !r->info)
+        return 0;
+    if (__atomic_load_n(&r->damaged, __ATOMIC_ACQUIRE))
+        return 2;
+    struct stat st;
+    uint64_t want = r->info->total_size;
+    struct stat ust;
+    bool use_ok = r->use_fd < 0 || fstat(r->use_fd, &ust) < 0 ||
+                  (uint64_t)ust.st_size >= sizeof(struct vgpu_region_usage);
+    if ((fstat(r->fd, &st) < 0 || (uint64_t)st.st_size >= want) && use_ok) {
+        refresh_info(r);
+        return 0;
+    }
+    /* Two threads may both get here: the second replacement is harmless (same content). */
+    if (!use_ok)
+        snprintf(r->damaged_why, sizeof r->damaged_why, "the usage file of %s was truncated to %lld bytes "
+                 "(expected %zu)", r->path, (long long)ust.st_size, sizeof(struct vgpu_region_usage));
+    else
+        snprintf(r->damaged_why, sizeof r->damaged_why, "%s was truncated to %lld bytes (expected %llu)", r->path,
+                 (long long)st.st_size, (unsigned long long)want);
+    if (r->map_usage) {
+        replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, r->hdr_rw == NULL);
+        replace_mapping(r->map_usage, r->map_usage_len, NULL, 0, false);
+    } else {
+        replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, false);
+    }
+    bool was = __atomic_exchange_n(&r->damaged, true, __ATOMIC_ACQ_REL);
+    return was ? 2 : 1;
 }
 
 void vgpu_region_close(struct vgpu_region *r)
@@ -179,6 +397,9 @@ void vgpu_region_close(struct vgpu_region *r)
         munmap(r->map_usage, r->map_usage_len);
     if (r->fd >= 0)
         close(r->fd);
+    if (r->use_fd >= 0)
+        close(r->use_fd);
+    free(r->info);
     region_reset(r);
 }
 
@@ -188,5 +409,8 @@ int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e)
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot remove the job region %s: %s", r->path, strerror(errno));
         return -1;
     }
+    char upath[sizeof r->path];
+    if (vgpu_region_split(r) && region_usage_path(r->path, upath, sizeof upath))
+        unlink(upath);      /* after the .region: a reader never finds a region without its usage */
     return 0;
 }

@@ -105,6 +105,7 @@ int vgpu_region_attach(struct vgpu_region *r, struct vgpu_err *e)
         vgpu_err_set(e, VGPU_EXIT_FAIL, "no job region is open");
         return -1;
     }
+    (void)vgpu_region_check(r);   /* a truncated file is fenced off before we touch it */
     struct vgpu_proc_id me;
     vgpu_proc_self(&me);
     /* host_pid is our pid in the creator's namespace: known when we live in it, or when our
@@ -135,6 +136,7 @@ void vgpu_region_detach(struct vgpu_region *r, int slot)
 {
     if (!slot_ok(r, slot))
         return;
+    (void)vgpu_region_check(r);   /* a truncated file is fenced off before we touch it */
     struct vgpu_region_slot *s = &r->use->slot[slot];
     uint64_t o = atomic_load(&s->owner);
     if (vgpu_slot_state_of(o) != VGPU_SLOT_LIVE || vgpu_slot_pid_of(o) != getpid())
@@ -285,6 +287,7 @@ int vgpu_region_reap(struct vgpu_region *r)
 {
     if (!r || !r->use)
         return 0;
+    (void)vgpu_region_check(r);   /* a truncated file is fenced off before we touch it */
     int reaped = 0;
     for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
         struct vgpu_region_slot *s = &r->use->slot[i];
@@ -406,6 +409,7 @@ void vgpu_region_set_outside(struct vgpu_region *r, unsigned dev, uint64_t bytes
 {
     if (!r || !r->use || !region_dev_ok(r, dev))
         return;
+    (void)vgpu_region_check(r);   /* a truncated file is fenced off before we touch it */
     struct vgpu_region_dev_usage *u = &r->use->dev[dev];
     atomic_store(&u->outside_pid, one_pid);
     atomic_store(&u->outside_count, count);

@@ -40,6 +40,7 @@ int vgpu_current_device(void)
 static struct vgpu_region *accountable(int dev, int *slot, int *jdev)
 {
     struct vgpu_region *r = vgpu_job();
+    vgpu_job_guard(r);
     *jdev = r && dev >= 0 ? vgpu_job_dev(dev) : -1;
     if (!r || *jdev < 0)
         return NULL;
@@ -103,6 +104,8 @@ static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call,
     struct vgpu_region *r = accountable(dev, &slot, &jdev);
     if (jdev == VGPU_NOT_JOB_DEV && bytes)
         return false;                   /* not the job's GPU: said once by vgpu_job_dev */
+    if (!r && bytes && vgpu_job_refused())
+        return false;                   /* VGPU_FAIL_CLOSED: no job region, no memory */
     if (!r || bytes == 0)
         return true;
     (void)vgpu_region_reap_maybe(r);

@@ -6,7 +6,12 @@
  *   otherwise no job: every wrapper passes straight through.
  * A configuration that cannot be used is reported loudly on stderr (it is an error, not a
  * warning: the job runs without limits) and the process carries on unlimited; the library
- * never exits. Nothing here runs at load time. */
+ * never exits. Nothing here runs at load time.
+ *
+ *   VGPU_FAIL_CLOSED=1  (vgpu run --fail-closed, or an orchestrator) turns "unlimited" into
+ *                       "refused": a process with no usable job region gets
+ *                       CUDA_ERROR_NOT_PERMITTED from every context creation and
+ *                       CUDA_ERROR_OUT_OF_MEMORY from every allocation (vgpu_job_refused). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +25,7 @@
 #include "hami.h"
 #include "hook.h"
 #include "vgpu/region.h"
+#include "vgpu/units.h"
 
 static struct vgpu_region region;
 static struct vgpu_region *job;            /* &region once open and attached */
@@ -31,10 +37,10 @@ static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void set_label(void)
 {
-    const struct vgpu_region_header *h = region.hdr;
+    const struct vgpu_region_header *k = region.info;   /* validated copy: not the live page */
     char id[VGPU_JOB_ID_LEN + 1], name[VGPU_JOB_NAME_LEN + 1];
-    snprintf(id, sizeof id, "%s", h->id);
-    snprintf(name, sizeof name, "%s", h->name);
+    snprintf(id, sizeof id, "%s", k->id);
+    snprintf(name, sizeof name, "%s", k->name);
     if (name[0])
         snprintf(label, sizeof label, "job %s (%s)", name, id);
     else
@@ -90,6 +96,59 @@ struct vgpu_region *vgpu_job(void)
 {
     pthread_once(&once, load);
     return job;
+}
+
+/* VGPU_FAIL_CLOSED: "1" on, unset/""/"0" off; anything else is a mistake of whoever set it,
+ * said once and taken as on (the safe reading of a variable that asks for safety). */
+static int fail_closed = -1;
+static pthread_once_t fail_once = PTHREAD_ONCE_INIT;
+
+static void read_fail_closed(void)
+{
+    const char *v = getenv("VGPU_FAIL_CLOSED");
+    if (!v || !*v || strcmp(v, "0") == 0) {
+        fail_closed = 0;
+        return;
+    }
+    if (strcmp(v, "1") != 0)
+        vgpu_error("VGPU_FAIL_CLOSED='%s': write 1 (or 0); taken as 1", v);
+    fail_closed = 1;
+}
+
+bool vgpu_job_refused(void)
+{
+    if (__builtin_expect(vgpu_job() != NULL, 1))
+        return false;
+    pthread_once(&fail_once, read_fail_closed);
+    if (!fail_closed)
+        return false;
+    static _Atomic bool said;
+    if (!atomic_exchange(&said, true))
+        vgpu_error("VGPU_FAIL_CLOSED=1 and this process has no usable job region (see above, or VGPU_REGION is "
+                   "not set): its GPU contexts are refused with CUDA_ERROR_NOT_PERMITTED and its allocations with "
+                   "CUDA_ERROR_OUT_OF_MEMORY. Start it under vgpu run, and keep VGPU_REGION and LD_PRELOAD as set.");
+    return true;
+}
+
+/* A region truncated under us (issue 12 item 3) is fenced off by vgpu_region_check: the process
+ * keeps the limits it last saw, counts only its own memory from then on, and says so once. */
+static _Atomic bool damage_said;
+
+void vgpu_job_guard(struct vgpu_region *r)
+{
+    if (!r)
+        return;
+    (void)vgpu_region_check(r);
+    if (!r->damaged || atomic_exchange(&damage_said, true))
+        return;
+    char lim[32] = "no";
+    uint64_t l = vgpu_region_mem_limit(r, 0);
+    if (l)
+        vgpu_format_size(l, lim, sizeof lim);
+    vgpu_error("%s: the job region is damaged: %s. This process keeps the limits it last saw (%s memory limit "
+               "on its GPU 0%s) and from now on counts only its own memory, not the rest of the job's. Start the "
+               "job again to share one accounting.", label, r->damaged_why, lim,
+               vgpu_region_device_count(r) > 1 ? ", and the others'" : "");
 }
 
 int vgpu_job_slot(void)
@@ -169,7 +228,7 @@ int vgpu_job_dev(int ordinal)
     if (!r || ordinal < 0)
         return -1;
     unsigned n = vgpu_region_device_count(r);
-    if (!r->hdr->dev[0].uuid[0] || ordinal >= 64)
+    if (!r->info->dev[0].uuid[0] || ordinal >= 64)
         return (unsigned)ordinal < n ? ordinal : -1;
     int m = atomic_load_explicit(&ordinal_map[ordinal], memory_order_relaxed);
     if (__builtin_expect(m != 0, 1))
@@ -186,14 +245,14 @@ int vgpu_job_dev(int ordinal)
              b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     int found = VGPU_NOT_JOB_DEV;
     for (unsigned i = 0; i < n && found < 0; i++)
-        if (strcasecmp(uuid_hex(r->hdr->dev[i].uuid), hex) == 0)
+        if (strcasecmp(uuid_hex(r->info->dev[i].uuid), hex) == 0)
             found = (int)i;
     if (found == VGPU_NOT_JOB_DEV) {
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
         vgpu_warn("%s: CUDA device %d (UUID %s) is not one of the job's GPUs (CUDA_VISIBLE_DEVICES=%s; the job "
                   "was given %s%s): allocations on it are refused with CUDA_ERROR_OUT_OF_MEMORY. Leave "
                   "CUDA_VISIBLE_DEVICES as vgpu run set it.",
-                  label, ordinal, hex, cvd ? cvd : "(unset)", r->hdr->dev[0].uuid, n > 1 ? ",..." : "");
+                  label, ordinal, hex, cvd ? cvd : "(unset)", r->info->dev[0].uuid, n > 1 ? ",..." : "");
     }
     atomic_store(&ordinal_map[ordinal], found >= 0 ? found + 1 : found);
     return found;

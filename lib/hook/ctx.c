@@ -187,6 +187,8 @@ static void undo_created(CUcontext *pctx)
     vgpu_##sym##_fn real = REAL(sym);                                              \
     if (!real)                                                                     \
         return CUDA_ERROR_NOT_INITIALIZED;                                         \
+    if (vgpu_job_refused()) /* VGPU_FAIL_CLOSED and no job region */               \
+        return CUDA_ERROR_NOT_PERMITTED;                                           \
     struct ctx_probe probe = ctx_begin(dev, primary);                              \
     CUresult rc = real args;                                                       \
     if (!ctx_end(&probe, rc, primary || !pctx ? NULL : *pctx)) {                   \

@@ -78,6 +78,9 @@ struct vgpu_region;
 struct vgpu_region *vgpu_job(void);
 int vgpu_job_slot(void);               /* this process's slot (re-attached after fork) */
 const char *vgpu_job_label(void);      /* "job NAME (ID)" for messages */
+void vgpu_job_guard(struct vgpu_region *r); /* fences a damaged region off, says so once (config.c) */
+/* True when this process has no job and VGPU_FAIL_CLOSED=1: contexts and allocations are refused. */
+bool vgpu_job_refused(void);
 /* Whether any device of the job has a core limit (refreshed when `vgpu limit` changes one). */
 bool vgpu_job_core_limited(void);
 /* The job device (index into the region's devices) of CUDA ordinal `ordinal`, matched by UUID

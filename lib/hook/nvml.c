@@ -32,7 +32,7 @@ static int job_dev_of_handle(nvmlDevice_t h)
         return -1;
     unsigned n = vgpu_region_device_count(r);
     for (unsigned i = 0; i < n; i++)
-        if (r->hdr->dev[i].uuid[0] && strcmp(r->hdr->dev[i].uuid, uuid) == 0)
+        if (r->info->dev[i].uuid[0] && strcmp(r->info->dev[i].uuid, uuid) == 0)
             return (int)i;
     return -1;
 }
@@ -40,7 +40,7 @@ static int job_dev_of_handle(nvmlDevice_t h)
 static bool job_has_uuids(void)
 {
     struct vgpu_region *r = vgpu_job();
-    return r && vgpu_region_device_count(r) && r->hdr->dev[0].uuid[0];
+    return r && vgpu_region_device_count(r) && r->info->dev[0].uuid[0];
 }
 
 /* Whether physical GPU handle h is one of the job's (itself, or the parent of a job MIG device). */
@@ -56,7 +56,7 @@ static bool handle_in_job(nvmlDevice_t h)
     unsigned n = vgpu_region_device_count(r);
     for (unsigned i = 0; i < n; i++) {
         nvmlDevice_t mig, p;
-        if (strncmp(r->hdr->dev[i].uuid, "MIG-", 4) == 0 && by_uuid(r->hdr->dev[i].uuid, &mig) == NVML_SUCCESS &&
+        if (strncmp(r->info->dev[i].uuid, "MIG-", 4) == 0 && by_uuid(r->info->dev[i].uuid, &mig) == NVML_SUCCESS &&
             parent(mig, &p) == NVML_SUCCESS && p == h)
             return true;
     }
@@ -224,8 +224,8 @@ static bool handle_of_dev(int dev, nvmlDevice_t *h)
     if (!by_uuid || !r)
         return false;
     int jdev = vgpu_job_dev(dev);
-    if (jdev >= 0 && r->hdr->dev[jdev].uuid[0])
-        return by_uuid(r->hdr->dev[jdev].uuid, h) == NVML_SUCCESS;
+    if (jdev >= 0 && r->info->dev[jdev].uuid[0])
+        return by_uuid(r->info->dev[jdev].uuid, h) == NVML_SUCCESS;
     /* No UUID in the region (HAMi variables): ask the driver. */
     vgpu_cuDeviceGetUuid_v2_fn cu_uuid = (vgpu_cuDeviceGetUuid_v2_fn)vgpu_real_cuda_sym("cuDeviceGetUuid_v2");
     CUuuid u;

@@ -2,8 +2,12 @@
  *
  * srun, sbatch and salloc get --vgpu-mem=SIZE, --vgpu-core=PCT and --vgpu-policy=hard|soft;
  * plugstack.conf's arguments give the site's defaults and maxima (settings.h). In slurmstepd,
- * just before each task execs (slurm_spank_task_init, as the job's user), the plugin creates the
- * task's job region with the limits on the GPUs Slurm gave the step, named slurm-JOB.STEP.TASK
+ * for each task before it becomes the job's user (slurm_spank_task_init_privileged, as root), the
+ * plugin creates the task's job region with the limits on the GPUs Slurm gave the step, in the
+ * split layout of `vgpu run --user` (vgpu/userjobs.h): limits the task's user can read but not
+ * raise, usage the task accounts in. Where slurmstepd does not run as root, or the task runs as
+ * root, it does the same just before the task execs (slurm_spank_task_init, as the job's user),
+ * in the user's state directory (limits the user could change). Named slurm-JOB.STEP.TASK
  * (what vgpu ps, vgpu top and vgpu metrics show), and sets VGPU_REGION, LD_PRELOAD and
  * CUDA_VISIBLE_DEVICES in the task's environment, as `vgpu run` does for its command. The task's
  * own process is the region's creator: when it ends, the job is stale and the next vgpu ps
@@ -27,6 +31,7 @@
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
 #include "vgpu/units.h"
+#include "vgpu/userjobs.h"
 
 #ifndef VGPU_SLURM_LIBRARY
 #define VGPU_SLURM_LIBRARY "/usr/local/lib/vgpu/libvgpu.so"
@@ -37,11 +42,13 @@
 SPANK_PLUGIN(vgpu, 1);
 int slurm_spank_init(spank_t sp, int ac, char **av);
 int slurm_spank_task_init(spank_t sp, int ac, char **av);
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av);
 #pragma GCC visibility pop
 
 static struct vgslurm_site site;
 static struct vgslurm_opts opts = { .policy = -1 };
 static bool site_ok;
+static bool task_done;      /* set up by the privileged hook already (same task process) */
 
 enum { OPT_MEM = 1, OPT_CORE, OPT_POLICY };
 
@@ -123,8 +130,9 @@ static void task_cmdline(spank_t sp, char *buf, size_t len)
 }
 
 /* Everything of one task, then the environment. -1 fails the task: a limit that cannot be set up
- * must not become a task without limits. */
-static int start_task(spank_t sp)
+ * must not become a task without limits. as_root: the split layout, owned by root, for the
+ * task's uid/gid. */
+static int start_task(spank_t sp, bool as_root, uid_t uid, gid_t gid)
 {
     unsigned shards = step_shards(sp);
     if (!vgslurm_wants_limits(&site, &opts, shards))
@@ -159,7 +167,7 @@ static int start_task(spank_t sp)
     struct vgpu_job_spec *spec = calloc(1, sizeof *spec);
     char *cmdline = malloc(VGPU_JOB_CMDLINE_LEN);
     struct vgpu_gpu_sel sel;
-    struct vgpu_region r = { .fd = -1 };
+    struct vgpu_region r = { .fd = -1, .use_fd = -1 };
     char name[VGPU_JOB_NAME_LEN], statedir[4096];
     if (!nv) {
         slurm_error("vgpu: NVML is needed to set the GPU limits of job %u: %s", job, e.msg);
@@ -199,7 +207,14 @@ static int start_task(spank_t sp)
         spec->dev[d].mem_total = g->mem_total;
         spec->dev[d].core_policy = pol;
     }
-    if (vgpu_statedir(statedir, sizeof statedir, true, &e) < 0 || vgpu_region_create(&r, statedir, spec, &e) < 0) {
+    if (as_root) {
+        spec->split = true;
+        spec->job_uid = uid;
+        spec->job_gid = gid;
+    }
+    if ((as_root ? vgpu_userjobs_prepare(uid, gid, statedir, sizeof statedir, &e)
+                 : vgpu_statedir(statedir, sizeof statedir, true, &e)) < 0 ||
+        vgpu_region_create(&r, statedir, spec, &e) < 0) {
         slurm_error("vgpu: cannot create the vgpu job of task %s: %s", name, e.msg);
         goto out;
     }
@@ -230,12 +245,10 @@ out:
     return rc;
 }
 
-int slurm_spank_task_init(spank_t sp, int ac, char **av)
+/* Options given to sbatch/salloc reach the steps of the allocation through the job's
+ * environment: read them again (spank_option_getopt), in case no callback ran. */
+static int read_options(spank_t sp)
 {
-    if (!spank_remote(sp) || !site_ok)
-        return 0;
-    /* Options given to sbatch/salloc reach the steps of the allocation through the job's
-     * environment: read them again here (spank_option_getopt), in case no callback ran. */
     static const char *const names[] = { "vgpu-mem", "vgpu-core", "vgpu-policy" };
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
         char *val = NULL;
@@ -247,5 +260,31 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
             }
         }
     }
-    return start_task(sp);
+    return 0;
+}
+
+/* As root, before the task becomes its user: limits the task cannot raise (issue 16). */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    if (!spank_remote(sp) || !site_ok || geteuid() != 0)
+        return 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return 0;                       /* slurm_spank_task_init does it as the user */
+    if (uid == 0)
+        return 0;                       /* root's task: root's state directory, as before */
+    if (read_options(sp) < 0)
+        return -1;
+    task_done = true;
+    return start_task(sp, true, uid, gid);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    if (!spank_remote(sp) || !site_ok || task_done)
+        return 0;
+    if (read_options(sp) < 0)
+        return -1;
+    return start_task(sp, false, 0, 0);
 }

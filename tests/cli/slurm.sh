@@ -79,6 +79,29 @@ run S srun --vgpu-mem=4G true
 [ "$rc" -ne 0 ] && ok "--vgpu-mem without GPUs fails the task" || not_ok "--vgpu-mem without GPUs fails the task" "rc=$rc"
 assert_contains "... saying how to ask for GPUs" "--gres=gpu:N or --gres=shard:N" "$err"
 
+# --- a task cannot raise its own limit (issue 16) ------------------------------------------------------
+# slurmstepd runs as root: the plugin makes each task's limits root's file (the split layout of vgpu
+# run --user), which the task's user reads and cannot write, mprotect or change with vgpu limit.
+chmod 0711 "$T_DIR"                                  # the machine directory inside, for nobody
+[ -f "$VGPU_FAKE_STATE" ] && chmod 0666 "$VGPU_FAKE_STATE"   # the simulated GPU, for nobody
+ud=$(mktemp -d /tmp/vgpu-slurm-user.XXXXXX); chmod 1777 "$ud"
+run S sbatch --parsable --uid=nobody --gid=nogroup --chdir=/tmp --gres=gpu:1 --vgpu-mem=2G -o "$ud/u.out" --wrap '
+  unset VGPU_STATE_DIR XDG_RUNTIME_DIR
+  id -un
+  limits_poke 3072
+  printf x | dd of="$VGPU_REGION" bs=1 seek=800 conv=notrunc 2>&1 | head -n 1
+  vgpu limit "$(vgpu ps -q | head -n 1)" --mem 8G 2>&1; echo "limit rc=$?"'
+assert_rc "sbatch --uid=nobody --vgpu-mem=2G is accepted" 0
+slurm_wait 40 grep -q "limit rc=" "$ud/u.out"
+uout=$(cat "$ud/u.out" 2>/dev/null)
+assert_contains "the task runs as nobody" "nobody" "$uout"
+assert_contains "the task cannot mprotect its limits writable" "mprotect=EACCES" "$uout"
+assert_contains "... nor allocate 3 GiB under 2 GiB" "poked=0 alloc rc=2" "$uout"
+assert_contains "... nor write its region file" "Permission denied" "$uout"
+assert_contains "... and vgpu limit as the task's user is refused (6)" "limit rc=6" "$uout"
+assert_contains "... saying root set the limits" "limits were set by root" "$uout"
+rm -rf "$ud"
+
 # --- the TaskProlog alternative, on a Slurm without the plugin --------------------------------------
 slurm_down
 printf '%s\n' VGPU_SHARDS_PER_GPU=4 "VGPU_LIBRARY=$VGPU_BUILD/libvgpu.so" "VGPU=$VGPU_BUILD/vgpu" > "$T_DIR/tp.conf"
@@ -92,8 +115,6 @@ else
   not_ok "TaskProlog: a Slurm without the plugin starts" "$slurm_why"
 fi
 
-# A task cannot raise its own limit: its region belongs to the job's user, who may change it with
-# vgpu limit. That needs limits the user cannot write (`vgpu run --user`, issue 12), not in main yet.
-skip "a task cannot raise its own limit" "needs limits its user cannot write (vgpu run --user, issue 12)"
+# The TaskProlog runs as the task's user: its limits stay the user's (vgpu-slurm(7)).
 
 done_testing

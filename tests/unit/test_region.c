@@ -522,6 +522,108 @@ static void test_modes_and_umask(void **state)
     vgpu_region_close(&r);
 }
 
+/* A region truncated under its readers (issue 12 item 3): vgpu_region_check fences the
+ * mappings off (no SIGBUS after), keeps the limits last seen, including a change by `vgpu limit`
+ * after open, and the usage part stays writable (private from then on). */
+static void test_truncated_fenced(void **state)
+{
+    (void)state;
+    struct vgpu_region r, j;
+    struct vgpu_err e;
+    make_job(&r, 2, 1ULL << 30);
+    assert_int_equal(vgpu_region_open(&j, r.path, VGPU_REGION_JOB, &e), 0);
+    assert_int_equal(vgpu_region_check(&j), 0);
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 1, 2ULL << 30, &e), 0);
+    int slot = vgpu_region_attach(&j, &e);
+    assert_true(slot >= 0);
+    assert_int_equal(vgpu_region_check(&j), 0);                          /* sees the new limit */
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 20), 0);
+    assert_int_equal(truncate(r.path, 0), 0);
+    assert_int_equal(vgpu_region_check(&j), 1);
+    assert_true(j.damaged);
+    assert_non_null(strstr(j.damaged_why, "truncated to 0 bytes"));
+    assert_int_equal(vgpu_region_check(&j), 2);
+    assert_int_equal(vgpu_region_mem_limit(&j, 0), 1ULL << 30);
+    assert_int_equal(vgpu_region_mem_limit(&j, 1), 2ULL << 30);
+    assert_string_equal(j.info->cmdline, "test");
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 512ULL << 20), 0);
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 30), -1);  /* the limit holds */
+    assert_int_equal(vgpu_region_mem_used(&j, 0), 512ULL << 20);
+    (void)vgpu_region_reap(&j);
+    /* The admin side: changes are refused with the reason, nothing faults. */
+    assert_int_equal(vgpu_region_set_mem_limit(&r, 0, 1, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_STATE);
+    assert_int_equal(vgpu_region_set_state(&r, VGPU_JOB_EXITED, 0, 0, &e), -1);
+    assert_non_null(strstr(e.msg, "truncated"));
+    vgpu_region_close(&j);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
+/* The split layout (vgpu run --user): the .region is root's 0640 with the job user's group and
+ * holds page 0 only, the .usage is the job user's 0600; a JOB reader maps both, accounts in the
+ * usage file, and a truncated usage file is fenced off like a truncated region. Root only. */
+static void test_split_layout(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip();
+        return;
+    }
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.cmdline = "split";
+    spec.device_count = 1;
+    spec.dev[0].uuid = "GPU-00000000-0000-0000-0000-000000000000";
+    spec.dev[0].mem_total = 80ULL << 30;
+    spec.dev[0].mem_limit = 1ULL << 30;
+    spec.split = true;
+    spec.job_uid = 65534;
+    spec.job_gid = 65534;
+    struct vgpu_region r, j;
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_region_create(&r, statedir, &spec, &e), 0);
+    assert_true(vgpu_region_split(&r));
+    assert_int_equal(vgpu_region_job_uid(&r), 65534);
+    char upath[4200];
+    snprintf(upath, sizeof upath, "%.*s.usage", (int)(strlen(r.path) - 7), r.path);
+    struct stat st;
+    assert_int_equal(stat(r.path, &st), 0);
+    assert_int_equal(st.st_uid, 0);
+    assert_int_equal(st.st_gid, 65534);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    assert_int_equal(st.st_size, VGPU_REGION_LIMITS_SIZE);
+    assert_int_equal(stat(upath, &st), 0);
+    assert_int_equal(st.st_uid, 65534);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal((size_t)st.st_size, sizeof(struct vgpu_region_usage));
+    assert_int_equal(vgpu_region_open(&j, r.path, VGPU_REGION_JOB, &e), 0);
+    assert_null(j.hdr_rw);
+    int slot = vgpu_region_attach(&j, &e);
+    assert_true(slot >= 0);
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 512ULL << 20), 0);
+    assert_int_equal(vgpu_region_mem_used(&r, 0), 512ULL << 20);     /* one usage file for both */
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 30), -1);
+    /* The limits page cannot be made writable through the reader's mapping. */
+    assert_int_equal(mprotect(j.map_limits, VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE), -1);
+    assert_int_equal(errno, EACCES);
+    /* A usage file of the wrong owner is refused. */
+    assert_int_equal(chown(upath, 1, 1), 0);
+    struct vgpu_region k;
+    assert_int_equal(vgpu_region_open(&k, r.path, VGPU_REGION_JOB, &e), -1);
+    assert_non_null(strstr(e.msg, "not owned by the job's user"));
+    assert_int_equal(chown(upath, 65534, 65534), 0);
+    /* A truncated usage file: fenced, the limit kept. */
+    assert_int_equal(truncate(upath, 0), 0);
+    assert_int_equal(vgpu_region_check(&j), 1);
+    assert_non_null(strstr(j.damaged_why, "usage file"));
+    assert_int_equal(vgpu_region_mem_limit(&j, 0), 1ULL << 30);
+    vgpu_region_close(&j);
+    assert_int_equal(vgpu_region_remove(&r, &e), 0);
+    assert_int_equal(stat(upath, &st), -1);                        /* removed with the region */
+    vgpu_region_close(&r);
+}
+
 /* A one-GPU job spec with a name, for the lookup tests. */
 static struct vgpu_job_spec named_spec(const char *name)
 {
@@ -641,6 +743,8 @@ int main(void)
         cmocka_unit_test(test_modes_and_umask),
         cmocka_unit_test(test_find_and_stale),
         cmocka_unit_test(test_exited_kept),
+        cmocka_unit_test(test_truncated_fenced),
+        cmocka_unit_test(test_split_layout),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

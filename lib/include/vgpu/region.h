@@ -6,11 +6,12 @@
  * the file; vgpu_jobs_list removes it VGPU_EXITED_KEEP_DEFAULT_S later.
  *
  *   page 0  (VGPU_REGION_LIMITS_SIZE bytes): header + limits. Written only by `vgpu run`
- *           (creation, exit status) and `vgpu limit`. libvgpu.so maps it read-only, so a bug
- *           in the job cannot raise its limits (a hostile process of the same user could open
- *           the file itself, but it could as well drop LD_PRELOAD: the limits are a contract
- *           with cooperating programs, enforced against the job's own code by the OS only
- *           when the job runs as another user).
+ *           (creation, exit status) and `vgpu limit`. Readers (libvgpu.so, ps, top) map it
+ *           from a descriptor opened O_RDONLY, so neither a bug nor mprotect(2) in the job can
+ *           make that mapping writable (with pages larger than 4 KiB it shares one writable
+ *           mapping with the usage part). A process of the job's own user can still open the
+ *           file itself, as it could drop LD_PRELOAD: against the job's own user the limits
+ *           hold only when the job runs as another user (vgpu run --user, vgpu-security(7)).
  *   page 1+ usage: per-device counters and per-process slots, mapped writable by everyone who
  *           opens the region (the job's processes account into it, readers reap dead slots).
  *
@@ -91,9 +92,23 @@ struct vgpu_region_header {
     uint32_t creator_pidns;             /* inode of the creator's PID namespace: slots' host_pid are
                                          * pids in it (0: a region of an older vgpu, see the slot) */
     _Atomic uint64_t exited_realtime_ns; /* CLOCK_REALTIME when the command ended (EXITED), else 0 */
-    uint64_t reserved[7];
+    uint32_t layout;                    /* VGPU_LAYOUT_* (was a reserved word: 0 in older regions) */
+    uint32_t reserved32;
+    uint64_t reserved[6];
     struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
 };
+
+/* The split layout (vgpu run --user, DESIGN.md decision 10): the job's limits and its usage are
+ * two files, so that the job's user can account without being able to raise its limits.
+ *   <dir>/jobs/<id>.region  the header and limits only (total_size = VGPU_REGION_LIMITS_SIZE),
+ *                           owned by root, group the job user's primary group, mode 0640;
+ *   <dir>/jobs/<id>.usage   struct vgpu_region_usage at offset 0, owned by the job's user
+ *                           (owner_uid), mode 0600;
+ * in <dir> = <machine dir>/userjobs/<uid>, which root owns (group: the user's, 0750) with jobs/
+ * inside: the user can read and list but neither rename nor replace anything. Readers map the
+ * limits from the .region read-only and the usage from the .usage read-write; a reader that
+ * cannot open the .usage read-write (another user) cannot open the job. */
+#define VGPU_LAYOUT_SPLIT 1u
 
 /* Per-device counters of the whole job (usage part). */
 struct vgpu_region_dev_usage {
@@ -156,8 +171,16 @@ static inline uint32_t vgpu_slot_nstag_of(uint64_t owner) { return (uint32_t)(ow
 
 /* An open region. */
 struct vgpu_region {
-    int fd;                             /* -1 once closed */
-    const struct vgpu_region_header *hdr;   /* page 0 (read-only unless opened ADMIN) */
+    int fd;                             /* -1 once closed; O_RDONLY unless opened ADMIN */
+    int use_fd;                         /* the .usage file of a split region (read-write), else -1 */
+    const struct vgpu_region_header *hdr;   /* page 0 (read-only unless opened ADMIN): the live
+                                             * limits and state; read strings from `info` */
+    /* The header as validated at open, a private copy: its strings (id, name, cmdline, UUIDs)
+     * and counts cannot change under a reader that checked them. Its limits are refreshed by
+     * vgpu_region_check, and are what the job keeps when the file is damaged. */
+    struct vgpu_region_header *info;
+    bool damaged;                       /* vgpu_region_check found the file truncated or replaced */
+    char damaged_why[4200];
     struct vgpu_region_header *hdr_rw;      /* page 0 writable: NULL unless opened ADMIN */
     struct vgpu_region_usage *use;          /* usage part, writable */
     void *map_limits, *map_usage;           /* the mappings (usage may be part of map_limits) */
@@ -188,6 +211,11 @@ struct vgpu_job_spec {
         bool oversub;                   /* --oversubscribe: mem_limit is the cap, mem_device on the GPU */
         uint64_t mem_device;
     } dev[VGPU_REGION_MAX_DEVICES];
+    /* vgpu run --user (root only): the split layout, limits owned by root and readable by the
+     * job's group, usage owned by the job's user (see VGPU_LAYOUT_SPLIT). */
+    bool split;
+    uid_t job_uid;
+    gid_t job_gid;
 };
 
 /* Creates <statedir>/jobs/<new id>.region (0600, explicit mode, umask untouched), fills it and
@@ -204,7 +232,21 @@ bool vgpu_job_name_valid(const char *name);
  * group/world-writable). Corrupt, truncated or wrong-version → VGPU_EXIT_STATE with the reason;
  * EACCES/EPERM → VGPU_EXIT_PERMISSION; missing → VGPU_EXIT_NOT_FOUND. 0, or -1 with e set. */
 int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_mode mode, struct vgpu_err *e);
+/* Whether the file under the mappings is still whole (fstat: size, link count), before the
+ * mappings are touched: a file truncated under a MAP_SHARED mapping kills whoever touches the
+ * lost pages with SIGBUS. When it is not, the mappings are replaced in place (same addresses,
+ * atomically) by private memory holding the last limits seen (r->info) and empty usage, so
+ * every pointer into them stays valid and nothing can fault; r->damaged and r->damaged_why
+ * then say why. Returns 0 when whole, 1 when found damaged by this call, 2 when it was already.
+ * attach, detach, reap and set_outside check first; reserve and release do not (they are the
+ * allocation path: libvgpu.so checks once per driver call, lib/hook/config.c vgpu_job_guard). */
+int vgpu_region_check(struct vgpu_region *r);
 void vgpu_region_close(struct vgpu_region *r);
+/* The uid the job runs as: the region file's owner, or for a split region (vgpu run --user)
+ * the job's user recorded in the header. */
+uid_t vgpu_region_job_uid(const struct vgpu_region *r);
+/* True for a split region (vgpu run --user): its limits are root's. */
+bool vgpu_region_split(const struct vgpu_region *r);
 /* Removes the file (the mapping stays valid until close). */
 int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e);
 
