@@ -98,7 +98,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   run as_nobody vgpu ps --json
   assert_eq "nobody's vgpu ps finds nobody's memory outside the limiter" $((GiB + ctx)) \
     "$(printf '%s' "$out" | jq '.jobs[-1].outside_bytes')"
-  run env LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SHARED_DIR="$fk" "$bin/vgpu" top --once --json
+  run env LD_LIBRARY_PATH="$bin" VGPU_FAKE_SHARED="$shared" VGPU_FAKE_SHARED_DIR="$VGPU_FAKE_SHARED_DIR" "$bin/vgpu" top --once --json
   assert_eq "root's vgpu top sees nobody's process on the shared GPU" "$(cat "$nb/outside.pid" || echo none)" \
     "$(printf '%s' "$out" | jq --argjson p "$(cat "$nb/outside.pid")" '.processes[] | select(.pid == $p) | .pid')"
   timeout 10 sh -c 'echo go > "$0/go"' "$nb"
