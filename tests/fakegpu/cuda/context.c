@@ -122,7 +122,9 @@ static CUresult ctx_open(struct fc_ctx *c, int dev, unsigned int flags)
     c->alive = true;
     c->flags = flags;
     memcpy(c->limits, default_limits, sizeof c->limits);
-    c->legacy_tail = 0;
+    static uint32_t next_key;
+    c->key = ++next_key;
+    c->legacy_last = c->orphan_last = (struct fc_pos){ 0, 0, 0 };
     return CUDA_SUCCESS;
 }
 

@@ -187,10 +187,41 @@ unsigned long long fc_dev_take_evicted(int ordinal)
     return fs_take_evicted(p->gpu, p->gi, p->ci);
 }
 
-uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns)
+bool fc_dev_submit(int ordinal, uint32_t ctx, uint32_t stream, uint64_t dur_ns, unsigned width, unsigned flags,
+                   struct fc_pos *out)
 {
     const struct place *p = &places[ordinal];
-    return fs_run(p->gpu, p->gi, p->ci, earliest_ns, dur_ns);
+    struct fs_work w = { .ctx = ctx, .stream = stream, .dur_ns = dur_ns, .width = width, .flags = flags };
+    struct fs_pos pos;
+    if (!fs_submit(p->gpu, p->gi, p->ci, &w, &pos))
+        return false;
+    *out = (struct fc_pos){ pos.seq, pos.slot, fc_now_ns() + dur_ns };
+    return true;
+}
+
+bool fc_dev_pos_done(int ordinal, struct fc_pos *p)
+{
+    struct fs_pos pos = { p->seq, p->slot };
+    return fs_pos_done(places[ordinal].gpu, &pos, &p->end);
+}
+
+void fc_dev_pos_wait(int ordinal, struct fc_pos *p)
+{
+    /* Sleep until the projected end; work that arrived meanwhile (another context's slice) may
+     * have pushed it later: look again. */
+    while (!fc_dev_pos_done(ordinal, p)) {
+        uint64_t now = fc_now_ns();
+        fc_sleep_until(p->end > now ? p->end : now + 20000);
+    }
+}
+
+unsigned fc_dev_pending(int ordinal, uint32_t ctx, struct fc_pos *oldest)
+{
+    const struct place *p = &places[ordinal];
+    struct fs_pos pos;
+    unsigned n = fs_pending(p->gpu, p->gi, p->ci, ctx, &pos);
+    *oldest = (struct fc_pos){ pos.seq, pos.slot, 0 };
+    return n;
 }
 
 void fc_dev_attach(int ordinal, bool attached)

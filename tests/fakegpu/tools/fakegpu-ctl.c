@@ -84,6 +84,7 @@ static int show(void)
     uint64_t now = fs_now_ns(), period = (uint64_t)st->sample_period_ms * 1000000ULL;
     for (unsigned i = 0; i < st->ngpus; i++) {
         struct fs_gpu *g = &st->gpu[i];
+        fs_advance_gpu(i);   /* busy time up to now */
         json_object *o = json_object_new_object(), *procs = json_object_new_array(), *gis = json_object_new_array();
         json_object_object_add(o, "index", json_object_new_int((int)i));
         json_object_object_add(o, "name", json_object_new_string(g->s.name));
