@@ -247,6 +247,14 @@ void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes);
 unsigned long long fs_charge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
 void fs_uncharge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
 unsigned long long fs_take_evicted(unsigned gpu, int gi, int ci);
+/* A context is being created on the place (the driver's checks, then fs_attach): -1 when the
+ * GPU's compute mode refuses it (PROHIBITED; EXCLUSIVE_PROCESS with another process holding a
+ * context on the GPU, unless this one is an MPS client: the server owns the one context). An MPS
+ * client (mps_pct 1..100) runs with that active thread percentage. Takes the lock. */
+int fs_claim(unsigned gpu, int gi, int ci, unsigned mps_pct);
+/* The largest single allocation the place can take now: its free memory, less what fakegpu-ctl
+ * fragment says lies in pieces too small (no limit below 2 MiB). Takes the lock. */
+unsigned long long fs_largest_block(unsigned gpu, int gi);
 /* Marks this process as holding (or not) a context on the place; the record goes away when it
  * is detached and holds no memory. Takes the lock. */
 void fs_attach(unsigned gpu, int gi, int ci, bool attached);

@@ -423,6 +423,48 @@ void fs_attach(unsigned gpu, int gi, int ci, bool attached)
     fs_unlock();
 }
 
+int fs_claim(unsigned gpu, int gi, int ci, unsigned mps_pct)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    int rc = 0;
+    fs_lock();
+    fs_reap_gpu(gpu);
+    const struct self_id *me = self_id();
+    if (g->compute_mode == 2) {              /* NVML_COMPUTEMODE_PROHIBITED */
+        rc = -1;
+    } else if (g->compute_mode == 3 && !mps_pct) {   /* EXCLUSIVE_PROCESS */
+        for (unsigned i = 0; i < FS_MAX_PROCS && !rc; i++) {
+            const struct fs_proc *p = &g->procs[i];
+            if (p->used && p->attached && !(p->ns_pid == me->pid && p->pidns == me->pidns))
+                rc = -1;
+        }
+    }
+    if (!rc) {
+        struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
+        if (p) {
+            if (!p->attached)
+                p->timeslice = g->timeslice;
+            p->attached = true;
+            p->mps_pct = mps_pct > 100 ? 100 : mps_pct;
+        }
+    }
+    fs_unlock();
+    return rc;
+}
+
+unsigned long long fs_largest_block(unsigned gpu, int gi)
+{
+    fs_lock();
+    unsigned pct = fs_state()->gpu[gpu].fragment_pct;
+    unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
+    fs_unlock();
+    if (!pct)
+        return ~0ULL;
+    unsigned long long free_b = used < total ? total - used : 0;
+    unsigned long long block = free_b / 100 * (100 - (pct > 100 ? 100 : pct));
+    return block > 2ULL * 1024 * 1024 ? block : 2ULL * 1024 * 1024;
+}
+
 void fs_release_self(void)
 {
     struct fs_state *st = fs_state();

@@ -50,6 +50,15 @@ CUresult fc_shared_init(void);               /* opens the state, loads fc_devs; 
  * device (or MIG instance) has less than `bytes` free. */
 CUresult fc_dev_charge(int ordinal, unsigned long long bytes);
 void fc_dev_uncharge(int ordinal, unsigned long long bytes);
+/* One block of device memory (cuMemAlloc, cuMemAllocPitch): fails when it is larger than the
+ * largest free piece (fakegpu-ctl fragment), though the free total would fit. */
+CUresult fc_dev_charge_block(int ordinal, unsigned long long bytes);
+/* A context's own memory: not counted against an MPS client's pinned memory limit. */
+CUresult fc_dev_charge_ctx(int ordinal, unsigned long long bytes);
+void fc_dev_uncharge_ctx(int ordinal, unsigned long long bytes);
+/* A context is being created: CUDA_ERROR_DEVICE_UNAVAILABLE when the compute mode refuses it;
+ * joins MPS when a daemon serves the GPU (see shared.c); marks the process as holding a context. */
+CUresult fc_dev_claim(int ordinal);
 void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long long *total);
 unsigned long long fc_dev_charge_managed(int ordinal, unsigned long long bytes);
 void fc_dev_uncharge_managed(int ordinal, unsigned long long bytes);
@@ -116,12 +125,17 @@ struct fc_ctx {
     struct fc_pos orphan_last;   /* the last work of a destroyed blocking stream (the legacy stream still waits for it) */
     unsigned long long overhead; /* device memory this context itself holds */
     unsigned long long module_bytes; /* device memory its modules' code took (lazy loading) */
+    struct fc_pos fault;     /* a "fault" kernel queued in it: when it runs, the context is broken */
+    CUresult sticky;         /* the sticky error every call in it returns from then on */
 };
 #define FC_CTX_MAGIC 0xC0C7C7C0u
 CUresult fc_check_init(void);
 /* The calling thread's current context, or INVALID_CONTEXT / NOT_INITIALIZED. */
 CUresult fc_current(struct fc_ctx **out);
 CUresult fc_ctx_valid(CUcontext c);
+/* The context's sticky error (CUDA_ERROR_ILLEGAL_ADDRESS once its "fault" kernel ran), else
+ * CUDA_SUCCESS: what a synchronize returns after waiting. */
+CUresult fc_ctx_sticky(struct fc_ctx *c);
 
 /* ---- memory (memory.c) ---- */
 enum fc_alloc_kind {
@@ -209,6 +223,7 @@ struct fc_func {
     bool sleep_us;           /* "sleep_us": runs for kernelParams[0] (unsigned long long) µs;
                               * "sleep_us_w" too, over kernelParams[1] % of the SMs */
     bool width_param;        /* "sleep_us_w" */
+    bool fault;              /* "fault": an illegal address; the context is broken once it runs */
 };
 #define FC_FUNC_MAGIC 0xF00C7100u
 CUresult fc_func_valid(CUfunction f);

@@ -118,6 +118,8 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
         else {
             fc_managed_on_launch(c);   /* the kernel's page faults migrate managed memory in */
             fc_stream_enqueue(c, st, l->dur_ns, l->width);
+            if (l->func->fault && !c->fault.seq)
+                c->fault = st ? st->last : c->legacy_last;   /* broken once it runs */
         }
     }
     pthread_mutex_unlock(&fc_lock);

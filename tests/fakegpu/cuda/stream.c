@@ -175,16 +175,18 @@ CUresult fc_stream_wait(struct fc_ctx *ctx, struct fc_stream *st)
 {
     pthread_mutex_lock(&fc_lock);
     wait_locked(ctx, st, false);
+    CUresult r = fc_ctx_sticky(ctx);   /* a fault in the work waited for shows here */
     pthread_mutex_unlock(&fc_lock);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult fc_ctx_sync(struct fc_ctx *ctx)
 {
     pthread_mutex_lock(&fc_lock);
     wait_locked(ctx, NULL, true);
+    CUresult r = fc_ctx_sticky(ctx);
     pthread_mutex_unlock(&fc_lock);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 /* Caller holds fc_lock. */
@@ -287,8 +289,10 @@ static CUresult stream_sync(CUstream s, bool ptsz)
     r = fc_stream_resolve(s, ptsz, c, &st);
     if (r == CUDA_SUCCESS && st && st->capture)
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         wait_locked(c, st, false);
+        r = fc_ctx_sticky(c);
+    }
     pthread_mutex_unlock(&fc_lock);
     return r;
 }

@@ -8,6 +8,9 @@
  *                                         as a CUDA process pays) and BYTES on PLACE, prints "ready"
  *                                         and sleeps SEC seconds (default: until killed)
  *   fakegpu-ctl busy PLACE SEC [PCT]      this process keeps PLACE PCT % busy (default 100) for SEC
+ *   fakegpu-ctl fragment GPU PCT          PCT % of the GPU's free memory lies in pieces too small for
+ *                                         a large allocation: one allocation over 2 MiB gets at most
+ *                                         100-PCT % of the free memory (0: none)
  *   fakegpu-ctl hang-locked               takes the state's lock, prints "ready" and sleeps: kill it
  *                                         with SIGKILL to check that the others recover the lock
  *
@@ -25,7 +28,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: fakegpu-ctl show | reset [GPU...] | lose GPU | find GPU | hold PLACE BYTES [SEC] | "
-                    "busy PLACE SEC [PCT]\n");
+                    "busy PLACE SEC [PCT] | fragment GPU PCT\n");
     return 2;
 }
 
@@ -244,6 +247,21 @@ int main(int argc, char **argv)
         return hold(argc - 2, argv + 2);
     if (strcmp(cmd, "busy") == 0)
         return busy(argc - 2, argv + 2);
+    if (strcmp(cmd, "fragment") == 0 && argc == 4) {
+        unsigned gpu;
+        char *end;
+        unsigned long pct = strtoul(argv[3], &end, 10);
+        if (!parse_gpu(argv[2], &gpu))
+            return 2;
+        if (*end || !*argv[3] || pct > 99) {
+            fprintf(stderr, "fakegpu-ctl: fragment takes a percentage 0..99, not '%s'\n", argv[3]);
+            return 2;
+        }
+        fs_lock();
+        fs_state()->gpu[gpu].fragment_pct = (unsigned)pct;
+        fs_unlock();
+        return 0;
+    }
     if (strcmp(cmd, "hang-locked") == 0) {
         fs_lock();
         printf("ready %d\n", (int)getpid());
