@@ -11,6 +11,9 @@
  *   fakegpu-ctl fragment GPU PCT          PCT % of the GPU's free memory lies in pieces too small for
  *                                         a large allocation: one allocation over 2 MiB gets at most
  *                                         100-PCT % of the free memory (0: none)
+ *   fakegpu-ctl mig-ci GPU GI_ID PROFILE  creates one more compute instance of the CI profile PROFILE
+ *                                         ("1c.2g.20gb") in GPU instance GI_ID and prints its MIG UUID
+ *                                         (vgpu mig create makes one CI per GI)
  *   fakegpu-ctl hang-locked               takes the state's lock, prints "ready" and sleeps: kill it
  *                                         with SIGKILL to check that the others recover the lock
  *
@@ -261,6 +264,27 @@ int main(int argc, char **argv)
         fs_state()->gpu[gpu].fragment_pct = (unsigned)pct;
         fs_unlock();
         return 0;
+    }
+    if (strcmp(cmd, "mig-ci") == 0 && argc == 5) {
+        unsigned gpu;
+        if (!parse_gpu(argv[2], &gpu))
+            return 2;
+        fs_lock();
+        struct fs_gpu *g = &fs_state()->gpu[gpu];
+        int gi = fs_gi_by_id(gpu, (unsigned)atoi(argv[3])), rc = -2;
+        if (gi >= 0) {
+            const struct fs_profile *p = &g->s.profiles[g->gi[gi].profile];
+            for (unsigned c = 0; c < p->nci; c++)
+                if (strcmp(p->ci[c].name, argv[4]) == 0)
+                    rc = fs_ci_create(gpu, gi, c, -1);
+        }
+        if (rc >= 0)
+            printf("%s\n", g->gi[gi].ci[rc].uuid);
+        fs_unlock();
+        if (rc < 0)
+            fprintf(stderr, "fakegpu-ctl: cannot create a %s compute instance in GPU instance %s of GPU %u (%d)\n",
+                    argv[4], argv[3], gpu, rc);
+        return rc < 0 ? 1 : 0;
     }
     if (strcmp(cmd, "hang-locked") == 0) {
         fs_lock();
