@@ -1,10 +1,12 @@
 /* The simulated GPU's scheduling model (tests/fakegpu/common/timeline.c, issue 18 item 1):
  * streams of one context run side by side within the device's throughput, the legacy stream
  * waits for the blocking streams, an event on an idle stream completes where its stream is,
- * the push buffer is bounded (a launch blocks), and busy time is what the process had running.
+ * the push buffer is bounded (a launch blocks), and a busy neighbour holds the device for time
+ * slices of the timeslice setting's length.
  * Every time here comes from events (the simulated clock), so the checks are exact up to the
  * ns rounding, not up to the machine's load. */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,16 +211,96 @@ static void test_launch_blocks_on_a_full_queue(void **state)
     assert_true(total >= 199);
 }
 
+/* Another process keeps the GPU busy with one long kernel (its context gets the time-slice
+ * setting in force when it was created). */
+static int child_busy(void)
+{
+    load();
+    if (setup(NULL))
+        return 1;
+    unsigned long long us = 3000000;
+    void *params[] = { &us };
+    if (p_cuLaunchKernel(sleep_fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL))
+        return 1;
+    printf("ready\n");
+    fflush(stdout);
+    p_cuCtxSynchronize();
+    return 0;
+}
+
+/* With a busy neighbour, each 1 ms kernel of ours waits for the end of the neighbour's time slice
+ * (nvidia-smi compute-policy --set-timeslice: short 1 ms, long 8 ms). Measured with events on
+ * the simulated clock: the wait plus the kernel. */
+static void slices_with(const char *setting, double *lo, double *hi)
+{
+    char cmd[4200];
+    const char *dir = getenv("VGPU_FAKE_LIBDIR");
+    snprintf(cmd, sizeof cmd, "VGPU_FAKE_ROOT=1 %s/nvidia-smi compute-policy --set-timeslice %s >/dev/null",
+             dir ? dir : "build/fakegpu", setting);
+    assert_int_equal(system(cmd), 0);
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        execl(self_exe, self_exe, "--child-busy", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[16] = { 0 };
+    assert_true(read(fd[0], buf, sizeof buf - 1) > 0);
+    assert_non_null(strstr(buf, "ready"));
+    CUstream s;
+    CUevent e0, e1;
+    CK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(p_cuEventCreate(&e0, 0));
+    CK(p_cuEventCreate(&e1, 0));
+    *lo = 1e9;
+    *hi = 0;
+    for (int i = 0; i < 20; i++) {
+        CK(p_cuEventRecord(e0, s));
+        launch(s, 1000, 0);
+        CK(p_cuEventRecord(e1, s));
+        CK(p_cuEventSynchronize(e1));
+        double ms = elapsed(e0, e1);
+        *lo = ms < *lo ? ms : *lo;
+        *hi = ms > *hi ? ms : *hi;
+        usleep(300);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(fd[0]);
+    CK(p_cuStreamDestroy_v2(s));
+}
+
+static void test_time_slice_setting(void **state)
+{
+    (void)state;
+    double lo, hi;
+    slices_with("1", &lo, &hi);           /* short: 1 ms slices */
+    assert_true(lo >= 0.999);
+    assert_true(hi <= 2.01);              /* at most one slice of waiting, then the 1 ms kernel */
+    slices_with("3", &lo, &hi);           /* long: 8 ms */
+    assert_true(hi > 4.0);                /* waits of most of a long slice */
+    assert_true(hi <= 9.01);
+    slices_with("0", &lo, &hi);           /* back to the default (2 ms) for the other tests */
+    assert_true(hi <= 3.01);
+}
+
 int main(int argc, char **argv)
 {
     self_exe = argv[0];
     if (argc > 1 && strcmp(argv[1], "--child-queue") == 0)
         return child_queue();
+    if (argc > 1 && strcmp(argv[1], "--child-busy") == 0)
+        return child_busy();
     load();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_streams_overlap_within_throughput),
         cmocka_unit_test(test_event_on_idle_stream),
         cmocka_unit_test(test_launch_blocks_on_a_full_queue),
+        cmocka_unit_test(test_time_slice_setting),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

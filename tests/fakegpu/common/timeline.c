@@ -174,9 +174,6 @@ static bool simulate(struct sim *s, uint64_t to, uint64_t target)
         } else if (s->t >= s->slice_end) {
             s->slice_end = s->t + group_slice(g, s->cur);   /* alone: the slice renews */
         }
-        others = false;
-        for (unsigned i = 0; i < s->n && !others; i++)
-            others = s->run[i] && group_of(g, &s->it[i]) != s->cur;
         /* Rates of the running group's kernels: per process, its widths share at most its MPS
          * percentage of the SMs; all processes together at most the device. */
         double total = 0;
@@ -219,7 +216,9 @@ static bool simulate(struct sim *s, uint64_t to, uint64_t target)
             if (d < dt)
                 dt = d;
         }
-        if (others && s->slice_end > s->t && s->slice_end - s->t < dt)
+        /* Every slice boundary is a step, alone or not: a group that arrives meanwhile gets
+         * the device at the next boundary of the running slice, not at once. */
+        if (s->slice_end > s->t && s->slice_end - s->t < dt)
             dt = s->slice_end - s->t;
         if (!target && s->t + dt > to) {
             if (to <= s->t)
