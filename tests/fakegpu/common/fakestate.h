@@ -12,9 +12,9 @@
  *
  * Places: a process uses a whole GPU (gi = ci = -1) or, with MIG on, one compute instance
  * (gi = GPU-instance slot, ci = compute-instance slot in that GI: array indexes, not the NVML
- * IDs). Memory is charged per (pid, place); kernels run on the place's timeline: the whole GPU
- * or the GPU instance (different GIs run in parallel, everything inside one GI or one non-MIG
- * GPU serializes, as time-slicing does). Time: CLOCK_MONOTONIC ns; NVML sample timestamps are
+ * IDs). Memory is charged per (pid, place); kernels are queued on the place's timeline: the
+ * whole GPU or the MIG compute instance (different CIs run in parallel; on one timeline contexts
+ * take time slices, see timeline.c). Time: CLOCK_MONOTONIC ns; NVML sample timestamps are
  * wall-clock µs (fs_wall_us). All symbols here are hidden: each fake library links its own copy. */
 #ifndef VGPU_FAKESTATE_H
 #define VGPU_FAKESTATE_H
