@@ -138,6 +138,7 @@ static CUresult ctx_open(struct fc_ctx *c, int dev, unsigned int flags)
     c->key = ++next_key;
     c->legacy_last = c->orphan_last = c->fault = (struct fc_pos){ 0, 0, 0 };
     c->sticky = CUDA_SUCCESS;
+    c->admit_pending = c->admit_since = 0;
     return CUDA_SUCCESS;
 }
 

@@ -125,6 +125,7 @@ struct fc_ctx {
     struct fc_pos orphan_last;   /* the last work of a destroyed blocking stream (the legacy stream still waits for it) */
     unsigned long long overhead; /* device memory this context itself holds */
     unsigned long long module_bytes; /* device memory its modules' code took (lazy loading) */
+    unsigned admit_pending, admit_since; /* the push buffer's last count, and launches since */
     struct fc_pos fault;     /* a "fault" kernel queued in it: when it runs, the context is broken */
     CUresult sticky;         /* the sticky error every call in it returns from then on */
 };
@@ -204,8 +205,9 @@ struct fc_stream {
  * *out is NULL for the legacy default stream. */
 CUresult fc_stream_resolve(CUstream s, bool ptsz, struct fc_ctx *ctx, struct fc_stream **out);
 /* Queues `dur_ns` of device work (`width` thousandths of the SMs) on the stream; returns its
- * projected end time. Caller holds fc_lock. */
-uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width);
+ * projected end time when want_end (0 otherwise: the projection costs a simulation). Caller
+ * holds fc_lock. */
+uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width, bool want_end);
 /* When the stream's work queued so far is projected to be done (now when none is pending): what
  * stream-ordered frees wait for. Caller holds fc_lock. */
 uint64_t fc_stream_tail(struct fc_ctx *ctx, struct fc_stream *st);

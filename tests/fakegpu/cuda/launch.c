@@ -117,7 +117,7 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
             r = fc_graph_capture_kernel(st, l);
         else {
             fc_managed_on_launch(c);   /* the kernel's page faults migrate managed memory in */
-            fc_stream_enqueue(c, st, l->dur_ns, l->width);
+            fc_stream_enqueue(c, st, l->dur_ns, l->width, false);
             if (l->func->fault && !c->fault.seq)
                 c->fault = st ? st->last : c->legacy_last;   /* broken once it runs */
         }

@@ -94,10 +94,11 @@ static struct fc_pos submit(struct fc_ctx *ctx, struct fc_stream *st, uint64_t d
     return pos;
 }
 
-uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width)
+uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width, bool want_end)
 {
     struct fc_pos pos = submit(ctx, st, dur_ns, width);
-    fc_dev_pos_done(ctx->device, &pos);
+    if (want_end)
+        fc_dev_pos_done(ctx->device, &pos);   /* a projection: costs a simulation */
     return pos.end;
 }
 
@@ -109,9 +110,17 @@ void fc_queue_admit(struct fc_ctx *ctx)
         unsigned long v = e && *e ? strtoul(e, NULL, 10) : 1024;
         depth = v >= 1 && v <= 4096 ? (unsigned)v : 1024;
     }
+    /* The shared state is asked only when the queue could be full: after it said n pending, k
+     * more launches make at most n + k (a launch costs one look at the state, not two). */
+    unsigned since = __atomic_fetch_add(&ctx->admit_since, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&ctx->admit_pending, __ATOMIC_RELAXED) + since + 1 < depth)
+        return;
     struct fc_pos oldest;
-    while (fc_dev_pending(ctx->device, ctx->key, &oldest) >= depth)
+    unsigned n;
+    while ((n = fc_dev_pending(ctx->device, ctx->key, &oldest)) >= depth)
         fc_dev_pos_wait(ctx->device, &oldest);   /* the launching thread blocks, as in the driver */
+    __atomic_store_n(&ctx->admit_pending, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&ctx->admit_since, 0, __ATOMIC_RELAXED);
 }
 
 /* The work a synchronize of `st` waits for (NULL: the legacy stream, which covers the blocking
