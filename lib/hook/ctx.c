@@ -41,6 +41,7 @@
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { CUcontext ctx; int dev; uint64_t bytes; } ctx_tab[CTX_TRACKED];   /* created ones */
 static uint64_t primary_charge[VGPU_REGION_MAX_DEVICES];
+static _Atomic uint64_t primary_ctx[VGPU_REGION_MAX_DEVICES];   /* the primary context's handle */
 
 struct ctx_probe {
     int dev;
@@ -143,9 +144,21 @@ static bool ctx_end(struct ctx_probe *p, CUresult rc, CUcontext ctx)
     return ok;
 }
 
-/* Gives back what context `ctx` (NULL: the primary context of `dev`) was charged. */
+static void release_kind(enum vgpu_alloc_kind kind, int dev, uint64_t bytes)
+{
+    if (kind == VGPU_AK_SPILLED)
+        vgpu_acct_release_spilled(dev, bytes);
+    else
+        vgpu_acct_release(dev, bytes);
+}
+
+/* Gives back what context `ctx` (NULL: the primary context of `dev`) was charged: its own
+ * memory, and what was allocated in it and not freed (the driver freed that with it). */
 static void ctx_gone(CUcontext ctx, int dev)
 {
+    uint64_t handle = ctx ? (uint64_t)(uintptr_t)ctx
+                          : dev >= 0 && dev < VGPU_REGION_MAX_DEVICES ? atomic_exchange(&primary_ctx[dev], 0) : 0;
+    vgpu_ptr_drop_ctx(handle, release_kind);
     uint64_t bytes = 0;
     pthread_mutex_lock(&ctx_lock);
     if (!ctx && dev >= 0 && dev < VGPU_REGION_MAX_DEVICES) {
@@ -197,9 +210,17 @@ static void undo_created(CUcontext *pctx)
     }                                                                              \
     return rc;
 
-VGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+static CUresult primary_retain(CUcontext *pctx, CUdevice dev)
 {
     CTX_WRAP(cuDevicePrimaryCtxRetain, dev, true, (pctx, dev), undo_primary(dev))
+}
+
+VGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult rc = primary_retain(pctx, dev);
+    if (rc == CUDA_SUCCESS && pctx && dev >= 0 && dev < VGPU_REGION_MAX_DEVICES)
+        atomic_store(&primary_ctx[dev], (uint64_t)(uintptr_t)*pctx);
+    return rc;
 }
 
 VGPU_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)

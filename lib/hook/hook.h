@@ -187,6 +187,9 @@ enum vgpu_alloc_kind {
 bool vgpu_ptr_put(enum vgpu_alloc_kind kind, uint64_t key, int dev, uint64_t bytes);
 /* Removes key; true and its (dev, bytes) when it was tracked. */
 bool vgpu_ptr_take(enum vgpu_alloc_kind kind, uint64_t key, int *dev, uint64_t *bytes);
+/* Context `ctx` is gone and the driver freed what was allocated in it: removes its entries
+ * (VMM handles excepted), calling release for each. */
+void vgpu_ptr_drop_ctx(uint64_t ctx, void (*release)(enum vgpu_alloc_kind kind, int dev, uint64_t bytes));
 
 /* ---- small helpers --------------------------------------------------------------------------------- */
 

@@ -4,7 +4,12 @@
  * key, each an open-addressing table under its own mutex (held for a few probes, never across
  * a driver call). Keys are device pointers, VMM handles, array and module handles, told apart
  * by their kind. A key that is not here was not charged by us (IPC, pools, another library's
- * allocation): its free passes straight through. */
+ * allocation): its free passes straight through.
+ *
+ * Each entry also remembers the context current at the allocation: when that context goes
+ * (cuCtxDestroy, cuDevicePrimaryCtxReset, the last primary release), the driver frees what was
+ * allocated in it, freed or not, so its entries go too (vgpu_ptr_drop_ctx). That is the only way
+ * out after a sticky error (CUDA_ERROR_ILLEGAL_ADDRESS), when every cuMemFree fails. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -15,6 +20,7 @@ enum { SHARDS = 64, EMPTY = 0, USED = 1, GONE = 2 };
 struct entry {
     uint64_t key;
     uint64_t bytes;
+    uint64_t ctx;                 /* the context current at the allocation (0: unknown) */
     int32_t dev;
     uint8_t kind, state;
 };
@@ -64,8 +70,18 @@ static bool grow(struct shard *s)
     return true;
 }
 
+static uint64_t current_ctx(void)
+{
+    static vgpu_cuCtxGetCurrent_fn get;
+    if (!get)
+        get = (vgpu_cuCtxGetCurrent_fn)vgpu_real_cuda_sym("cuCtxGetCurrent");
+    CUcontext c = NULL;
+    return get && get(&c) == CUDA_SUCCESS ? (uint64_t)(uintptr_t)c : 0;
+}
+
 bool vgpu_ptr_put(enum vgpu_alloc_kind kind, uint64_t key, int dev, uint64_t bytes)
 {
+    uint64_t ctx = kind == VGPU_AK_VMM ? 0 : current_ctx();   /* VMM handles outlive contexts */
     uint64_t h = mix(key, kind);
     struct shard *s = &shards[h % SHARDS];
     bool ok = true;
@@ -91,7 +107,7 @@ bool vgpu_ptr_put(enum vgpu_alloc_kind kind, uint64_t key, int dev, uint64_t byt
                 break;
             }
         }
-        s->tab[slot] = (struct entry){ key, bytes, dev, (uint8_t)kind, USED };
+        s->tab[slot] = (struct entry){ key, bytes, ctx, dev, (uint8_t)kind, USED };
         s->live++;
     }
     pthread_mutex_unlock(&s->lock);
@@ -121,4 +137,23 @@ bool vgpu_ptr_take(enum vgpu_alloc_kind kind, uint64_t key, int *dev, uint64_t *
     }
     pthread_mutex_unlock(&s->lock);
     return found;
+}
+
+void vgpu_ptr_drop_ctx(uint64_t ctx, void (*release)(enum vgpu_alloc_kind kind, int dev, uint64_t bytes))
+{
+    if (!ctx)
+        return;
+    for (unsigned i = 0; i < SHARDS; i++) {
+        struct shard *s = &shards[i];
+        pthread_mutex_lock(&s->lock);
+        for (size_t j = 0; j < s->cap; j++) {
+            struct entry *e = &s->tab[j];
+            if (e->state != USED || e->ctx != ctx)
+                continue;
+            e->state = GONE;
+            s->live--;
+            release((enum vgpu_alloc_kind)e->kind, e->dev, e->bytes);   /* touches the region only */
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
 }

@@ -26,6 +26,12 @@
  *   churn MS                        cuMemAlloc_v2/cuMemFree_v2 of 1 MiB in a loop for MS ms (prints n=)
  *   fork                            the rest of the steps run in a child; the parent waits for it
  *                                   and then prints "parent" and the job's view (meminfo)
+ *   fault                           launches the simulated GPU's "fault" kernel (an illegal address)
+ *                                   and synchronizes: the context is broken from then on (prints rc
+ *                                   of the synchronize, then of a cuMemGetInfo_v2: the sticky error)
+ *   ctxreset                        cuDevicePrimaryCtxReset_v2, then retains and sets a new primary
+ *                                   context (what an application does after a sticky error); what
+ *                                   this probe held is forgotten
  *   sleep MS                        sleeps (a window for other processes / signals)
  *   hold                            prints "holding" and sleeps until killed
  *   await FILE                      prints "awaiting", then waits until FILE exists (the test's
@@ -294,6 +300,23 @@ int main(int argc, char **argv)
                 printf("parent rc=%d free=%zu total=%zu used=%zu\n", rc, fr, to, to - fr);
                 return 0;
             }
+        } else if (!strcmp(op, "fault")) {
+            CUmodule m;
+            CUfunction f;
+            MUST(cuModuleLoadData(&m, "alloc_probe image"));
+            MUST(cuModuleGetFunction(&f, m, "fault"));
+            rc = cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+            CUresult sync = cuCtxSynchronize();
+            size_t fr = 0, tot = 0;
+            CUresult after = cuMemGetInfo_v2(&fr, &tot);
+            printf("fault rc=%d sync=%d after=%d\n", rc, sync, after);
+        } else if (!strcmp(op, "ctxreset")) {
+            rc = cuDevicePrimaryCtxReset_v2(dev);
+            CUresult r2 = rc ? rc : cuDevicePrimaryCtxRetain(&ctx, dev);
+            if (!r2)
+                r2 = cuCtxSetCurrent(ctx);
+            nheld = 0;
+            printf("ctxreset rc=%d retain=%d\n", rc, r2);
         } else if (!strcmp(op, "sleep")) {
             usleep((useconds_t)size_arg(a1) * 1000);
             i++;

@@ -12,9 +12,9 @@
  *
  * Places: a process uses a whole GPU (gi = ci = -1) or, with MIG on, one compute instance
  * (gi = GPU-instance slot, ci = compute-instance slot in that GI: array indexes, not the NVML
- * IDs). Memory is charged per (pid, place); kernels run on the place's timeline: the whole GPU
- * or the GPU instance (different GIs run in parallel, everything inside one GI or one non-MIG
- * GPU serializes, as time-slicing does). Time: CLOCK_MONOTONIC ns; NVML sample timestamps are
+ * IDs). Memory is charged per (pid, place); kernels are queued on the place's timeline: the
+ * whole GPU or the MIG compute instance (different CIs run in parallel; on one timeline contexts
+ * take time slices, see timeline.c). Time: CLOCK_MONOTONIC ns; NVML sample timestamps are
  * wall-clock µs (fs_wall_us). All symbols here are hidden: each fake library links its own copy. */
 #ifndef VGPU_FAKESTATE_H
 #define VGPU_FAKESTATE_H
@@ -26,7 +26,7 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 3   /* 3: managed/evicted in fs_proc */
+#define FS_LAYOUT_VERSION 4   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c) */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -37,6 +37,8 @@
 #define FS_MEM_SLICES 8                  /* memory slices of a MIG-capable GPU */
 #define FS_MAX_INTERVALS 4096            /* kernel busy intervals kept per GPU */
 #define FS_MAX_SLOW 8
+#define FS_RING 4096                     /* queued and recently finished work items per GPU */
+#define FS_MAX_TL (1 + FS_MAX_GI * FS_MAX_CI) /* timelines per GPU: the whole GPU, or one per MIG CI */
 
 /* ---- static facts (from the scenario) ---- */
 struct fs_ci_profile {
@@ -90,13 +92,38 @@ struct fs_proc {                         /* one process on one place of one GPU 
     unsigned long long managed;          /* of mem: resident managed pages (the driver may evict them) */
     unsigned long long evicted;          /* managed bytes evicted for another allocation, not yet seen
                                           * by the owning process (it marks its pages non-resident) */
-    uint64_t busy_ns;                    /* kernel time accounted so far (ends clipped to now at read) */
+    uint64_t busy_ns;                    /* time it had a kernel running, up to its timeline's present */
+    unsigned timeslice;                  /* the GPU's time-slice setting when it attached (its slices) */
+    unsigned mps_pct;                    /* MPS client: its active thread percentage (0: not a client) */
 };
 
 struct fs_interval {                     /* one stretch of kernel work on the GPU */
     pid_t pid;
     int gi;
     uint64_t start_ns, end_ns;           /* CLOCK_MONOTONIC; may lie in the future (queued work) */
+};
+
+/* One piece of queued GPU work (timeline.c): a kernel (dur_ns of work when it has the device to
+ * itself, over `width` thousandths of its SMs) or a marker (dur_ns 0: an event record or a host
+ * function, done as soon as its stream reaches it). */
+#define FS_W_BARRIER  1u                 /* on the legacy default stream: waits for the blocking streams */
+#define FS_W_BLOCKING 2u                 /* on a blocking stream: waits for the legacy stream */
+#define FS_W_DONE     4u
+struct fs_item {
+    uint64_t seq;                        /* per GPU, from 1 in submission order; 0: free slot */
+    uint64_t dur_ns, left_ns;            /* work, and what is left of it at the timeline's t_adv */
+    uint64_t end_ns;                     /* when it finished (FS_W_DONE) */
+    int proc;                            /* fs_gpu.procs[] index of its process */
+    uint32_t ctx, stream;                /* the process's context and stream keys */
+    uint16_t width;                      /* thousandths of the SMs (1..1000); 0 for a marker */
+    uint8_t tl;                          /* timeline index (fs_tl_index) */
+    uint8_t flags;
+};
+
+struct fs_tl {                           /* one timeline: the whole GPU, or one MIG compute instance */
+    uint64_t t_adv;                      /* simulated up to here */
+    uint64_t slice_end;                  /* the running group's time slice ends here */
+    uint64_t cur;                        /* the group holding the slice (a context, or all MPS clients) */
 };
 
 struct fs_ci {
@@ -112,7 +139,6 @@ struct fs_gi {
     unsigned id;                         /* NVML GI ID (RM swizzle id, reference §9) */
     unsigned profile;                    /* index into fs_gpu_static.profiles */
     unsigned start, size;                /* memory slices */
-    uint64_t busy_until_ns;              /* this GI's kernel timeline */
     struct fs_ci ci[FS_MAX_CI];
 };
 
@@ -132,13 +158,19 @@ struct fs_gpu {
     unsigned compute_mode;               /* nvmlComputeMode_t */
     unsigned timeslice;                  /* nvidia-smi compute-policy value 0..3 */
     unsigned mig_current, mig_pending;   /* NVML_DEVICE_MIG_* */
-    uint64_t busy_until_ns;              /* whole-GPU kernel timeline (MIG off) */
+    unsigned fragment_pct;               /* fakegpu-ctl fragment: one allocation gets at most 100-PCT % of the free memory */
     struct fs_proc procs[FS_MAX_PROCS];
     unsigned interval_head;              /* next slot in intervals[] (ring) */
     struct fs_interval intervals[FS_MAX_INTERVALS];
     struct fs_gi gi[FS_MAX_GI];
     unsigned mig_creates;                /* GI creations so far (all processes) */
     struct fs_mps mps;
+    /* work queues (timeline.c): items in a ring, the pending ones listed in seq order */
+    uint64_t item_seq;
+    unsigned ring_head, npend;
+    uint16_t pend[FS_RING];
+    struct fs_item items[FS_RING];
+    struct fs_tl tl[FS_MAX_TL];
 };
 
 struct fs_slow {                         /* an entry point that sleeps before answering */
@@ -215,16 +247,50 @@ void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes);
 unsigned long long fs_charge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
 void fs_uncharge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
 unsigned long long fs_take_evicted(unsigned gpu, int gi, int ci);
+/* A context is being created on the place (the driver's checks, then fs_attach): -1 when the
+ * GPU's compute mode refuses it (PROHIBITED; EXCLUSIVE_PROCESS with another process holding a
+ * context on the GPU, unless this one is an MPS client: the server owns the one context). An MPS
+ * client (mps_pct 1..100) runs with that active thread percentage. Takes the lock. */
+int fs_claim(unsigned gpu, int gi, int ci, unsigned mps_pct);
+/* The largest single allocation the place can take now: its free memory, less what fakegpu-ctl
+ * fragment says lies in pieces too small (no limit below 2 MiB). Takes the lock. */
+unsigned long long fs_largest_block(unsigned gpu, int gi);
 /* Marks this process as holding (or not) a context on the place; the record goes away when it
  * is detached and holds no memory. Takes the lock. */
 void fs_attach(unsigned gpu, int gi, int ci, bool attached);
 /* Frees every record of this process (clean exit). Takes the lock. */
 void fs_release_self(void);
 
-/* ---- kernels and utilisation ---- */
-/* Runs dur_ns of this process's work on the place's timeline, not before earliest_ns and after
- * all work already queued there (any process). Returns the end time. Takes the lock. */
+/* ---- kernels, queues and utilisation (timeline.c) ----
+ * Work is queued per (process, context, stream) on its place's timeline and simulated lazily up
+ * to the present by whoever looks: contexts time-slice (slices from the timeslice setting),
+ * streams of one context share the device, MPS clients run side by side within their active
+ * thread percentage (see README.md "Time"). */
+struct fs_work {
+    uint32_t ctx, stream;
+    uint64_t dur_ns;
+    unsigned width;                      /* thousandths of the SMs; 0: a marker */
+    unsigned flags;                      /* FS_W_BARRIER | FS_W_BLOCKING */
+};
+struct fs_pos { uint64_t seq; unsigned slot; };   /* a submitted item; seq 0: nothing */
+/* Queues one item for this process on the place. False when the GPU's ring has no free slot
+ * (the caller waits for its oldest work and retries). Takes the lock. */
+bool fs_submit(unsigned gpu, int gi, int ci, const struct fs_work *w, struct fs_pos *out);
+/* Where a submitted item stands: true (done; *end = when) or false (*end = when it would finish
+ * if nothing more arrived). An item gone from the ring is done; *end is then left as it was.
+ * Takes the lock. */
+bool fs_pos_done(unsigned gpu, const struct fs_pos *p, uint64_t *end);
+/* Pending items of this process's context ctx on the place, and the oldest of them. Takes the lock. */
+unsigned fs_pending(unsigned gpu, int gi, int ci, uint32_t ctx, struct fs_pos *oldest);
+/* Simulates every timeline of the GPU up to now (readers of busy time call it). Under the lock. */
+void fs_advance_gpu(unsigned gpu);
+/* Drops the queued work of record procs[idx] (its process is gone). Under the lock. */
+void fs_drop_work(unsigned gpu, unsigned idx);
+/* Runs dur_ns of this process's work on the place (context key 0) and returns the projected end:
+ * what fakegpu-ctl busy uses. Takes the lock. */
 uint64_t fs_run(unsigned gpu, int gi, int ci, uint64_t earliest_ns, uint64_t dur_ns);
+/* Slice length of a time-slice setting (0 default 2 ms, 1 short 1 ms, 2 medium 4 ms, 3 long 8 ms). */
+uint64_t fs_slice_ns(unsigned timeslice);
 /* Busy ns of the GPU (pid 0: any process; gi -2: any place) within [from_ns, to_ns), from the
  * interval ring. Under the lock. */
 uint64_t fs_busy_between(unsigned gpu, pid_t pid, int gi, uint64_t from_ns, uint64_t to_ns);

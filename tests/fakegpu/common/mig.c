@@ -194,6 +194,6 @@ bool fs_gpu_reset(unsigned gpu)
         g->mig_current = g->mig_pending;
         memset(g->gi, 0, sizeof g->gi);
     }
-    g->busy_until_ns = 0;
+
     return true;
 }

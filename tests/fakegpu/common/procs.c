@@ -234,8 +234,10 @@ void fs_reap_gpu(unsigned gpu)
         return;
     for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
         struct fs_proc *p = &st->gpu[gpu].procs[i];
-        if (p->used && !record_alive(p))
+        if (p->used && !record_alive(p)) {
+            fs_drop_work(gpu, i);    /* a dead process's queued work never runs */
             memset(p, 0, sizeof *p);
+        }
     }
 }
 
@@ -388,10 +390,12 @@ unsigned long long fs_take_evicted(unsigned gpu, int gi, int ci)
     return e;
 }
 
-static void drop_if_idle(struct fs_proc *p)
+static void drop_if_idle(unsigned gpu, struct fs_proc *p)
 {
-    if (p->mem == 0 && !p->attached)
+    if (p->mem == 0 && !p->attached) {
+        fs_drop_work(gpu, (unsigned)(p - fs_state()->gpu[gpu].procs));
         memset(p, 0, sizeof *p);
+    }
 }
 
 void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes)
@@ -400,7 +404,7 @@ void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes)
     struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, false);
     if (p) {
         p->mem = p->mem > bytes ? p->mem - bytes : 0;
-        drop_if_idle(p);
+        drop_if_idle(gpu, p);
     }
     fs_unlock();
 }
@@ -411,10 +415,54 @@ void fs_attach(unsigned gpu, int gi, int ci, bool attached)
     fs_reap();
     struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, attached);
     if (p) {
+        if (attached && !p->attached)
+            p->timeslice = fs_state()->gpu[gpu].timeslice;   /* contexts made from now on get it */
         p->attached = attached;
-        drop_if_idle(p);
+        drop_if_idle(gpu, p);
     }
     fs_unlock();
+}
+
+int fs_claim(unsigned gpu, int gi, int ci, unsigned mps_pct)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    int rc = 0;
+    fs_lock();
+    fs_reap_gpu(gpu);
+    const struct self_id *me = self_id();
+    if (g->compute_mode == 2) {              /* NVML_COMPUTEMODE_PROHIBITED */
+        rc = -1;
+    } else if (g->compute_mode == 3 && !mps_pct) {   /* EXCLUSIVE_PROCESS */
+        for (unsigned i = 0; i < FS_MAX_PROCS && !rc; i++) {
+            const struct fs_proc *p = &g->procs[i];
+            if (p->used && p->attached && !(p->ns_pid == me->pid && p->pidns == me->pidns))
+                rc = -1;
+        }
+    }
+    if (!rc) {
+        struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
+        if (p) {
+            if (!p->attached)
+                p->timeslice = g->timeslice;
+            p->attached = true;
+            p->mps_pct = mps_pct > 100 ? 100 : mps_pct;
+        }
+    }
+    fs_unlock();
+    return rc;
+}
+
+unsigned long long fs_largest_block(unsigned gpu, int gi)
+{
+    fs_lock();
+    unsigned pct = fs_state()->gpu[gpu].fragment_pct;
+    unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
+    fs_unlock();
+    if (!pct)
+        return ~0ULL;
+    unsigned long long free_b = used < total ? total - used : 0;
+    unsigned long long block = free_b / 100 * (100 - (pct > 100 ? 100 : pct));
+    return block > 2ULL * 1024 * 1024 ? block : 2ULL * 1024 * 1024;
 }
 
 void fs_release_self(void)
@@ -427,57 +475,11 @@ void fs_release_self(void)
     for (unsigned g = 0; g < st->ngpus; g++)
         for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
             struct fs_proc *p = &st->gpu[g].procs[i];
-            if (p->used && p->ns_pid == me->pid && p->pidns == me->pidns)
+            if (p->used && p->ns_pid == me->pid && p->pidns == me->pidns) {
+                fs_drop_work(g, i);
                 memset(p, 0, sizeof *p);
+            }
         }
     fs_unlock();
 }
 
-uint64_t fs_run(unsigned gpu, int gi, int ci, uint64_t earliest_ns, uint64_t dur_ns)
-{
-    struct fs_gpu *g = &fs_state()->gpu[gpu];
-    fs_lock();
-    uint64_t *until = gi < 0 ? &g->busy_until_ns : &g->gi[gi].busy_until_ns;
-    uint64_t start = earliest_ns > *until ? earliest_ns : *until;
-    uint64_t end = start + dur_ns;
-    *until = end;
-    struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
-    if (p)
-        p->busy_ns += dur_ns;
-    /* Intervals carry the pid NVML reports for the process (its utilisation samples). */
-    pid_t pid = p ? p->pid : getpid();
-    /* Back-to-back work of one process extends its last interval, so the ring holds long
-     * histories of a busy process. */
-    unsigned last = (g->interval_head + FS_MAX_INTERVALS - 1) % FS_MAX_INTERVALS;
-    struct fs_interval *iv = &g->intervals[last];
-    if (dur_ns > 0) {
-        if (iv->end_ns != 0 && iv->pid == pid && iv->gi == gi && iv->end_ns == start) {
-            iv->end_ns = end;
-        } else {
-            iv = &g->intervals[g->interval_head];
-            g->interval_head = (g->interval_head + 1) % FS_MAX_INTERVALS;
-            iv->pid = pid;
-            iv->gi = gi;
-            iv->start_ns = start;
-            iv->end_ns = end;
-        }
-    }
-    fs_unlock();
-    return end;
-}
-
-uint64_t fs_busy_between(unsigned gpu, pid_t pid, int gi, uint64_t from_ns, uint64_t to_ns)
-{
-    struct fs_gpu *g = &fs_state()->gpu[gpu];
-    uint64_t busy = 0;
-    for (unsigned i = 0; i < FS_MAX_INTERVALS; i++) {
-        const struct fs_interval *iv = &g->intervals[i];
-        if (iv->end_ns == 0 || (pid && iv->pid != pid) || (gi != -2 && iv->gi != gi))
-            continue;
-        uint64_t a = iv->start_ns > from_ns ? iv->start_ns : from_ns;
-        uint64_t b = iv->end_ns < to_ns ? iv->end_ns : to_ns;
-        if (b > a)
-            busy += b - a;
-    }
-    return busy;
-}

@@ -55,6 +55,13 @@ CUresult fc_ctx_valid(CUcontext c)
     return CUDA_SUCCESS;
 }
 
+CUresult fc_ctx_sticky(struct fc_ctx *c)
+{
+    if (c->fault.seq && c->sticky == CUDA_SUCCESS && fc_dev_pos_done(c->device, &c->fault))
+        c->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    return c->sticky;
+}
+
 CUresult fc_current(struct fc_ctx **out)
 {
     CUresult r = fc_check_init();
@@ -63,6 +70,10 @@ CUresult fc_current(struct fc_ctx **out)
     struct fc_ctx *c = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
     if (!c || fc_ctx_valid((CUcontext)c) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
+    /* After a kernel fault the context is broken: every call in it returns the error, until it
+     * is destroyed (cuCtxDestroy, cuDevicePrimaryCtxReset or the last release still work). */
+    if (fc_ctx_sticky(c) != CUDA_SUCCESS)
+        return c->sticky;
     *out = c;
     return CUDA_SUCCESS;
 }
@@ -96,17 +107,18 @@ static unsigned create_ms(void)
  * steps took. */
 static CUresult ctx_open(struct fc_ctx *c, int dev, unsigned int flags)
 {
-    if (live_contexts[dev] == 0)
-        fc_dev_attach(dev, true);
+    CUresult claimed = fc_dev_claim(dev);   /* the compute mode; MPS; NVML lists us from now on */
+    if (claimed != CUDA_SUCCESS)
+        return claimed;
     unsigned long long total = fc_devs[dev].ctx_overhead, done = 0;
     uint64_t step_ns = (uint64_t)create_ms() * 1000000ULL / CTX_STEPS, t = fc_now_ns();
     for (int i = 0; i < CTX_STEPS; i++) {
         unsigned long long part = i == CTX_STEPS - 1 ? total - done : fc_round_up(total / CTX_STEPS, 2 * FC_MIB);
         if (part > total - done)
             part = total - done;
-        CUresult r = fc_dev_charge(dev, part);
+        CUresult r = fc_dev_charge_ctx(dev, part);
         if (r != CUDA_SUCCESS) {
-            fc_dev_uncharge(dev, done);
+            fc_dev_uncharge_ctx(dev, done);
             if (live_contexts[dev] == 0)
                 fc_dev_attach(dev, false);
             return r;
@@ -122,7 +134,11 @@ static CUresult ctx_open(struct fc_ctx *c, int dev, unsigned int flags)
     c->alive = true;
     c->flags = flags;
     memcpy(c->limits, default_limits, sizeof c->limits);
-    c->legacy_tail = 0;
+    static uint32_t next_key;
+    c->key = ++next_key;
+    c->legacy_last = c->orphan_last = c->fault = (struct fc_pos){ 0, 0, 0 };
+    c->sticky = CUDA_SUCCESS;
+    c->admit_pending = c->admit_since = 0;
     return CUDA_SUCCESS;
 }
 
@@ -134,7 +150,8 @@ static void ctx_close(struct fc_ctx *c)
     for (int l = 0; l < 8; l++)
         fc_dev_uncharge(c->device, limit_cost(c, l, c->limits[l]));
     c->alive = false;
-    fc_dev_uncharge(c->device, c->overhead + c->module_bytes);
+    fc_dev_uncharge_ctx(c->device, c->overhead);
+    fc_dev_uncharge(c->device, c->module_bytes);
     c->overhead = c->module_bytes = 0;
     if (--live_contexts[c->device] == 0)
         fc_dev_attach(c->device, false);

@@ -50,13 +50,34 @@ CUresult fc_shared_init(void);               /* opens the state, loads fc_devs; 
  * device (or MIG instance) has less than `bytes` free. */
 CUresult fc_dev_charge(int ordinal, unsigned long long bytes);
 void fc_dev_uncharge(int ordinal, unsigned long long bytes);
+/* One block of device memory (cuMemAlloc, cuMemAllocPitch): fails when it is larger than the
+ * largest free piece (fakegpu-ctl fragment), though the free total would fit. */
+CUresult fc_dev_charge_block(int ordinal, unsigned long long bytes);
+/* A context's own memory: not counted against an MPS client's pinned memory limit. */
+CUresult fc_dev_charge_ctx(int ordinal, unsigned long long bytes);
+void fc_dev_uncharge_ctx(int ordinal, unsigned long long bytes);
+/* A context is being created: CUDA_ERROR_DEVICE_UNAVAILABLE when the compute mode refuses it;
+ * joins MPS when a daemon serves the GPU (see shared.c); marks the process as holding a context. */
+CUresult fc_dev_claim(int ordinal);
 void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long long *total);
 unsigned long long fc_dev_charge_managed(int ordinal, unsigned long long bytes);
 void fc_dev_uncharge_managed(int ordinal, unsigned long long bytes);
 unsigned long long fc_dev_take_evicted(int ordinal);
-/* Runs `dur_ns` of work on the device, not before `earliest_ns`, after every kernel already on
- * the device's timeline (all processes). Returns the simulated end time. */
-uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns);
+/* A piece of work queued on the device's timeline (common/timeline.c): seq 0 = none. `end` is
+ * the last thing known of its completion time: exact once done, a projection before. */
+struct fc_pos { uint64_t seq; unsigned slot; uint64_t end; };
+#define FC_W_BARRIER  1u   /* legacy default stream (= FS_W_BARRIER) */
+#define FC_W_BLOCKING 2u   /* a blocking stream (= FS_W_BLOCKING) */
+/* Queues `dur_ns` of work of `width` thousandths of the SMs (0: a marker) on the device for this
+ * process's context `ctx` and stream `stream`; false when the device's ring is full. */
+bool fc_dev_submit(int ordinal, uint32_t ctx, uint32_t stream, uint64_t dur_ns, unsigned width, unsigned flags,
+                   struct fc_pos *out);
+/* True when the work is done; p->end gets its end (or its projected end). */
+bool fc_dev_pos_done(int ordinal, struct fc_pos *p);
+/* Waits, in real time, until the work is done. Call without fc_lock. */
+void fc_dev_pos_wait(int ordinal, struct fc_pos *p);
+/* Work of context `ctx` queued on the device and not done; *oldest the first of it. */
+unsigned fc_dev_pending(int ordinal, uint32_t ctx, struct fc_pos *oldest);
 /* This process has (or no longer has) a context on the device: NVML's process list. */
 void fc_dev_attach(int ordinal, bool attached);
 /* The device's GPU fell off the bus after cuInit: allocations fail with
@@ -99,15 +120,23 @@ struct fc_ctx {
     int refcount;        /* primary only */
     unsigned int flags;
     size_t limits[8];    /* CUlimit values */
-    uint64_t legacy_tail;/* completion time of work on the legacy default stream */
+    uint32_t key;        /* names its work on the device's timeline */
+    struct fc_pos legacy_last;   /* the last work queued on its legacy default stream */
+    struct fc_pos orphan_last;   /* the last work of a destroyed blocking stream (the legacy stream still waits for it) */
     unsigned long long overhead; /* device memory this context itself holds */
     unsigned long long module_bytes; /* device memory its modules' code took (lazy loading) */
+    unsigned admit_pending, admit_since; /* the push buffer's last count, and launches since */
+    struct fc_pos fault;     /* a "fault" kernel queued in it: when it runs, the context is broken */
+    CUresult sticky;         /* the sticky error every call in it returns from then on */
 };
 #define FC_CTX_MAGIC 0xC0C7C7C0u
 CUresult fc_check_init(void);
 /* The calling thread's current context, or INVALID_CONTEXT / NOT_INITIALIZED. */
 CUresult fc_current(struct fc_ctx **out);
 CUresult fc_ctx_valid(CUcontext c);
+/* The context's sticky error (CUDA_ERROR_ILLEGAL_ADDRESS once its "fault" kernel ran), else
+ * CUDA_SUCCESS: what a synchronize returns after waiting. */
+CUresult fc_ctx_sticky(struct fc_ctx *c);
 
 /* ---- memory (memory.c) ---- */
 enum fc_alloc_kind {
@@ -165,7 +194,8 @@ struct fc_stream {
     struct fc_ctx *ctx;
     unsigned int flags;
     bool per_thread;         /* the per-thread default stream of one thread */
-    uint64_t tail;           /* simulated completion time of the last work queued */
+    uint32_t key;            /* names it on the device's timeline (0 is the legacy stream) */
+    struct fc_pos last;      /* the last work queued on it */
     int pending_host_fns;
     struct fc_graph *capture;/* non-NULL while capturing */
 };
@@ -174,9 +204,16 @@ struct fc_stream {
  * `ptsz` says the caller is a _ptsz/_ptds variant: then NULL means the per-thread stream.
  * *out is NULL for the legacy default stream. */
 CUresult fc_stream_resolve(CUstream s, bool ptsz, struct fc_ctx *ctx, struct fc_stream **out);
-/* Queues `dur_ns` of device work on the stream; returns its end time. */
-uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns);
+/* Queues `dur_ns` of device work (`width` thousandths of the SMs) on the stream; returns its
+ * projected end time when want_end (0 otherwise: the projection costs a simulation). Caller
+ * holds fc_lock. */
+uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width, bool want_end);
+/* When the stream's work queued so far is projected to be done (now when none is pending): what
+ * stream-ordered frees wait for. Caller holds fc_lock. */
 uint64_t fc_stream_tail(struct fc_ctx *ctx, struct fc_stream *st);
+/* The push buffer: waits while the context has too much work queued (VGPU_FAKE_QUEUE_DEPTH,
+ * default 1024 launches). Call without fc_lock. */
+void fc_queue_admit(struct fc_ctx *ctx);
 CUresult fc_stream_wait(struct fc_ctx *ctx, struct fc_stream *st);
 CUresult fc_ctx_sync(struct fc_ctx *ctx);
 void fc_stream_destroy_all(struct fc_ctx *ctx);
@@ -185,7 +222,10 @@ void fc_stream_destroy_all(struct fc_ctx *ctx);
 struct fc_func {
     uint32_t magic;
     char name[128];
-    bool sleep_us;           /* "sleep_us": runs for kernelParams[0] (unsigned long long) µs */
+    bool sleep_us;           /* "sleep_us": runs for kernelParams[0] (unsigned long long) µs;
+                              * "sleep_us_w" too, over kernelParams[1] % of the SMs */
+    bool width_param;        /* "sleep_us_w" */
+    bool fault;              /* "fault": an illegal address; the context is broken once it runs */
 };
 #define FC_FUNC_MAGIC 0xF00C7100u
 CUresult fc_func_valid(CUfunction f);
@@ -195,6 +235,7 @@ struct fc_launch {
     struct fc_func *func;
     unsigned int grid[3], block[3], shmem;
     uint64_t dur_ns;
+    unsigned width;          /* thousandths of the SMs it occupies */
 };
 CUresult fc_launch_prepare(struct fc_launch *l, CUfunction f, const unsigned int grid[3],
                            const unsigned int block[3], unsigned int shmem, void **params,

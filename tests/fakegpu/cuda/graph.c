@@ -665,6 +665,7 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream s, bool ptsz)
         r = graph_valid((CUgraph)hGraphExec, EXEC_MAGIC, &e);
     if (r != CUDA_SUCCESS)
         return r;
+    fc_queue_admit(c);
     pthread_mutex_lock(&fc_lock);
     r = fc_stream_resolve(s, ptsz, c, &st);
     if (r == CUDA_SUCCESS && st && st->capture)
@@ -685,7 +686,7 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream s, bool ptsz)
                 release_alloc(e->nodes[i]->alloc);
     } else {
         /* The free nodes run when the stream gets through the graph's work. */
-        uint64_t end = fc_stream_enqueue(c, st, total);
+        uint64_t end = fc_stream_enqueue(c, st, total, 1000, true);
         for (size_t i = 0; i < e->n; i++) {
             struct fc_alloc *a;
             if (e->nodes[i]->kind == NODE_FREE && (a = fc_alloc_find(e->nodes[i]->dptr, false)) != NULL &&

@@ -7,12 +7,27 @@
  *  2. env VGPU_FAKE_KERNEL_US (microseconds, for every kernel);
  *  3. from the launch shape: blocks resident per SM = min(32, max(1, 2048 / threads per block)),
  *     waves = ceil(blocks / (SMs × resident blocks per SM)), duration = 5 µs + waves × 10 µs.
- * Kernels of every process on a device run one after another on the device timeline
- * (fc_dev_run), as time-slicing serializes contexts. */
+ * Its width (the share of the SMs it occupies) is the share of one wave its blocks fill,
+ * min(1, blocks / (SMs x resident blocks per SM)), except a "sleep_us" kernel, which fills the
+ * device, and "sleep_us_w", whose second parameter (an unsigned long long) is the percentage.
+ * When it runs is the timeline's business (common/timeline.c): streams of one context side by
+ * side, contexts in time slices. A launch waits first while its context has too much work
+ * queued (the push buffer, fc_queue_admit). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fakecuda.h"
+
+static unsigned shape_width(const struct fc_launch *l, int device)
+{
+    unsigned long long threads = (unsigned long long)l->block[0] * l->block[1] * l->block[2];
+    unsigned long long blocks = (unsigned long long)l->grid[0] * l->grid[1] * l->grid[2];
+    unsigned long long per_sm = threads ? 2048 / threads : 1;
+    per_sm = per_sm < 1 ? 1 : per_sm > 32 ? 32 : per_sm;
+    unsigned long long slots = per_sm * (unsigned long long)(fc_devs[device].sm_count > 0 ? fc_devs[device].sm_count : 1);
+    unsigned long long w = blocks >= slots ? 1000 : blocks * 1000 / slots;
+    return w ? (unsigned)w : 1;
+}
 
 static uint64_t shape_ns(const struct fc_launch *l, int device)
 {
@@ -54,8 +69,19 @@ CUresult fc_launch_prepare(struct fc_launch *l, CUfunction f, const unsigned int
     memcpy(l->block, block, sizeof l->block);
     l->shmem = shmem;
     const char *env = getenv("VGPU_FAKE_KERNEL_US");
+    l->width = shape_width(l, c->device);
     if (l->func->sleep_us) {
         unsigned long long us = 0;
+        l->width = 1000;
+        if (l->func->width_param) {
+            unsigned long long pct = 0;
+            if (!params || !params[0] || !params[1])
+                return CUDA_ERROR_INVALID_VALUE; /* sleep_us_w needs both arguments */
+            memcpy(&pct, params[1], sizeof pct);
+            if (pct < 1 || pct > 100)
+                return CUDA_ERROR_INVALID_VALUE;
+            l->width = (unsigned)pct * 10;
+        }
         if (params && params[0]) {
             memcpy(&us, params[0], sizeof us);
         } else if (extra) {
@@ -83,6 +109,7 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
         return r;
     if (fc_dev_lost(c->device))
         return CUDA_ERROR_LAUNCH_FAILED;
+    fc_queue_admit(c);
     pthread_mutex_lock(&fc_lock);
     r = fc_stream_resolve(stream, ptsz, c, &st);
     if (r == CUDA_SUCCESS) {
@@ -90,7 +117,9 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
             r = fc_graph_capture_kernel(st, l);
         else {
             fc_managed_on_launch(c);   /* the kernel's page faults migrate managed memory in */
-            fc_stream_enqueue(c, st, l->dur_ns);
+            fc_stream_enqueue(c, st, l->dur_ns, l->width, false);
+            if (l->func->fault && !c->fault.seq)
+                c->fault = st ? st->last : c->legacy_last;   /* broken once it runs */
         }
     }
     pthread_mutex_unlock(&fc_lock);

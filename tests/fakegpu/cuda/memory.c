@@ -121,7 +121,7 @@ static CUresult device_alloc(CUdeviceptr *dptr, size_t size, size_t align, enum 
     /* Real allocations take whole 2 MiB pages of device memory for large sizes; the fake
      * charges what was asked, rounded to 512 bytes, so tests can reason in exact bytes. */
     unsigned long long charge = fc_round_up(size, 512);
-    r = fc_dev_charge(c->device, charge);
+    r = fc_dev_charge_block(c->device, charge);
     if (r == CUDA_SUCCESS) {
         CUdeviceptr p = fc_va_reserve(size, align);
         struct fc_alloc *a = fc_alloc_new(kind, p, size, c->device, c);
@@ -217,6 +217,9 @@ static CUresult mem_free(CUdeviceptr dptr)
         return r;
     if (dptr == 0)
         return CUDA_SUCCESS;
+    struct fc_ctx *cur;
+    if (fc_current(&cur) == CUDA_ERROR_ILLEGAL_ADDRESS)
+        return CUDA_ERROR_ILLEGAL_ADDRESS;   /* a broken context frees nothing until it is destroyed */
     pthread_mutex_lock(&fc_lock);
     struct fc_alloc *a = fc_alloc_find(dptr, false);
     if (!a || a->kind == FC_ALLOC_HOST || a->kind == FC_ALLOC_VA || a->kind == FC_ALLOC_ARRAY ||

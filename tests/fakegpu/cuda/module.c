@@ -122,7 +122,9 @@ static CUresult func_new(const char *name, struct fc_func **out)
         return CUDA_ERROR_OUT_OF_MEMORY;
     f->magic = FC_FUNC_MAGIC;
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->sleep_us = strcmp(name, "sleep_us") == 0;
+    f->width_param = strcmp(name, "sleep_us_w") == 0;
+    f->fault = strcmp(name, "fault") == 0;
+    f->sleep_us = strcmp(name, "sleep_us") == 0 || f->width_param;
     *out = f;
     return CUDA_SUCCESS;
 }

@@ -3,6 +3,8 @@
  * CUDA_VISIBLE_DEVICES), and forwards memory charges, context attachment and kernel time to
  * the (pid, place) records that the fake NVML and other processes read. */
 #include <ctype.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +141,80 @@ bool fc_dev_lost(int ordinal)
     return fs_gpu_lost(places[ordinal].gpu);
 }
 
-CUresult fc_dev_charge(int ordinal, unsigned long long bytes)
+/* ---- MPS clients ----
+ * A process is an MPS client of a GPU when it names a pipe directory (CUDA_MPS_PIPE_DIRECTORY)
+ * and a control daemon serves that GPU (fs_gpu.mps, kept by the fake nvidia-cuda-mps-control).
+ * Its active thread percentage (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, else the server's, else the
+ * daemon's default, else 100) caps the share of the SMs its kernels get (common/timeline.c); its
+ * pinned device memory limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "IDX=SIZE,..." or "SIZE", else
+ * the daemon's default) refuses allocations past it, context overhead not counted (the server
+ * holds the context). */
+static unsigned long long mps_limit[FC_MAX_DEVICES], mps_used[FC_MAX_DEVICES];
+
+/* "1536M", "2G", "4096" (MiB when no unit? no: bytes), with an optional B. 0 when bad. */
+static unsigned long long parse_size(const char *s, const char **end)
+{
+    char *e;
+    errno = 0;
+    double v = strtod(s, &e);
+    if (errno || e == s || v < 0)
+        return 0;
+    unsigned long long mul = 1;
+    switch (toupper((unsigned char)*e)) {
+    case 'K': mul = 1ULL << 10; e++; break;
+    case 'M': mul = 1ULL << 20; e++; break;
+    case 'G': mul = 1ULL << 30; e++; break;
+    case 'T': mul = 1ULL << 40; e++; break;
+    default: break;
+    }
+    if (toupper((unsigned char)*e) == 'B')
+        e++;
+    *end = e;
+    return (unsigned long long)(v * (double)mul);
+}
+
+static unsigned long long pinned_limit_env(int ordinal)
+{
+    const char *s = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    unsigned long long all = 0;
+    while (s && *s) {
+        const char *eq = strchr(s, '='), *comma = strchr(s, ',');
+        const char *end = s;
+        if (eq && (!comma || eq < comma)) {
+            long idx = strtol(s, NULL, 10);
+            unsigned long long v = parse_size(eq + 1, &end);
+            if (idx == ordinal)
+                return v;
+        } else {
+            all = parse_size(s, &end);
+        }
+        s = comma ? comma + 1 : NULL;
+    }
+    return all;
+}
+
+CUresult fc_dev_claim(int ordinal)
+{
+    const struct place *p = &places[ordinal];
+    const struct fs_gpu *g = &fs_state()->gpu[p->gpu];
+    unsigned pct = 0;
+    const char *pipe_dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    pid_t ctl = g->mps.control_pid;
+    mps_limit[ordinal] = 0;
+    if (pipe_dir && *pipe_dir && ctl > 0 && (kill(ctl, 0) == 0 || errno == EPERM)) {
+        const char *e = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+        double v = e && *e ? strtod(e, NULL) : 0;
+        if (v <= 0)
+            v = g->mps.server_thread_pct ? g->mps.server_thread_pct : g->mps.active_thread_pct ? g->mps.active_thread_pct : 100;
+        pct = v >= 100 ? 100 : v < 1 ? 1 : (unsigned)(v + 0.999);
+        mps_limit[ordinal] = pinned_limit_env(ordinal);
+        if (!mps_limit[ordinal])
+            mps_limit[ordinal] = g->mps.pinned_limit;
+    }
+    return fs_claim(p->gpu, p->gi, p->ci, pct) == 0 ? CUDA_SUCCESS : CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+CUresult fc_dev_charge_ctx(int ordinal, unsigned long long bytes)
 {
     if (bytes == 0)
         return CUDA_SUCCESS;
@@ -149,12 +224,38 @@ CUresult fc_dev_charge(int ordinal, unsigned long long bytes)
     return fs_charge(p->gpu, p->gi, p->ci, bytes) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void fc_dev_uncharge(int ordinal, unsigned long long bytes)
+void fc_dev_uncharge_ctx(int ordinal, unsigned long long bytes)
 {
     if (bytes == 0)
         return;
     const struct place *p = &places[ordinal];
     fs_uncharge(p->gpu, p->gi, p->ci, bytes);
+}
+
+CUresult fc_dev_charge(int ordinal, unsigned long long bytes)
+{
+    if (bytes == 0)
+        return CUDA_SUCCESS;
+    if (mps_limit[ordinal] && (bytes > mps_limit[ordinal] || mps_used[ordinal] > mps_limit[ordinal] - bytes))
+        return CUDA_ERROR_OUT_OF_MEMORY;   /* past the MPS client's pinned device memory limit */
+    CUresult r = fc_dev_charge_ctx(ordinal, bytes);
+    if (r == CUDA_SUCCESS)
+        mps_used[ordinal] += bytes;
+    return r;
+}
+
+CUresult fc_dev_charge_block(int ordinal, unsigned long long bytes)
+{
+    const struct place *p = &places[ordinal];
+    if (bytes > fs_largest_block(p->gpu, p->gi))
+        return CUDA_ERROR_OUT_OF_MEMORY;   /* the free memory lies in smaller pieces */
+    return fc_dev_charge(ordinal, bytes);
+}
+
+void fc_dev_uncharge(int ordinal, unsigned long long bytes)
+{
+    mps_used[ordinal] = mps_used[ordinal] > bytes ? mps_used[ordinal] - bytes : 0;
+    fc_dev_uncharge_ctx(ordinal, bytes);
 }
 
 void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long long *total)
@@ -187,10 +288,41 @@ unsigned long long fc_dev_take_evicted(int ordinal)
     return fs_take_evicted(p->gpu, p->gi, p->ci);
 }
 
-uint64_t fc_dev_run(int ordinal, uint64_t earliest_ns, uint64_t dur_ns)
+bool fc_dev_submit(int ordinal, uint32_t ctx, uint32_t stream, uint64_t dur_ns, unsigned width, unsigned flags,
+                   struct fc_pos *out)
 {
     const struct place *p = &places[ordinal];
-    return fs_run(p->gpu, p->gi, p->ci, earliest_ns, dur_ns);
+    struct fs_work w = { .ctx = ctx, .stream = stream, .dur_ns = dur_ns, .width = width, .flags = flags };
+    struct fs_pos pos;
+    if (!fs_submit(p->gpu, p->gi, p->ci, &w, &pos))
+        return false;
+    *out = (struct fc_pos){ pos.seq, pos.slot, fc_now_ns() + dur_ns };
+    return true;
+}
+
+bool fc_dev_pos_done(int ordinal, struct fc_pos *p)
+{
+    struct fs_pos pos = { p->seq, p->slot };
+    return fs_pos_done(places[ordinal].gpu, &pos, &p->end);
+}
+
+void fc_dev_pos_wait(int ordinal, struct fc_pos *p)
+{
+    /* Sleep until the projected end; work that arrived meanwhile (another context's slice) may
+     * have pushed it later: look again. */
+    while (!fc_dev_pos_done(ordinal, p)) {
+        uint64_t now = fc_now_ns();
+        fc_sleep_until(p->end > now ? p->end : now + 20000);
+    }
+}
+
+unsigned fc_dev_pending(int ordinal, uint32_t ctx, struct fc_pos *oldest)
+{
+    const struct place *p = &places[ordinal];
+    struct fs_pos pos;
+    unsigned n = fs_pending(p->gpu, p->gi, p->ci, ctx, &pos);
+    *oldest = (struct fc_pos){ pos.seq, pos.slot, 0 };
+    return n;
 }
 
 void fc_dev_attach(int ordinal, bool attached)

@@ -1,15 +1,17 @@
 /* stream.c: streams, events and host callbacks on the simulated timeline.
  *
- * Each stream remembers `tail`, the simulated completion time of the last work queued on it.
- * Work starts no earlier than now, the stream's tail, and (legacy default-stream semantics)
- * the legacy stream's tail for blocking streams, or every blocking stream's tail for the legacy
- * stream; the device timeline (fc_dev_run, shared with other processes) may push it later.
- * Synchronize, query and events compare those times with the real clock. The per-thread
- * default stream (stream 0 in a _ptsz/_ptds call, or CU_STREAM_PER_THREAD) is one blocking
- * stream per thread and context.
- * Host functions run on one helper thread per process when the clock reaches the stream's tail
- * at the time they were queued; a synchronize waits for them too. (Later work on that stream
- * is not held back while a callback runs: a simplification.) */
+ * Work is queued on the device's timeline in the shared state (common/timeline.c), which
+ * decides when it runs: in stream order, with legacy default-stream semantics (the legacy
+ * stream waits for the blocking streams and they for it; CU_STREAM_NON_BLOCKING streams do
+ * not), streams of one context side by side, contexts of all processes in time slices. Each
+ * stream remembers the last work queued on it (`last`); synchronize and query look at that
+ * work, and an event is a marker queued on its stream, done when the stream reaches it (an
+ * event on an idle stream: at once; behind pending work: when that work is done). The
+ * per-thread default stream (stream 0 in a _ptsz/_ptds call, or CU_STREAM_PER_THREAD) is one
+ * blocking stream per thread and context.
+ * Host functions are markers too: one helper thread per process runs each when the timeline
+ * reaches it; a synchronize waits for them too. (Later work on that stream is not held back
+ * while a callback runs: a simplification.) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@
 #define MAX_STREAMS 1024
 static struct fc_stream *streams[MAX_STREAMS];
 static pthread_cond_t host_fn_done = PTHREAD_COND_INITIALIZER;
+static uint32_t next_stream_key;   /* 0 is the legacy stream */
 
 struct pt_stream { struct fc_ctx *ctx; struct fc_stream *st; };
 static __thread struct pt_stream per_thread[8];
@@ -33,6 +36,7 @@ static struct fc_stream *per_thread_stream(struct fc_ctx *ctx)
     st->magic = FC_STREAM_MAGIC;
     st->ctx = ctx;
     st->per_thread = true;
+    st->key = ++next_stream_key;
     int slot = 0;
     for (int i = 0; i < 8; i++)
         if (!per_thread[i].ctx || !per_thread[i].st || per_thread[i].st->magic != FC_STREAM_MAGIC) {
@@ -72,44 +76,78 @@ static bool blocking(const struct fc_stream *st)
     return !(st->flags & CU_STREAM_NON_BLOCKING);
 }
 
-/* The earliest time new work on `st` may start. Caller holds fc_lock. */
-static uint64_t ready_time(struct fc_ctx *ctx, struct fc_stream *st)
+/* Queues one item on the stream (a marker when dur_ns is 0). Caller holds fc_lock; released
+ * meanwhile only when the device's ring is full (then it waits for work to finish). */
+static struct fc_pos submit(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width)
 {
-    uint64_t t = fc_now_ns();
-    if (st) {
-        if (st->tail > t)
-            t = st->tail;
-        if (blocking(st) && ctx->legacy_tail > t)
-            t = ctx->legacy_tail;
-        return t;
+    struct fc_pos pos = { 0, 0, 0 };
+    unsigned flags = st ? (blocking(st) ? FC_W_BLOCKING : 0) : FC_W_BARRIER;
+    while (!fc_dev_submit(ctx->device, ctx->key, st ? st->key : 0, dur_ns, width, flags, &pos)) {
+        pthread_mutex_unlock(&fc_lock);
+        fc_sleep_until(fc_now_ns() + 1000000ULL);
+        pthread_mutex_lock(&fc_lock);
     }
-    if (ctx->legacy_tail > t)
-        t = ctx->legacy_tail;
-    for (int i = 0; i < MAX_STREAMS; i++)
-        if (streams[i] && streams[i]->ctx == ctx && blocking(streams[i]) && streams[i]->tail > t)
-            t = streams[i]->tail;
-    return t;
-}
-
-static void set_tail(struct fc_ctx *ctx, struct fc_stream *st, uint64_t t)
-{
     if (st)
-        st->tail = t;
+        st->last = pos;
     else
-        ctx->legacy_tail = t;
+        ctx->legacy_last = pos;
+    return pos;
 }
 
-uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns)
+uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width, bool want_end)
 {
-    uint64_t end = fc_dev_run(ctx->device, ready_time(ctx, st), dur_ns);
-    set_tail(ctx, st, end);
-    return end;
+    struct fc_pos pos = submit(ctx, st, dur_ns, width);
+    if (want_end)
+        fc_dev_pos_done(ctx->device, &pos);   /* a projection: costs a simulation */
+    return pos.end;
+}
+
+void fc_queue_admit(struct fc_ctx *ctx)
+{
+    static unsigned depth;
+    if (!depth) {
+        const char *e = getenv("VGPU_FAKE_QUEUE_DEPTH");
+        unsigned long v = e && *e ? strtoul(e, NULL, 10) : 1024;
+        depth = v >= 1 && v <= 4096 ? (unsigned)v : 1024;
+    }
+    /* The shared state is asked only when the queue could be full: after it said n pending, k
+     * more launches make at most n + k (a launch costs one look at the state, not two). */
+    unsigned since = __atomic_fetch_add(&ctx->admit_since, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&ctx->admit_pending, __ATOMIC_RELAXED) + since + 1 < depth)
+        return;
+    struct fc_pos oldest;
+    unsigned n;
+    while ((n = fc_dev_pending(ctx->device, ctx->key, &oldest)) >= depth)
+        fc_dev_pos_wait(ctx->device, &oldest);   /* the launching thread blocks, as in the driver */
+    __atomic_store_n(&ctx->admit_pending, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&ctx->admit_since, 0, __ATOMIC_RELAXED);
+}
+
+/* The work a synchronize of `st` waits for (NULL: the legacy stream, which covers the blocking
+ * streams; all: the whole context). Caller holds fc_lock. */
+static unsigned sync_set(struct fc_ctx *ctx, struct fc_stream *st, bool all, struct fc_pos *out, unsigned max)
+{
+    unsigned n = 0;
+    if (st && !all) {
+        out[n++] = st->last;
+        return n;
+    }
+    out[n++] = ctx->legacy_last;
+    out[n++] = ctx->orphan_last;
+    for (int i = 0; i < MAX_STREAMS && n < max; i++)
+        if (streams[i] && streams[i]->ctx == ctx && (all || blocking(streams[i])) && streams[i]->last.seq)
+            out[n++] = streams[i]->last;
+    return n;
 }
 
 uint64_t fc_stream_tail(struct fc_ctx *ctx, struct fc_stream *st)
 {
-    uint64_t t = ready_time(ctx, st);
-    set_tail(ctx, st, t);
+    struct fc_pos set[MAX_STREAMS + 2];
+    unsigned n = sync_set(ctx, st, false, set, MAX_STREAMS + 2);
+    uint64_t t = fc_now_ns();
+    for (unsigned i = 0; i < n; i++)
+        if (set[i].seq && !fc_dev_pos_done(ctx->device, &set[i]) && set[i].end > t)
+            t = set[i].end;
     return t;
 }
 
@@ -124,16 +162,20 @@ static int pending(struct fc_ctx *ctx, struct fc_stream *st)
     return n;
 }
 
-/* Waits, in real time, for everything queued on `st` (NULL: the legacy stream, which also
- * covers the blocking streams). Caller holds fc_lock; it is released while sleeping. */
-static void wait_stream_locked(struct fc_ctx *ctx, struct fc_stream *st)
+/* Waits, in real time, for what a synchronize of `st` (or the whole context) covers. Caller
+ * holds fc_lock; it is released while waiting. */
+static void wait_locked(struct fc_ctx *ctx, struct fc_stream *st, bool all)
 {
-    uint64_t t = st ? (st->tail > (blocking(st) ? ctx->legacy_tail : 0) ? st->tail : ctx->legacy_tail)
-                    : ready_time(ctx, NULL);
+    struct fc_pos *mine = malloc(sizeof *mine * (MAX_STREAMS + 2));
+    unsigned n = mine ? sync_set(ctx, st, all, mine, MAX_STREAMS + 2) : 0;
+    int dev = ctx->device;
     pthread_mutex_unlock(&fc_lock);
-    fc_sleep_until(t);
+    for (unsigned i = 0; i < n; i++)
+        if (mine[i].seq)
+            fc_dev_pos_wait(dev, &mine[i]);
+    free(mine);
     pthread_mutex_lock(&fc_lock);
-    while (pending(ctx, st) > 0)
+    while (pending(ctx, all ? NULL : st) > 0)
         pthread_cond_wait(&host_fn_done, &fc_lock);
     fc_pool_release_all(ctx->device);
 }
@@ -141,33 +183,19 @@ static void wait_stream_locked(struct fc_ctx *ctx, struct fc_stream *st)
 CUresult fc_stream_wait(struct fc_ctx *ctx, struct fc_stream *st)
 {
     pthread_mutex_lock(&fc_lock);
-    wait_stream_locked(ctx, st);
+    wait_locked(ctx, st, false);
+    CUresult r = fc_ctx_sticky(ctx);   /* a fault in the work waited for shows here */
     pthread_mutex_unlock(&fc_lock);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 CUresult fc_ctx_sync(struct fc_ctx *ctx)
 {
     pthread_mutex_lock(&fc_lock);
-    uint64_t t = ready_time(ctx, NULL);
-    for (int i = 0; i < MAX_STREAMS; i++)
-        if (streams[i] && streams[i]->ctx == ctx && streams[i]->tail > t)
-            t = streams[i]->tail;
+    wait_locked(ctx, NULL, true);
+    CUresult r = fc_ctx_sticky(ctx);
     pthread_mutex_unlock(&fc_lock);
-    fc_sleep_until(t);
-    pthread_mutex_lock(&fc_lock);
-    for (;;) {
-        int n = 0;
-        for (int i = 0; i < MAX_STREAMS; i++)
-            if (streams[i] && streams[i]->ctx == ctx)
-                n += streams[i]->pending_host_fns;
-        if (n == 0)
-            break;
-        pthread_cond_wait(&host_fn_done, &fc_lock);
-    }
-    fc_pool_release_all(ctx->device);
-    pthread_mutex_unlock(&fc_lock);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 /* Caller holds fc_lock. */
@@ -216,6 +244,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     st->ctx = c;
     st->flags = Flags;
     pthread_mutex_lock(&fc_lock);
+    st->key = ++next_stream_key;
     int i;
     for (i = 0; i < MAX_STREAMS && streams[i]; i++)
         ;
@@ -247,8 +276,8 @@ static CUresult stream_destroy(CUstream s)
         for (int i = 0; i < MAX_STREAMS; i++)
             if (streams[i] == st)
                 streams[i] = NULL;
-        if (st->tail > c->legacy_tail && blocking(st))
-            c->legacy_tail = st->tail; /* keep the ordering the legacy stream owed it */
+        if (blocking(st) && st->last.seq > c->orphan_last.seq)
+            c->orphan_last = st->last; /* the legacy stream still waits for its work */
         st->magic = 0;
     }
     pthread_mutex_unlock(&fc_lock);
@@ -269,8 +298,10 @@ static CUresult stream_sync(CUstream s, bool ptsz)
     r = fc_stream_resolve(s, ptsz, c, &st);
     if (r == CUDA_SUCCESS && st && st->capture)
         r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (r == CUDA_SUCCESS)
-        wait_stream_locked(c, st);
+    if (r == CUDA_SUCCESS) {
+        wait_locked(c, st, false);
+        r = fc_ctx_sticky(c);
+    }
     pthread_mutex_unlock(&fc_lock);
     return r;
 }
@@ -288,9 +319,12 @@ static CUresult stream_query(CUstream s, bool ptsz)
     pthread_mutex_lock(&fc_lock);
     r = fc_stream_resolve(s, ptsz, c, &st);
     if (r == CUDA_SUCCESS) {
-        uint64_t now = fc_now_ns();
-        uint64_t t = st ? st->tail : ready_time(c, NULL);
-        if (t > now || pending(c, st) > 0)
+        struct fc_pos set[MAX_STREAMS + 2];
+        unsigned n = sync_set(c, st, false, set, MAX_STREAMS + 2);
+        for (unsigned i = 0; i < n && r == CUDA_SUCCESS; i++)
+            if (set[i].seq && !fc_dev_pos_done(c->device, &set[i]))
+                r = CUDA_ERROR_NOT_READY;
+        if (pending(c, st) > 0)
             r = CUDA_ERROR_NOT_READY;
     }
     pthread_mutex_unlock(&fc_lock);
@@ -306,7 +340,8 @@ struct fc_event {
     uint32_t magic;
     unsigned int flags;
     bool recorded;
-    uint64_t time;
+    struct fc_pos pos;       /* the marker queued on its stream */
+    int device;
     struct fc_ctx *ctx;
 };
 #define FC_EVENT_MAGIC 0xE7E7E700u
@@ -352,7 +387,8 @@ static CUresult event_record(CUevent e, CUstream s, bool ptsz)
     pthread_mutex_lock(&fc_lock);
     r = fc_stream_resolve(s, ptsz, c, &st);
     if (r == CUDA_SUCCESS) {
-        ev->time = fc_stream_tail(c, st);
+        ev->pos = submit(c, st, 0, 0);
+        ev->device = c->device;
         ev->recorded = true;
     }
     pthread_mutex_unlock(&fc_lock);
@@ -372,10 +408,13 @@ CUresult cuEventSynchronize(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&fc_lock);
-    uint64_t t = ev->recorded ? ev->time : 0;
+    struct fc_pos pos = ev->recorded ? ev->pos : (struct fc_pos){ 0, 0, 0 };
     pthread_mutex_unlock(&fc_lock);
-    fc_sleep_until(t);
+    if (pos.seq)
+        fc_dev_pos_wait(ev->device, &pos);
     pthread_mutex_lock(&fc_lock);
+    if (pos.seq && ev->pos.seq == pos.seq)
+        ev->pos.end = pos.end;
     fc_pool_release_all(ev->ctx->device);
     pthread_mutex_unlock(&fc_lock);
     return CUDA_SUCCESS;
@@ -391,7 +430,7 @@ CUresult cuEventQuery(CUevent hEvent)
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&fc_lock);
-    r = (ev->recorded && ev->time > fc_now_ns()) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    r = (ev->recorded && !fc_dev_pos_done(ev->device, &ev->pos)) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
     pthread_mutex_unlock(&fc_lock);
     return r;
 }
@@ -412,10 +451,13 @@ static CUresult elapsed(float *ms, CUevent a, CUevent b)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!s->recorded || !e->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
-    uint64_t now = fc_now_ns();
-    if (s->time > now || e->time > now)
+    pthread_mutex_lock(&fc_lock);
+    bool done = fc_dev_pos_done(s->device, &s->pos) && fc_dev_pos_done(e->device, &e->pos);
+    uint64_t t_start = s->pos.end, t_end = e->pos.end;
+    pthread_mutex_unlock(&fc_lock);
+    if (!done)
         return CUDA_ERROR_NOT_READY;
-    *ms = (float)(((double)e->time - (double)s->time) / 1e6);
+    *ms = (float)(((double)t_end - (double)t_start) / 1e6);
     return CUDA_SUCCESS;
 }
 
@@ -444,7 +486,7 @@ CUresult cuEventDestroy(CUevent hEvent) { FC_TRACE(); return event_destroy(hEven
 
 struct host_fn {
     struct host_fn *next;
-    uint64_t due;
+    struct fc_pos pos;       /* its marker on the stream */
     CUhostFn fn;
     void *data;
     struct fc_stream *st;     /* NULL: legacy stream */
@@ -463,18 +505,28 @@ static void *host_fn_helper(void *arg)
             pthread_cond_wait(&host_fn_queued, &fc_lock);
             continue;
         }
-        struct host_fn **best = &host_fns;
-        for (struct host_fn **pp = &host_fns; *pp; pp = &(*pp)->next)
-            if ((*pp)->due < (*best)->due)
+        /* The first callback whose marker is done runs; else sleep until the earliest projected
+         * one (at most 1 ms: work of other contexts may move it, callbacks queued meanwhile may
+         * come first). */
+        struct host_fn **best = NULL;
+        uint64_t due = UINT64_MAX;
+        for (struct host_fn **pp = &host_fns; *pp; pp = &(*pp)->next) {
+            if (fc_dev_pos_done((*pp)->ctx->device, &(*pp)->pos) &&
+                (!best || (*pp)->pos.seq < (*best)->pos.seq))
                 best = pp;
-        struct host_fn *h = *best;
-        if (h->due > fc_now_ns()) {
-            uint64_t due = h->due;
+            else if ((*pp)->pos.end < due)
+                due = (*pp)->pos.end;
+        }
+        if (!best) {
+            uint64_t now = fc_now_ns();
+            if (due > now + 1000000ULL)
+                due = now + 1000000ULL;
             pthread_mutex_unlock(&fc_lock);
-            fc_sleep_until(due); /* a callback queued meanwhile for earlier waits at most this */
+            fc_sleep_until(due > now ? due : now + 20000);
             pthread_mutex_lock(&fc_lock);
             continue;
         }
+        struct host_fn *h = *best;
         *best = h->next;
         pthread_mutex_unlock(&fc_lock);
         h->fn(h->data);
@@ -535,12 +587,11 @@ static CUresult launch_host_func(CUstream s, CUhostFn fn, void *data, bool ptsz)
         free(h);
         return r;
     }
-    if (!st) {
-        /* The legacy stream: account the callback on the per-thread stream object so that
-         * synchronize sees it pending; ordering comes from `due`. */
+    /* Its marker goes on its stream (the legacy one included); a callback of the legacy stream
+     * is accounted on the per-thread stream object so that synchronize sees it pending. */
+    h->pos = submit(c, st, 0, 0);
+    if (!st)
         st = per_thread_stream(c);
-    }
-    h->due = fc_stream_tail(c, st);
     h->fn = fn;
     h->data = data;
     h->st = st;

@@ -13,6 +13,7 @@ static uint64_t period_ns(void) { return (uint64_t)fs_state()->sample_period_ms 
 
 unsigned fn_gpu_util(unsigned gpu)
 {
+    fs_advance_gpu(gpu);     /* the simulated work up to now (common/timeline.c); callers hold the lock */
     uint64_t now = fs_now_ns(), p = period_ns();
     uint64_t from = now > p ? now - p : 0;
     uint64_t busy = fs_busy_between(gpu, 0, -2, from, now);
@@ -38,6 +39,7 @@ static int by_time(const void *a, const void *b)
 static unsigned collect(unsigned gpu, unsigned long long last_seen, struct sample *out, unsigned max)
 {
     struct fs_gpu *g = &fs_state()->gpu[gpu];
+    fs_advance_gpu(gpu);
     uint64_t p = period_ns(), now = fs_now_ns();
     uint64_t last_end = now / p * p; /* end of the newest completed period */
     unsigned n = 0;

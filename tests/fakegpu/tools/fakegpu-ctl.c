@@ -8,6 +8,12 @@
  *                                         as a CUDA process pays) and BYTES on PLACE, prints "ready"
  *                                         and sleeps SEC seconds (default: until killed)
  *   fakegpu-ctl busy PLACE SEC [PCT]      this process keeps PLACE PCT % busy (default 100) for SEC
+ *   fakegpu-ctl fragment GPU PCT          PCT % of the GPU's free memory lies in pieces too small for
+ *                                         a large allocation: one allocation over 2 MiB gets at most
+ *                                         100-PCT % of the free memory (0: none)
+ *   fakegpu-ctl mig-ci GPU GI_ID PROFILE  creates one more compute instance of the CI profile PROFILE
+ *                                         ("1c.2g.20gb") in GPU instance GI_ID and prints its MIG UUID
+ *                                         (vgpu mig create makes one CI per GI)
  *   fakegpu-ctl hang-locked               takes the state's lock, prints "ready" and sleeps: kill it
  *                                         with SIGKILL to check that the others recover the lock
  *
@@ -25,7 +31,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: fakegpu-ctl show | reset [GPU...] | lose GPU | find GPU | hold PLACE BYTES [SEC] | "
-                    "busy PLACE SEC [PCT]\n");
+                    "busy PLACE SEC [PCT] | fragment GPU PCT\n");
     return 2;
 }
 
@@ -84,6 +90,7 @@ static int show(void)
     uint64_t now = fs_now_ns(), period = (uint64_t)st->sample_period_ms * 1000000ULL;
     for (unsigned i = 0; i < st->ngpus; i++) {
         struct fs_gpu *g = &st->gpu[i];
+        fs_advance_gpu(i);   /* busy time up to now */
         json_object *o = json_object_new_object(), *procs = json_object_new_array(), *gis = json_object_new_array();
         json_object_object_add(o, "index", json_object_new_int((int)i));
         json_object_object_add(o, "name", json_object_new_string(g->s.name));
@@ -243,6 +250,42 @@ int main(int argc, char **argv)
         return hold(argc - 2, argv + 2);
     if (strcmp(cmd, "busy") == 0)
         return busy(argc - 2, argv + 2);
+    if (strcmp(cmd, "fragment") == 0 && argc == 4) {
+        unsigned gpu;
+        char *end;
+        unsigned long pct = strtoul(argv[3], &end, 10);
+        if (!parse_gpu(argv[2], &gpu))
+            return 2;
+        if (*end || !*argv[3] || pct > 99) {
+            fprintf(stderr, "fakegpu-ctl: fragment takes a percentage 0..99, not '%s'\n", argv[3]);
+            return 2;
+        }
+        fs_lock();
+        fs_state()->gpu[gpu].fragment_pct = (unsigned)pct;
+        fs_unlock();
+        return 0;
+    }
+    if (strcmp(cmd, "mig-ci") == 0 && argc == 5) {
+        unsigned gpu;
+        if (!parse_gpu(argv[2], &gpu))
+            return 2;
+        fs_lock();
+        struct fs_gpu *g = &fs_state()->gpu[gpu];
+        int gi = fs_gi_by_id(gpu, (unsigned)atoi(argv[3])), rc = -2;
+        if (gi >= 0) {
+            const struct fs_profile *p = &g->s.profiles[g->gi[gi].profile];
+            for (unsigned c = 0; c < p->nci; c++)
+                if (strcmp(p->ci[c].name, argv[4]) == 0)
+                    rc = fs_ci_create(gpu, gi, c, -1);
+        }
+        if (rc >= 0)
+            printf("%s\n", g->gi[gi].ci[rc].uuid);
+        fs_unlock();
+        if (rc < 0)
+            fprintf(stderr, "fakegpu-ctl: cannot create a %s compute instance in GPU instance %s of GPU %u (%d)\n",
+                    argv[4], argv[3], gpu, rc);
+        return rc < 0 ? 1 : 0;
+    }
     if (strcmp(cmd, "hang-locked") == 0) {
         fs_lock();
         printf("ready %d\n", (int)getpid());

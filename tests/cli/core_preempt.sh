@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# KNOWN FAILURE (issue 18 item 1, reported to the lead; not fixed here): under the simulated
+# GPU's time-slicing model the limiter charges a preempted lease holder for GPU time its
+# preemptor used. A --core 70 job saturates the GPU with 20 ms kernels (two in flight under the
+# pacing fences); a --core 30 inference client (one 8 ms kernel per request, 30 ms apart: under
+# its cap, so its credit stays near its burst and it preempts) runs beside it. A preempted holder
+# is charged from its grant until its queued work has drained (drain_and_release), and the
+# preemptor from that drain's end (vgpu_sched_charge_from). On the old first-come-first-served
+# fake the preemptor's kernels ran after the holder's queued work, so that split was exact (the
+# holder was charged 64-67 % of the wall time for 69-71 % used). With time slices, as on a real
+# GPU, the preemptor's kernels run inside the holder's drain: the holder was charged 79 % of the
+# wall time for 59-61 % used, about all of the client's 16-17 % busy time, and so kept well under
+# its 70 % cap with the GPU a quarter idle.
+source "$(dirname "$0")/lib.sh"
+
+busy_of() { fakegpu-ctl show | jq -r --argjson p "$1" '[.gpus[0].processes[] | select(.pid == $p) | .busy_ns] | add // 0'; }
+wait_file() { local i; for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
+in_band() { # desc value lo hi detail
+  if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then ok "$1 ($2%)"; else not_ok "$1" "got $2%, want $3..$4: $5"; fi
+}
+
+vgpu run --core 70 --name holder -- sh -c "echo \$\$ >$T_DIR/a.pid; exec core_loop -k 20000 -s 20 -t 4" >"$T_DIR/a.out" 2>&1 &
+vgpu run --core 30 -- sh -c "echo \$\$ >$T_DIR/b.pid; exec core_loop -m client -k 8000 -s 1 -i 30000 -t 4" >"$T_DIR/b.out" 2>&1 &
+if wait_file "$T_DIR/a.pid" && wait_file "$T_DIR/b.pid"; then
+  pa=$(cat "$T_DIR/a.pid"); pb=$(cat "$T_DIR/b.pid")
+  sleep 1
+  charged() { vgpu ps --json | jq -r --arg n "$1" '[.. | objects | select(.name? == $n)][0] | [.. | .gpu_time_ns? // empty] | add // 0'; }
+  t0=$(date +%s%N); a0=$(busy_of "$pa"); b0=$(busy_of "$pb"); c0=$(charged holder)
+  sleep 2.5
+  t1=$(date +%s%N); a1=$(busy_of "$pa"); b1=$(busy_of "$pb"); c1=$(charged holder)
+  uuid=$(fakegpu-ctl show | jq -r '.gpus[0].uuid')
+  peek=$(sched_peek "$uuid")
+  wait
+  sa=$(( (a1 - a0) * 100 / (t1 - t0) )); sb=$(( (b1 - b0) * 100 / (t1 - t0) ))
+  n=$(printf '%s\n' "$peek" | tr ' ' '\n' | sed -n 's/^preemptions=//p')
+  if [ "${n:-0}" -ge 5 ]; then ok "the client preempts the holder ($n preemptions)"; else not_ok "preemptions" "$peek"; fi
+  in_band "the client stays under its cap" "$sb" 0 35 "$(cat "$T_DIR/b.out")"
+  in_band "the saturating --core 70 job keeps its cap next to a preempting client" "$sa" 65 75 \
+    "client $sb%; $(cat "$T_DIR/a.out" "$T_DIR/b.out")"
+  # What the limiter charged the holder (the region's gpu_time_ns) against what it used.
+  sc=$(( (c1 - c0) * 100 / (t1 - t0) ))
+  in_band "the holder is charged the GPU time it used (charged $sc% of the wall time, used $sa%)" "$(( sc - sa + 50 ))" 45 55 \
+    "charged-used+50 points"
+else
+  not_ok "both jobs started" "$(cat "$T_DIR/a.out" "$T_DIR/b.out")"; wait
+fi
+
+done_testing

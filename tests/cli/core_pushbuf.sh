@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# KNOWN FAILURE (issue 18 item 1, reported to the lead; not fixed here): a launch that passed the
+# limiter's gate under a lease, then blocks in the driver because the push buffer is full, is
+# queued after that lease was drained and passed on, and its kernel runs uncharged inside the
+# next holder's lease. The simulated GPU's push buffer is bounded (VGPU_FAKE_QUEUE_DEPTH); at a
+# depth of 1 every launch of an unsynchronized loop waits in the driver for the kernel before
+# it, so each lease leaks its last kernel. Two jobs, 30 and 60, unsynchronized, 10 ms kernels:
+# the time they used (the fake's busy time) and the time the limiter charged them (the
+# regions' gpu_time_ns) must agree. Measured: used 34 + 62-64 %, charged 29-30 + 59-60 % (7-9
+# points of GPU time nobody paid for); with the default depth of 1024 they agree within 2.
+source "$(dirname "$0")/lib.sh"
+
+busy_of() { fakegpu-ctl show | jq -r --argjson p "$1" '[.gpus[0].processes[] | select(.pid == $p) | .busy_ns] | add // 0'; }
+charged() { vgpu ps --json | jq -r --arg n "$1" '[.. | objects | select(.name? == $n)][0] | [.. | .gpu_time_ns? // empty] | add // 0'; }
+wait_file() { local i; for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
+
+export VGPU_FAKE_QUEUE_DEPTH=${CORE_PUSHBUF_DEPTH:-1}
+vgpu run --core 30 --name ja -- sh -c "echo \$\$ >$T_DIR/a.pid; exec core_loop -s 100000 -k 10000 -t 4" >"$T_DIR/a.out" 2>&1 &
+vgpu run --core 60 --name jb -- sh -c "echo \$\$ >$T_DIR/b.pid; exec core_loop -s 100000 -k 10000 -t 4" >"$T_DIR/b.out" 2>&1 &
+if wait_file "$T_DIR/a.pid" && wait_file "$T_DIR/b.pid"; then
+  pa=$(cat "$T_DIR/a.pid"); pb=$(cat "$T_DIR/b.pid")
+  sleep 1
+  t0=$(date +%s%N); a0=$(busy_of "$pa"); b0=$(busy_of "$pb"); ca0=$(charged ja); cb0=$(charged jb)
+  sleep 2.5
+  t1=$(date +%s%N); a1=$(busy_of "$pa"); b1=$(busy_of "$pb"); ca1=$(charged ja); cb1=$(charged jb)
+  wait
+  pct() { echo $(( ($1) * 100 / (t1 - t0) )); }
+  ua=$(pct "a1 - a0"); ub=$(pct "b1 - b0"); ka=$(pct "ca1 - ca0"); kb=$(pct "cb1 - cb0")
+  d=$(( ua + ub - ka - kb ))
+  if [ "$d" -ge -3 ] && [ "$d" -le 3 ]; then ok "the GPU time the jobs used is the time they were charged (used $ua+$ub %, charged $ka+$kb %)"
+  else not_ok "the GPU time the jobs used is the time they were charged" "used $ua+$ub %, charged $ka+$kb %: $d points nobody paid for"; fi
+  if [ "$ua" -ge 25 ] && [ "$ua" -le 35 ]; then ok "the 30% job's busy time ($ua%)"; else not_ok "the 30% job's busy time" "$ua%"; fi
+  if [ "$ub" -ge 55 ] && [ "$ub" -le 65 ]; then ok "the 60% job's busy time ($ub%)"; else not_ok "the 60% job's busy time" "$ub%"; fi
+else
+  not_ok "both jobs started" "$(cat "$T_DIR/a.out" "$T_DIR/b.out")"; wait
+fi
+
+done_testing
