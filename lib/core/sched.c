@@ -561,6 +561,8 @@ int vgpu_sched_attach(struct vgpu_sched *s, unsigned job, pid_t pid, uint64_t st
                 atomic_store(&p->start, start);
                 atomic_store(&p->job, job);
                 atomic_store(&p->pidns, myns);
+                atomic_store(&p->released, 0);
+                atomic_store(&p->held_out, 0u);
                 atomic_store(&p->want_since, 0);
                 atomic_store(&p->polled, 0);
                 return (int)i;
@@ -622,6 +624,14 @@ static void revoke_overdue(struct vgpu_sched_file *f, uint64_t now)
         wake_all(f);
 }
 
+void vgpu_sched_note_end(struct vgpu_sched *s, int proc, bool held_out, uint64_t now)
+{
+    if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
+        return;
+    atomic_store(&s->f->procs[proc].held_out, held_out ? 1u : 0u);
+    atomic_store(&s->f->procs[proc].released, now);
+}
+
 void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
 {
     if (atomic_load(&s->f->lease) == lease)
@@ -659,7 +669,9 @@ static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, 
      * kernels), and two such jobs then take it from each other at every turn (on the H100, a
      * 30/70 pair of 15 ms kernels reached 75 % of the GPU together, every lease preempted). */
     uint64_t ws = atomic_load(&f->procs[proc].want_since);
-    bool new_work = ws >= atomic_load(&f->lease_start);
+    uint64_t rel = atomic_load(&f->procs[proc].released);
+    bool saturating = atomic_load(&f->procs[proc].held_out) && ws < rel + VGPU_SCHED_NEW_WORK_NS;
+    bool new_work = ws >= atomic_load(&f->lease_start) && !saturating;
     if (!urgent && new_work && credit >= q && credit >= 2 * q - q / 2 && ld_prio(mine) == ld_prio(theirs)) {
         unsigned hcap = ld_cap(theirs);
         int64_t hcr;
@@ -824,9 +836,15 @@ uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t n
     uint64_t ov = atomic_load(&s->f->overlap_until);
     if (preempted || ov <= start)
         return start;
-    if (ov > now)
-        return ov - now <= VGPU_SCHED_OVERLAP_NS ? now : start;   /* still draining; or garbage */
-    return ov;
+    if (ov > now)   /* still draining (or garbage, not believed): half of the time so far */
+        return ov - now <= VGPU_SCHED_OVERLAP_NS ? start + (now - start) / 2 : start;
+    return start + (ov - start) / 2;
+}
+
+uint64_t vgpu_sched_preempted_at(struct vgpu_sched *s, uint64_t start, uint64_t now)
+{
+    uint64_t t = atomic_load(&s->f->lease_start);
+    return t > start && t <= now ? t : start;
 }
 
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since)

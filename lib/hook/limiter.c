@@ -280,7 +280,8 @@ static void track(struct dstate *d, CUstream stream, bool ptsz)
 }
 
 /* Waits for the lease's work and passes the lease on. Called with d->mu held. */
-static void drain_and_release(struct dstate *d, int dev)
+/* at_deadline: the lease ran out (rather than being given back idle); see vgpu_sched_note_end. */
+static void drain_and_release(struct dstate *d, int dev, bool at_deadline)
 {
     /* The lease word goes to 0 first: launches compare it and stop at once (they then wait for
      * d->mu, which we hold until the lease has been passed on). */
@@ -315,7 +316,12 @@ static void drain_and_release(struct dstate *d, int dev)
     /* A lease taken by preemption shares the GPU with the preempted holder's queued work at
      * first; that overlap is the holder's to pay (ours, when we are the one preempted). */
     bool preempted = vgpu_sched_deadline(&d->s, lease) == 0;
-    uint64_t used = now - (preempted ? atomic_load(&d->start) : from);
+    uint64_t start = atomic_load(&d->start), used = now - from;
+    if (preempted) {   /* ours until the preemption, then half of our drain (the overlap) */
+        uint64_t tp = vgpu_sched_preempted_at(&d->s, start, now);
+        used = (tp - start) + (now - tp) / 2;
+    }
+    vgpu_sched_note_end(&d->s, d->proc, at_deadline && !preempted, now);
     if (!vgpu_sched_release(&d->s, lease, used, now)) {
         vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
         vgpu_lt_record(VGPU_LT_PREEMPTED, dev, now, used);
@@ -482,7 +488,7 @@ static void *keeper(void *arg)
             if (give_back) {
                 pthread_mutex_lock(&d->mu);
                 if (atomic_load(&d->lease) == lease)
-                    drain_and_release(d, (int)i);
+                    drain_and_release(d, (int)i, now >= end);
                 pthread_mutex_unlock(&d->mu);
                 continue;
             }
@@ -587,7 +593,7 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             break;
         }
         if (lease)
-            drain_and_release(d, dev);   /* expired: pass it on before asking again */
+            drain_and_release(d, dev, true);   /* expired: pass it on before asking again */
         struct limits x = read_limits(r, dev);
         if (!x.cap) {                    /* no limit (any more) on this device */
             vgpu_sched_unwant(&d->s, d->proc);

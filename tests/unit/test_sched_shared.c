@@ -72,7 +72,7 @@ static void test_idle_waiter_preempts(void **state)
     assert_int_equal(atomic_load(&t.s.f->preemptions), 1);
     /* While A drains, B's lease is not charged (A pays the overlap, once); A's own lease,
      * preempted, is charged from its start. */
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 2 * MS, false), now + 2 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 3 * MS, false), now + 2 * MS);   /* half */
     assert_int_equal(vgpu_sched_charge_from(&t.s, now - 5 * MS, now + 2 * MS, true), now - 5 * MS);
     /* A drains and gives its lease back: the release reports it gone, and charges A all the same. */
     assert_false(vgpu_sched_release(&t.s, a_lease, 3 * MS, now + 3 * MS));
@@ -80,7 +80,8 @@ static void test_idle_waiter_preempts(void **state)
     assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), (unsigned)t.pb + 1);
     /* The overlap with A's queued work is A's: B's charge starts when A finished draining. */
     vgpu_sched_drained(&t.s, now + 3 * MS);
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 5 * MS, false), now + 3 * MS);
+    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 5 * MS, false), now + 2 * MS);   /* half of 2 ms */
+    assert_int_equal(vgpu_sched_preempted_at(&t.s, now - 5 * MS, now + 5 * MS), now + MS);
     assert_int_equal(vgpu_sched_charge_from(&t.s, now + 4 * MS, now + 5 * MS, false), now + 4 * MS);  /* older */
     /* A mark too far ahead (garbage, or a holder that never drained) is not believed. */
     atomic_store(&t.s.f->overlap_until, now + 2 * MS + VGPU_SCHED_OVERLAP_NS + 1);
@@ -122,6 +123,25 @@ static void test_saturating_waiter_only_asks(void **state)
     assert_int_equal(atomic_load(&t.s.f->lease), a_lease);
     assert_true(vgpu_sched_wanted(&t.s, now + MS));                             /* it asked */
     teardown_two(&t);
+}
+
+static void test_lease_ran_out_is_not_new_work(void **state)
+{
+    (void)state;
+    /* B's last lease ran out and B wants again at once (it had work throughout: saturating),
+     * although after A's grant: it only asks. Had B given its lease back idle, the same want is
+     * a request that arrived, and B (credit at its burst) preempts. */
+    for (int held_out = 1; held_out >= 0; held_out--) {
+        struct two t;
+        uint64_t now = 1000 * MS, lease, end;
+        setup_two(&t, 0, 0, 2 * Q(30), now);
+        vgpu_sched_note_end(&t.s, t.pb, held_out, now + MS / 2);
+        atomic_store(&t.s.f->jobs[t.jb].credit_t, now + MS);
+        bool took = vgpu_sched_try_acquire(&t.s, t.pb, now + MS, &lease, &end);
+        assert_int_equal(took, !held_out);
+        assert_int_equal(atomic_load(&t.s.f->preemptions), held_out ? 0 : 1);
+        teardown_two(&t);
+    }
 }
 
 static void test_draining_holder_is_not_revoked(void **state)
@@ -314,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_busy_waiter_only_asks),
         cmocka_unit_test(test_saturating_waiter_only_asks),
         cmocka_unit_test(test_draining_holder_is_not_revoked),
+        cmocka_unit_test(test_lease_ran_out_is_not_new_work),
         cmocka_unit_test(test_priority_preempts),
         cmocka_unit_test(test_both_under_cap_take_turns),
         cmocka_unit_test(test_same_job_never_preempts),

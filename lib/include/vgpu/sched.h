@@ -57,6 +57,8 @@
                                                 * low-priority floor: one turn a second) */
 #define VGPU_SCHED_GRACE_NS    20000000ULL   /* a holder past deadline + grace loses the lease */
 #define VGPU_SCHED_OVERLAP_NS  200000000ULL  /* a preempted holder's drain is believed this long */
+#define VGPU_SCHED_NEW_WORK_NS 1000000ULL    /* wanting again this soon after giving the lease
+                                              * back is not new work (it cannot preempt) */
 #define VGPU_SCHED_ABSENT_NS   25000000ULL   /* waiters retry at least every 5 ms */
 #define VGPU_SCHED_JOB_IDLE_NS 10000000000ULL /* a job entry with no process for 10 s is freed */
 #define VGPU_SCHED_MAX_LEASE_NS (2 * VGPU_SCHED_PERIOD_NS) /* no valid lease is longer (two quanta of 100%) */
@@ -85,11 +87,13 @@ struct vgpu_sched_proc {
     _Atomic uint64_t pid;          /* 0 = free */
     _Atomic uint64_t start;        /* /proc/PID/stat start time: pid reuse is not mistaken for it */
     _Atomic uint32_t job;          /* index into jobs[] */
-    uint32_t reserved0;
+    _Atomic uint32_t held_out;     /* its last lease ran to its deadline (it had work throughout) */
     _Atomic uint64_t want_since;   /* 0, or when it began waiting for the lease */
     _Atomic uint64_t polled;       /* last try: a waiter silent for VGPU_SCHED_ABSENT_NS is passed over */
     _Atomic uint64_t pidns;        /* inode of its PID namespace: a pid means nothing in another one */
-    uint64_t reserved[1];
+    _Atomic uint64_t released;     /* when it last gave a lease back: a process whose lease ran
+                                    * out (held_out) and that wants again within
+                                    * VGPU_SCHED_NEW_WORK_NS is saturating, not a request */
 };
 
 struct vgpu_sched_file {
@@ -208,18 +212,28 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns);
  * capped to a few ms so that a lease freed without a wake-up is never missed for long). */
 uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
 
+/* Process `proc` gave its lease back at `now`: at its deadline (`held_out`, it had work
+ * throughout), or early (idle, preempted, exiting). A waiter under its cap preempts only with new
+ * work: not when its last lease ran out and it wants again within VGPU_SCHED_NEW_WORK_NS. */
+void vgpu_sched_note_end(struct vgpu_sched *s, int proc, bool held_out, uint64_t now);
 /* The holder of `lease` begins to wait for the work it queued (its deadline passed, or it gives
  * the lease back): until it releases, or VGPU_SCHED_OVERLAP_NS, waiters do not revoke the lease. */
 void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now);
 /* A preempted holder finished draining at `now` (its release found the lease gone). */
 void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now);
-/* Where the charge of a lease granted at `start` begins. The overlap with a preempted holder's
- * queued work is that holder's to pay, once: for a lease that was not itself preempted, the
- * charge begins where the overlap ended when that falls inside [start, now], or at `now` (no
- * charge) while the holder it preempted is still draining (the mark is ahead of now, and at
- * most VGPU_SCHED_OVERLAP_NS ahead: a holder that never drains, or a mark further ahead, is not
- * believed). A preempted lease (`preempted`) is charged from its start: the overlap is its own. */
+/* Where the charge of a lease granted at `start` begins. While a preempted holder drains, its
+ * queued work and the preemptor's share the GPU under the driver's time-slicing: each pays half
+ * of that overlap, and the two pay it once (both paying all of it put two saturating jobs into
+ * debt with the GPU idle; the holder paying all of it kept it far under its cap beside a busy
+ * client). For a lease that was not itself preempted, the charge begins halfway through the
+ * overlap when that ended inside [start, now], or halfway through [start, now] while the holder
+ * it preempted is still draining (the mark is ahead of now, at most VGPU_SCHED_OVERLAP_NS: a
+ * mark further ahead is garbage and not believed). A preempted lease (`preempted`) is charged
+ * from its start: the limiter halves its drain itself (vgpu_sched_preempted_at). */
 uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now, bool preempted);
+/* When the lease granted at `start` was taken by a preemptor (the current lease's grant, if it
+ * falls inside [start, now]; else start). */
+uint64_t vgpu_sched_preempted_at(struct vgpu_sched *s, uint64_t start, uint64_t now);
 /* For the holder's helper thread: true when a waiter of another job asked for the GPU after
  * `since` (the holder should give the lease back once it is idle). */
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since);
