@@ -34,7 +34,8 @@ extern struct vgpu_gate_state vgpu_gate;
 /* Recomputes core_any when the sequence moved (or the job is not known yet). */
 bool vgpu_job_core_limited(void);
 
-static inline void vgpu_launch_gate(CUstream stream, bool per_thread)
+/* -1: nothing to report after the launch; else the device to pass to vgpu_limiter_launched. */
+static inline int vgpu_launch_gate(CUstream stream, bool per_thread)
 {
     const _Atomic uint32_t *seq = atomic_load_explicit(&vgpu_gate.limits_seq, memory_order_acquire);
     bool limited;
@@ -44,8 +45,9 @@ static inline void vgpu_launch_gate(CUstream stream, bool per_thread)
     else
         limited = vgpu_job_core_limited();
     if (__builtin_expect(limited, 0))
-        vgpu_limiter_gate(atomic_load_explicit(&vgpu_gate.one_device, memory_order_relaxed) ? 0 : -1, stream,
-                          per_thread);
+        return vgpu_limiter_gate(atomic_load_explicit(&vgpu_gate.one_device, memory_order_relaxed) ? 0 : -1, stream,
+                                 per_thread);
+    return -1;
 }
 
 #endif

@@ -10,8 +10,12 @@
     vgpu_##sym##_fn real = REAL(sym);                           \
     if (__builtin_expect(!real, 0))                             \
         return CUDA_ERROR_NOT_INITIALIZED;                      \
-    vgpu_launch_gate(stream, pt);                               \
-    return real args;
+    int held_ = vgpu_launch_gate(stream, pt);                   \
+    if (__builtin_expect(held_ < 0, 1))                         \
+        return real args;                                       \
+    CUresult r_ = real args;                                    \
+    vgpu_limiter_launched(held_);                               \
+    return r_;
 
 #define KERNEL_PARAMS                                                                               \
     CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, \
@@ -68,10 +72,15 @@ VGPU_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *la
     if (__builtin_expect(!real, 0))
         return CUDA_ERROR_NOT_INITIALIZED;
     /* More parts than a job can have GPUs: the driver refuses the call; do not read them first. */
+    int held[VGPU_REGION_MAX_DEVICES];
+    unsigned nheld = 0;
     if (__builtin_expect(vgpu_job_core_limited(), 0) && launchParamsList && numDevices <= VGPU_REGION_MAX_DEVICES)
         for (unsigned int i = 0; i < numDevices; i++)
-            vgpu_limiter_gate(stream_device(launchParamsList[i].hStream), launchParamsList[i].hStream, false);
-    return real(launchParamsList, numDevices, flags);
+            held[nheld++] = vgpu_limiter_gate(stream_device(launchParamsList[i].hStream), launchParamsList[i].hStream, false);
+    CUresult r = real(launchParamsList, numDevices, flags);
+    for (unsigned i = 0; i < nheld; i++)
+        vgpu_limiter_launched(held[i]);
+    return r;
 }
 
 /* The launch API of CUDA 2.0 (deprecated, still exported): cuLaunch and cuLaunchGrid run on the
@@ -122,8 +131,9 @@ VGPU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
     struct vgpu_graph_hold hold;
     if (!vgpu_graph_mem_before(hGraphExec, "cuGraphLaunch", &hold))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    vgpu_launch_gate(hStream, false);
+    int held = vgpu_launch_gate(hStream, false);
     CUresult rc = real(hGraphExec, hStream);
+    vgpu_limiter_launched(held);
     vgpu_graph_mem_after(hGraphExec, rc, true, &hold);
     return rc;
 }
@@ -136,8 +146,9 @@ VGPU_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream
     struct vgpu_graph_hold hold;
     if (!vgpu_graph_mem_before(hGraphExec, "cuGraphLaunch_ptsz", &hold))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    vgpu_launch_gate(hStream, true);
+    int held = vgpu_launch_gate(hStream, true);
     CUresult rc = real(hGraphExec, hStream);
+    vgpu_limiter_launched(held);
     vgpu_graph_mem_after(hGraphExec, rc, true, &hold);
     return rc;
 }

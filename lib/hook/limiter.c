@@ -71,6 +71,7 @@ struct dstate {
     _Atomic uint64_t end;        /* its deadline */
     _Atomic uint64_t start;     /* when the lease was granted (read by the helper without d->mu) */
     _Atomic uint32_t touched;    /* a launch came since the helper last looked (idle detection) */
+    _Atomic uint32_t inflight;   /* launches passed under the lease and not yet back from the driver */
     _Atomic uint64_t idle_since; /* the helper first saw the lease idle (0: not idle) */
     uint64_t bypass_until;       /* the schedule looked damaged: launch unscheduled until then */
     bool warned_stall;
@@ -166,6 +167,7 @@ static void reset_child(void)
         struct dstate *d = &devs[i];
         pthread_mutex_init(&d->mu, NULL);
         atomic_store(&d->lease, 0);
+        atomic_store(&d->inflight, 0u);
         d->proc = -1;
         d->ready = d->ready == 1 ? 0 : d->ready;
         d->nstreams = 0;
@@ -290,6 +292,14 @@ static void drain_and_release(struct dstate *d, int dev, bool at_deadline)
         return;
     uint64_t t_end = vgpu_now_ns();
     vgpu_lt_record(VGPU_LT_END, dev, t_end, 0);
+    /* Launches that passed under the lease may still be inside the driver (blocked on a full
+     * push buffer): their kernels are this lease's. The exchange above and their count are both
+     * sequentially consistent, so a launch either sees the lease gone or is counted here.
+     * Bounded: a launch that never returns does not hold the GPU's schedule. */
+    for (unsigned spins = 0; atomic_load(&d->inflight) != 0 && spins < 20000; spins++) {
+        struct timespec ts = { 0, 50000 };
+        nanosleep(&ts, NULL);
+    }
     /* Where our charge begins, read before our own "draining" mark replaces the one a holder we
      * preempted may have left. */
     uint64_t from = vgpu_sched_charge_from(&d->s, atomic_load(&d->start), t_end, false);
@@ -564,17 +574,19 @@ static uint64_t stall_bound(unsigned cap)
     return 2 * repay > VGPU_SCHED_STALL_NS ? 2 * repay : VGPU_SCHED_STALL_NS;
 }
 
-static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
+/* Returns whether the launch was counted in d->inflight (it runs under our lease). */
+static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
 {
     struct vgpu_region *r = vgpu_job();
     if (!r || (unsigned)dev >= vgpu_region_device_count(r))
-        return;
+        return false;
     pthread_once(&init_once, init);
     pthread_mutex_lock(&d->mu);
     if (!setup(d, r, dev)) {
         pthread_mutex_unlock(&d->mu);
-        return;
+        return false;
     }
+    bool counted = false;
     uint64_t waited_from = 0;
     for (;;) {
         uint64_t now = vgpu_now_ns();
@@ -583,6 +595,8 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             break;                       /* the schedule looked damaged: unscheduled for now */
         if (lease && now < vgpu_sched_deadline(&d->s, lease)) {
             atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
+            atomic_fetch_add(&d->inflight, 1);   /* under d->mu: a drain waits for it */
+            counted = true;
             track(d, stream, ptsz);
             t_lease[dev] = lease;
             t_stream[dev] = stream;
@@ -639,9 +653,10 @@ static void slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
         vgpu_sched_wait(&d->s, vgpu_sched_retry_in(&d->s, d->proc, now));
     }
     pthread_mutex_unlock(&d->mu);
+    return counted;
 }
 
-void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
+int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
 {
     if (dev < 0) {
         /* A job of one GPU sees only that GPU (CUDA_VISIBLE_DEVICES), as ordinal 0: no need to
@@ -651,7 +666,7 @@ void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
         dev = r && vgpu_region_device_count(r) == 1 ? 0 : vgpu_current_device();
     }
     if (dev < 0 || dev >= MAX_DEV)
-        return;
+        return -1;
     struct dstate *d = &devs[dev];
     uint64_t lease = atomic_load_explicit(&d->lease, memory_order_acquire);
     /* Our lease (the helper thread zeroes d->lease at the deadline, before draining, and when a
@@ -667,16 +682,27 @@ void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
         unsigned n = ++t_since_fence[dev];
         if (__builtin_expect(n < atomic_load_explicit(&d->fence_every, memory_order_relaxed), 1)) {
             struct vgpu_sched_file *f = d->s.f;
-            if (__builtin_expect(n % CLOCK_EVERY != 0, 1) ||
-                (atomic_load_explicit(&f->lease, memory_order_relaxed) == lease &&
-                 vgpu_now_ns() < atomic_load_explicit(&f->lease_end, memory_order_relaxed))) {
+            /* Counted first, then the lease looked at again: a drain zeroes the lease first,
+             * then waits for the count (both sequentially consistent). */
+            atomic_fetch_add(&d->inflight, 1);
+            if (atomic_load(&d->lease) == lease &&
+                (__builtin_expect(n % CLOCK_EVERY != 0, 1) ||
+                 (atomic_load_explicit(&f->lease, memory_order_relaxed) == lease &&
+                  vgpu_now_ns() < atomic_load_explicit(&f->lease_end, memory_order_relaxed)))) {
                 if (!atomic_load_explicit(&d->touched, memory_order_relaxed))
                     atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
-                return;
+                return dev;
             }
+            atomic_fetch_sub(&d->inflight, 1);
         }
     }
-    slow_path(dev, d, stream, ptsz);
+    return slow_path(dev, d, stream, ptsz) ? dev : -1;
+}
+
+void vgpu_limiter_launched(int dev)
+{
+    if (dev >= 0 && dev < MAX_DEV)
+        atomic_fetch_sub(&devs[dev].inflight, 1);
 }
 
 /* At exit, a held lease is given back at once instead of lingering until its deadline. */

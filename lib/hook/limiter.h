@@ -15,6 +15,12 @@
 /* dev: the job device (CUDA ordinal) of the launch, or -1 to take the current context's;
  * stream: the launch's stream as the application passed it; ptsz: the launch came through a
  * _ptsz entry point (stream 0 then means the calling thread's default stream). */
-void vgpu_limiter_gate(int dev, CUstream stream, bool ptsz);
+/* Returns the job device whose lease the launch runs under (its count of launches inside the
+ * driver was raised: call vgpu_limiter_launched(dev) once the real launch returned), or -1. */
+int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz);
+/* The launch counted by vgpu_limiter_gate returned from the driver. A drain waits for every
+ * counted launch first: a launch that blocked in the driver (a full push buffer) while its lease
+ * ended would otherwise queue its kernel into the next holder's turn, uncharged. */
+void vgpu_limiter_launched(int dev);
 
 #endif

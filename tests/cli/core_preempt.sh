@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
-# KNOWN FAILURE (issue 18 item 1, reported to the lead; not fixed here): under the simulated
-# GPU's time-slicing model the limiter charges a preempted lease holder for GPU time its
-# preemptor used. A --core 70 job saturates the GPU with 20 ms kernels (two in flight under the
-# pacing fences); a --core 30 inference client (one 8 ms kernel per request, 30 ms apart: under
-# its cap, so its credit stays near its burst and it preempts) runs beside it. A preempted holder
-# is charged from its grant until its queued work has drained (drain_and_release), and the
-# preemptor from that drain's end (vgpu_sched_charge_from). On the old first-come-first-served
-# fake the preemptor's kernels ran after the holder's queued work, so that split was exact (the
-# holder was charged 64-67 % of the wall time for 69-71 % used). With time slices, as on a real
-# GPU, the preemptor's kernels run inside the holder's drain: the holder was charged 79 % of the
-# wall time for 59-61 % used, about all of the client's 16-17 % busy time, and so kept well under
-# its 70 % cap with the GPU a quarter idle.
+# Preemption under the simulated GPU's time-slicing model (issue 18 item 1): a --core 70 job
+# saturates the GPU with 20 ms kernels (two in flight under the pacing fences); a --core 30
+# inference client (one 8 ms kernel per request, 30 ms apart: under its cap, so its credit stays
+# near its burst and it preempts) runs beside it. While the preempted holder drains, its queued
+# work and the client's kernels share the GPU; the schedule splits that overlap half and half
+# (vgpu_sched_charge_from, vgpu_sched_preempted_at). Before, the holder paid all of it: charged
+# 79 % of the wall time for 59-61 % used, kept well under its 70 % cap with the GPU a quarter idle.
 source "$(dirname "$0")/lib.sh"
 
 busy_of() { fakegpu-ctl show | jq -r --argjson p "$1" '[.gpus[0].processes[] | select(.pid == $p) | .busy_ns] | add // 0'; }

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# KNOWN FAILURE (issue 18 item 1, reported to the lead; not fixed here): a launch that passed the
-# limiter's gate under a lease, then blocks in the driver because the push buffer is full, is
-# queued after that lease was drained and passed on, and its kernel runs uncharged inside the
-# next holder's lease. The simulated GPU's push buffer is bounded (VGPU_FAKE_QUEUE_DEPTH); at a
-# depth of 1 every launch of an unsynchronized loop waits in the driver for the kernel before
-# it, so each lease leaks its last kernel. Two jobs, 30 and 60, unsynchronized, 10 ms kernels:
-# the time they used (the fake's busy time) and the time the limiter charged them (the
-# regions' gpu_time_ns) must agree. Measured: used 34 + 62-64 %, charged 29-30 + 59-60 % (7-9
-# points of GPU time nobody paid for); with the default depth of 1024 they agree within 2.
+# A launch that passes the limiter's gate under a lease, then blocks in the driver because the
+# push buffer is full, must be charged to that lease: the drain waits for every launch still
+# inside the driver (lib/hook/limiter.c, d->inflight). Before, its kernel was queued after the
+# lease was drained and passed on, and ran uncharged inside the next holder's lease. The simulated
+# GPU's push buffer is bounded (VGPU_FAKE_QUEUE_DEPTH); at a depth of 1 every launch of an
+# unsynchronized loop waits in the driver for the kernel before it. Two jobs, 30 and 60,
+# unsynchronized, 10 ms kernels: the time they used (the fake's busy time) and the time the
+# limiter charged them (the regions' gpu_time_ns) must agree. Before the fix: used 34 + 62-64 %,
+# charged 29-30 + 59-60 % (7-9 points nobody paid for).
 source "$(dirname "$0")/lib.sh"
 
 busy_of() { fakegpu-ctl show | jq -r --argjson p "$1" '[.gpus[0].processes[] | select(.pid == $p) | .busy_ns] | add // 0'; }
