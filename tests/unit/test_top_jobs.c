@@ -86,6 +86,22 @@ static void test_jobs(void **state)
     assert_int_equal(top_job_set_mem(j, "8G", &e), 0);
     assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 25);
     assert_int_equal(atomic_load(&r.hdr->dev[0].mem_limit), 8ULL << 30);
+    /* + and - start from the region's limit at the key press, not from the snapshot j
+     * (issue 18): another change behind top's back (50), then + twice before any new sample */
+    assert_int_equal(j->core_limit_pct, 30);
+    struct vgpu_region adm;
+    assert_int_equal(vgpu_jobs_find(sd, "train", VGPU_REGION_ADMIN, &adm, &e), 0);
+    assert_int_equal(vgpu_region_set_core_limit(&adm, 0, 50, VGPU_CORE_HARD, &e), 0);
+    vgpu_region_close(&adm);
+    unsigned pct = 0;
+    assert_int_equal(top_job_change_core(j, 5, &pct, &e), 1);
+    assert_int_equal(pct, 55);
+    assert_int_equal(top_job_change_core(j, 5, &pct, &e), 1);
+    assert_int_equal(pct, 60);
+    assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 60);
+    assert_int_equal(top_job_change_core(j, -5, &pct, &e), 1);
+    assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 55);
+    assert_int_equal(top_job_set_core(j, 25, &e), 0);
     /* the m key's check is vgpu limit's: more than the GPU has is refused, nothing changes */
     assert_int_equal(top_job_set_mem(j, "200G", &e), -1);
     assert_non_null(strstr(e.msg, "is larger than"));
