@@ -221,7 +221,7 @@ static void host_facts(struct top_sampler *s, struct top_proc *p, uint64_t mono_
         e->fd = -1;
     }
     if (fd >= 0) {
-        if (e->fd < 0 && s->nstat_fds < TOP_STAT_FDS) {
+        if (e->fd < 0 && s->nstat_fds < TOP_STAT_FDS && !s->no_kept_fds) {
             e->fd = fd;
             s->nstat_fds++;
         } else {

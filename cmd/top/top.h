@@ -36,6 +36,7 @@ struct top_sampler {
     struct top_cpu_ent *cpu;       /* previous CPU times per pid */
     size_t ncpu, cpu_cap;
     unsigned nstat_fds;            /* /proc/PID/stat descriptors kept open (sampler.c) */
+    bool no_kept_fds;              /* a single sample: keep none */
     uint64_t seq;
     long clk_tck;
     unsigned long long boot_ms;    /* boot time, for lifetime CPU % */

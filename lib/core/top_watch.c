@@ -84,14 +84,21 @@ static bool drain(struct top_watch *w)
 bool top_watch_changed(struct top_watch *w, const char *dir)
 {
     if (!w->started) {
+        /* The first look: everything is new. The inotify instance waits for a second look, so
+         * a single snapshot (vgpu top --once) never pays for one: closing it waits for the
+         * kernel's grace period, 15 ms of a 50 ms --once. */
         w->started = true;
         snprintf(w->path, sizeof w->path, "%s", dir);
-        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        w->by_mtime = w->ifd < 0;       /* no inotify here (or no descriptor left) */
-        if (!w->by_mtime)
-            add_watch(w);
         (void)mtime_changed(w);
         return true;
+    }
+    if (w->ifd < 0 && !w->by_mtime) {
+        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        w->by_mtime = w->ifd < 0;       /* no inotify here (or no descriptor left) */
+        /* Watch first, then what changed before the watch: the time stamp tells. */
+        if (!w->by_mtime)
+            add_watch(w);
+        return mtime_changed(w);
     }
     if (w->by_mtime)
         return mtime_changed(w);
