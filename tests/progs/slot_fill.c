@@ -1,0 +1,62 @@
+/* slot_fill: fills a job with processes, for the growth benchmark (bench/growth.sh, issue 14
+ * item 5). Forks N children that each take a slot in the job region (VGPU_REGION, as libvgpu.so
+ * does when a process of the job first uses CUDA) and sleep; writes READY (a file) once all have
+ * their slot, then sleeps until killed. The children die with it (PR_SET_PDEATHSIG).
+ *
+ *   slot_fill N READY */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "vgpu/region.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 3 || atoi(argv[1]) < 0 || atoi(argv[1]) > VGPU_REGION_MAX_SLOTS) {
+        fprintf(stderr, "usage: slot_fill N READY   (N: 0..%d)\n", VGPU_REGION_MAX_SLOTS);
+        return 2;
+    }
+    const char *path = getenv("VGPU_REGION");
+    struct vgpu_region r;
+    struct vgpu_err e;
+    if (!path || vgpu_region_open(&r, path, VGPU_REGION_JOB, &e) < 0) {
+        fprintf(stderr, "slot_fill: no job region (run it under vgpu run): %s\n", path ? e.msg : "VGPU_REGION unset");
+        return 1;
+    }
+    int n = atoi(argv[1]), ready[2];
+    if (pipe(ready) < 0)
+        return 1;
+    pid_t me = getpid();
+    for (int i = 0; i < n; i++) {
+        pid_t kid = fork();
+        if (kid < 0) {
+            perror("slot_fill: fork");
+            return 1;
+        }
+        if (kid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != me)
+                _exit(0);
+            char ok = vgpu_region_attach(&r, &e) >= 0 ? 'y' : 'n';
+            if (write(ready[1], &ok, 1) != 1)
+                _exit(1);
+            for (;;)
+                pause();
+        }
+    }
+    int got = 0;
+    for (int i = 0; i < n; i++) {
+        char ok;
+        if (read(ready[0], &ok, 1) == 1 && ok == 'y')
+            got++;
+    }
+    FILE *f = fopen(argv[2], "w");
+    if (!f)
+        return 1;
+    fprintf(f, "%d\n", got);
+    fclose(f);
+    for (;;)
+        pause();
+}
