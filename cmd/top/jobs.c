@@ -79,12 +79,12 @@ static void job_gpus_text(const struct top_model *m, const struct vgpu_region_he
 
 /* Marks NVML's processes of this job, and adds the job's processes NVML did not list (no
  * driver, or no context yet) with the limiter's accounting as their memory. */
-static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
+static void job_procs(struct top_model *m, int j, const struct vgpu_region *r, const struct top_pid_ix *ix,
+                      size_t nix)
 {
     const struct vgpu_region_header *h = r->hdr;
     unsigned ndev = h->device_count < VGPU_REGION_MAX_DEVICES ? h->device_count : VGPU_REGION_MAX_DEVICES;
     unsigned nproc = 0;
-    size_t nvml_end = m->nproc;
     for (unsigned s = 0; s < vgpu_region_slot_end(r); s++) {
         const struct vgpu_region_slot *sl = &r->use->slot[s];
         uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
@@ -92,12 +92,12 @@ static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
             continue;
         pid_t hp = vgpu_region_slot_view_pid(r, (int)s);
         nproc++;
+        /* NVML's processes (a pid once per GPU), found by the index of the sample */
         bool listed = false;
-        for (size_t i = 0; i < nvml_end; i++)
-            if (m->procs[i].pid == hp) {
-                m->procs[i].job = j;
-                listed = true;
-            }
+        for (const struct top_pid_ix *x = top_pid_find(ix, nix, hp); x && x < ix + nix && x->pid == hp; x++) {
+            m->procs[x->at].job = j;
+            listed = true;
+        }
         if (listed)
             continue;
         bool added = false;
@@ -385,6 +385,8 @@ void top_jobs_read(struct top_model *m)
     }
     static struct prev next[TOP_MAX_JOBS];
     unsigned nnext = 0;
+    struct top_pid_ix *ix;
+    size_t nix = top_pid_index(m, 0, m->nproc, &ix);   /* NVML's processes, before jobs add theirs */
     for (size_t i = 0; i < list_n && m->njob < TOP_MAX_JOBS; i++) {
         const struct vgpu_job_ref *ref = &list_refs[i];
         struct top_job *jb = &m->jobs[m->njob];
@@ -404,10 +406,11 @@ void top_jobs_read(struct top_model *m)
             continue;
         vgpu_region_reap_maybe(r);   /* a dead process's slot: at most one walk a second */
         fill_job(m, jb, r, &next[nnext++], now);
-        job_procs(m, (int)m->njob, r);
+        job_procs(m, (int)m->njob, r, ix, nix);
         regions[m->njob] = r;
         m->njob++;
     }
+    free(ix);
     memcpy(prev_tab, next, nnext * sizeof next[0]);
     nprev = nnext;
     if (m->nvml == TOP_NVML_OK)

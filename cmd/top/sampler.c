@@ -154,12 +154,25 @@ static void user_name(uid_t uid, char *out, size_t len)
         snprintf(out, len, "%u", (unsigned)uid);
 }
 
+/* s->cpu is kept sorted by pid: a lookup per process per sample, a scan made it grow with the
+ * square of the processes. Where pid is, or would be inserted. */
+static size_t cpu_pos(const struct top_sampler *s, pid_t pid)
+{
+    size_t lo = 0, hi = s->ncpu;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->cpu[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static struct top_cpu_ent *cpu_find(struct top_sampler *s, pid_t pid)
 {
-    for (size_t i = 0; i < s->ncpu; i++)
-        if (s->cpu[i].pid == pid)
-            return &s->cpu[i];
-    return NULL;
+    size_t at = cpu_pos(s, pid);
+    return at < s->ncpu && s->cpu[at].pid == pid ? &s->cpu[at] : NULL;
 }
 
 static void cpu_close(struct top_sampler *s, struct top_cpu_ent *e)
@@ -215,7 +228,10 @@ static void host_facts(struct top_sampler *s, struct top_proc *p, uint64_t mono_
             s->cpu = n;
             s->cpu_cap = cap;
         }
-        e = &s->cpu[s->ncpu++];
+        size_t at = cpu_pos(s, p->pid);
+        memmove(&s->cpu[at + 1], &s->cpu[at], (s->ncpu - at) * sizeof *s->cpu);
+        s->ncpu++;
+        e = &s->cpu[at];
         memset(e, 0, sizeof *e);
         e->pid = p->pid;
         e->fd = -1;
@@ -473,19 +489,21 @@ static void proc_util(struct top_sampler *s, unsigned pos, nvmlDevice_t h, struc
         if (rc == NVML_SUCCESS) {
             any = true;
             unsigned long long newest = s->util_cursor[pos];
+            struct top_pid_ix *ix;
+            size_t nix = top_pid_index(m, first, last, &ix);
             for (unsigned k = 0; k < n; k++) {
                 if (smp[k].timeStamp > newest)
                     newest = smp[k].timeStamp;
                 if (smp[k].smUtil > 100)     /* garbage seen in the wild (nvtop #110) */
                     continue;
-                for (size_t i = first; i < last; i++) {
-                    struct top_proc *p = &m->procs[i];
-                    if ((unsigned)p->pid == smp[k].pid) {
-                        p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
-                        p->valid |= TOP_PV_SM;
-                    }
+                pid_t pid = (pid_t)smp[k].pid;
+                for (const struct top_pid_ix *x = top_pid_find(ix, nix, pid); x && x < ix + nix && x->pid == pid; x++) {
+                    struct top_proc *p = &m->procs[x->at];
+                    p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
+                    p->valid |= TOP_PV_SM;
                 }
             }
+            free(ix);
             s->util_cursor[pos] = newest;
         } else if (rc == NVML_ERROR_NOT_FOUND) {
             any = true;
@@ -558,31 +576,35 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
     for (size_t i = nvml_procs; i < m->nproc; i++)
         host_facts(s, &m->procs[i], mono);
     cpu_sweep(s);
-    /* per-job sums of NVML memory and SM % over the job's host pids */
+    /* Per-job sums of NVML memory and SM % over the job's host pids, in one pass over the
+     * processes sorted by pid (a pass per job, with a scan for duplicates, grew as jobs x
+     * processes); distinct pids are counted for a job whose region did not say. */
+    unsigned sm[TOP_MAX_JOBS] = { 0 }, npid[TOP_MAX_JOBS] = { 0 };
+    bool smv[TOP_MAX_JOBS] = { false };
+    struct top_pid_ix *ix;
+    size_t nix = top_pid_index(m, 0, m->nproc, &ix);
+    for (size_t k = 0; k < nix; k++) {
+        const struct top_proc *p = &m->procs[ix[k].at];
+        if (p->job < 0 || (unsigned)p->job >= m->njob)
+            continue;
+        struct top_job *jb = &m->jobs[p->job];
+        if (p->valid & TOP_PV_MEM)
+            jb->mem_nvml += p->gpu_mem, jb->mem_nvml_valid = true;
+        if (p->valid & TOP_PV_SM)
+            sm[p->job] += p->sm_pct, smv[p->job] = true;
+        bool dup = false;
+        for (size_t b = k; b-- > 0 && ix[b].pid == p->pid && !dup;)
+            dup = m->procs[ix[b].at].job == p->job;
+        if (!dup)
+            npid[p->job]++;
+    }
+    free(ix);
     for (unsigned j = 0; j < m->njob; j++) {
         struct top_job *jb = &m->jobs[j];
-        unsigned sm = 0;
-        bool smv = false;
-        pid_t seen[64];
-        unsigned nseen = 0;
-        for (size_t i = 0; i < m->nproc; i++) {
-            const struct top_proc *p = &m->procs[i];
-            if (p->job != (int)j)
-                continue;
-            if (p->valid & TOP_PV_MEM)
-                jb->mem_nvml += p->gpu_mem, jb->mem_nvml_valid = true;
-            if (p->valid & TOP_PV_SM)
-                sm += p->sm_pct, smv = true;
-            bool dup = false;
-            for (unsigned k = 0; k < nseen; k++)
-                dup |= seen[k] == p->pid;
-            if (!dup && nseen < 64)
-                seen[nseen++] = p->pid;
-        }
         if (!jb->nproc)
-            jb->nproc = nseen;
-        if (!jb->share_valid && smv) {
-            jb->share_pct = sm > 100 ? 100 : sm;
+            jb->nproc = npid[j];
+        if (!jb->share_valid && smv[j]) {
+            jb->share_pct = sm[j] > 100 ? 100 : sm[j];
             jb->share_valid = true;
         }
     }
