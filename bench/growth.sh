@@ -6,6 +6,8 @@
 #   launch: tests/progs/launch_toggle in the job, --core 90 against unlimited, mean/median ns
 #           added per launch (GROWTH_PAIRS pairs of 64-launch batches, default 1500)
 #   alloc:  ns per cuMemAlloc_v2 + cuMemFree_v2 of 1 MiB through libvgpu.so (alloc_probe churn)
+#   outside_us: one check for processes outside the limiter (vgpu_outside_find) over 128 of the
+#           job's processes, as each process of the job makes it once a second (slot_fill)
 #   ps/top: best of 3 of `vgpu ps` and `vgpu top --once`, exec to exit, ms
 # Processes in a job: slot_fill gives the job N-1 more processes (each holds a slot, as a
 # process of the job that has used CUDA does). Jobs on the GPU: N-1 more jobs, each an
@@ -51,14 +53,16 @@ measure() { # label N
   local ps top sched
   ps=$(best_ms vgpu ps); top=$(best_ms vgpu top --once)
   sched=$(get "$(sched_peek "$uuid" 2>/dev/null)" jobs)
-  printf '%-22s %6s %10s %10s %10s %9s %9s %7s\n' "$tag" "$(cat "$T/ready" 2>/dev/null | awk '{ print $1 + 1 }')" \
-    "$(get "$launch" mean_ns)" "$(get "$launch" median_ns)" "$ns" "$ps" "$top" "${sched:-0}"
+  printf '%-22s %6s %10s %10s %10s %11s %9s %9s %7s\n' "$tag" "$(awk '{ print $1 + 1 }' "$T/ready")" \
+    "$(get "$launch" mean_ns)" "$(get "$launch" median_ns)" "$ns" "$(awk '{ print $2 }' "$T/ready")" "$ps" "$top" \
+    "${sched:-0}"
 }
 
 uuid=$(vgpu list --json 2>/dev/null | jq -r '.gpus[0].uuid' 2>/dev/null)
 # sched: job entries in the GPU's schedule (at most VGPU_SCHED_MAX_JOBS, 32: a job past them runs
 # with its GPU time NOT limited, and says so on its stderr)
-printf '%-22s %6s %10s %10s %10s %9s %9s %7s\n' "load" procs "launch+ns" "(median)" "alloc_ns" "ps_ms" "top_ms" sched
+printf '%-22s %6s %10s %10s %10s %11s %9s %9s %7s\n' "load" procs "launch+ns" "(median)" "alloc_ns" "outside_us" \
+  "ps_ms" "top_ms" sched
 for n in ${GROWTH_PROCS:-1 16 64 256 1024}; do
   measure "1 job, $n proc" "$n"
   stop_all

@@ -194,19 +194,27 @@ bool vgpu_outside_find_memo(const struct vgpu_region *r, const unsigned *pids, c
         return false;                   /* NVML's pids are not pids of our /proc */
     if (n == 0)
         return true;
-    pid_t *roots = malloc(MAX_ROOTS * sizeof *roots);
-    if (!roots)
-        return false;
-    unsigned nroots = vgpu_region_roots(r, roots, MAX_ROOTS);
     struct slot_index x;
-    if (nroots == 0 || !index_slots(r, &x)) {
-        free(roots);
-        return nroots == 0;
-    }
-    qsort(roots, nroots, sizeof *roots, cmp_pid);
+    if (!index_slots(r, &x))
+        return false;
+    /* The roots only once a listed process is not one of the job's own (the usual case is a
+     * list of the job's processes alone, which needs none). */
+    pid_t *roots = NULL;
+    unsigned nroots = 0;
+    bool ok = true;
     for (unsigned i = 0; i < n; i++) {
         pid_t pid = (pid_t)pids[i];
-        if (pid <= 1 || in_slots(&x, pid) || !descends(memo, pid, roots, nroots))
+        if (pid <= 1 || in_slots(&x, pid))
+            continue;
+        if (!roots) {
+            if (!(roots = malloc(MAX_ROOTS * sizeof *roots))) {
+                ok = false;
+                break;
+            }
+            nroots = vgpu_region_roots(r, roots, MAX_ROOTS);
+            qsort(roots, nroots, sizeof *roots, cmp_pid);
+        }
+        if (!descends(memo, pid, roots, nroots))
             continue;
         if (out->count < VGPU_OUTSIDE_MAX_PIDS) {
             out->pid[out->count] = pid;
@@ -218,7 +226,9 @@ bool vgpu_outside_find_memo(const struct vgpu_region *r, const unsigned *pids, c
     free(x.host);
     free(x.other);
     free(roots);
-    return true;
+    if (!ok)
+        memset(out, 0, sizeof *out);
+    return ok;
 }
 
 bool vgpu_outside_find(const struct vgpu_region *r, const unsigned *pids, const uint64_t *bytes, unsigned n,

@@ -389,13 +389,13 @@ bool vgpu_region_creator_alive(const struct vgpu_region *r)
     return vgpu_proc_liveness(&id, NULL) != VGPU_PROC_DEAD;
 }
 
-pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot)
+/* vgpu_region_slot_view_pid with the caller's view (vgpu_proc_view_ns) already known: it costs
+ * a getpid(2), which vgpu_region_roots paid once per slot (1024 system calls per call). */
+static pid_t slot_view_pid(const struct vgpu_region *r, int slot, uint32_t view)
 {
-    if (!r || !r->use || slot < 0 || slot >= VGPU_REGION_MAX_SLOTS)
-        return 0;
     const struct vgpu_region_slot *s = &r->use->slot[slot];
     uint64_t o = atomic_load(&s->owner);
-    uint32_t view = vgpu_proc_view_ns(), cns = r->hdr->creator_pidns;
+    uint32_t cns = r->hdr->creator_pidns;
     uint32_t pns = atomic_load(&s->pidns), hns = atomic_load_explicit(&s->host_ns, memory_order_acquire);
     pid_t host = atomic_load(&s->host_pid);
     if (!pns || pns == view)
@@ -403,6 +403,13 @@ pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot)
     if (host > 0 && hns == cns && (!cns || cns == view))
         return host;                    /* (a region of an older vgpu: NSpid's first entry) */
     return 0;
+}
+
+pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot)
+{
+    if (!r || !r->use || slot < 0 || slot >= VGPU_REGION_MAX_SLOTS)
+        return 0;
+    return slot_view_pid(r, slot, vgpu_proc_view_ns());
 }
 
 unsigned vgpu_region_roots(const struct vgpu_region *r, pid_t *roots, unsigned max)
@@ -418,7 +425,7 @@ unsigned vgpu_region_roots(const struct vgpu_region *r, pid_t *roots, unsigned m
         uint64_t o = atomic_load(&s->owner);
         if (vgpu_slot_state_of(o) != VGPU_SLOT_LIVE)
             continue;
-        pid_t p = vgpu_region_slot_view_pid(r, i);
+        pid_t p = slot_view_pid(r, i, view);
         if (p > 0)
             roots[n++] = p;
     }
