@@ -7,12 +7,13 @@
 #           added per launch (GROWTH_PAIRS pairs of 64-launch batches, default 1500)
 #   alloc:  ns per cuMemAlloc_v2 + cuMemFree_v2 of 1 MiB through libvgpu.so (alloc_probe churn)
 #   outside_us: one check for processes outside the limiter (vgpu_outside_find) over 128 of the
-#           job's processes, as each process of the job makes it once a second (slot_fill)
+#           job's processes, as each process of the job makes it once a second (slot_fill, with
+#           the N-1 processes it made; "-" for N = 1)
 #   ps/top: best of 3 of `vgpu ps` and `vgpu top --once`, exec to exit, ms
-# Processes in a job: slot_fill gives the job N-1 more processes (each holds a slot, as a
-# process of the job that has used CUDA does). Jobs on the GPU: N-1 more jobs, each an
-# inference-like client (one 100 µs kernel every 200 ms, --core 10), so each is in the GPU's
-# schedule.
+# Processes in a job: slot_fill gives the job N-1 processes (each holds a slot, as a process of
+# the job that has used CUDA does), the measurements run as the Nth.
+# Jobs on the GPU: N-1 more jobs, each an inference-like client (one 100 µs kernel every 200 ms,
+# --core 10), so each is in the GPU's schedule.
 set -u
 : "${VGPU_BUILD:?run through bench/run.sh (make bench)}" "${VGPU_SRC:?}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-growth.XXXXXX")
@@ -39,12 +40,19 @@ best_ms() { local b=999999 i t0 t1; for i in 1 2 3; do t0=$(date +%s%N); "$@" >/
 
 # One measured job with N processes: its own costs, then ps and top from outside.
 measure() { # label N
-  local tag=$1 n=$2 out
+  local tag=$1 n=$2 out i
   rm -f "$T/ready" "$T/done"
-  start vgpu run --mem 8G --core 90 -- bash -c "slot_fill $((n - 1)) $T/ready & until [ -s $T/ready ]; do sleep 0.05; done
+  # N-1 processes from slot_fill; the measurements run as the Nth, and then a process that holds
+  # a slot keeps the job at N while ps and top are timed (a job has 1024 slots: no more).
+  local fill="echo '0 -' > $T/ready;"
+  [ "$n" -gt 1 ] && fill="slot_fill $((n - 1)) $T/ready &"
+  start vgpu run --mem 8G --core 90 -- bash -c "$fill until [ -s $T/ready ]; do sleep 0.05; done
     alloc_probe alloc 1048576 churn 1000 > $T/alloc 2>&1; launch_toggle -n $PAIRS -c 90 > $T/launch 2>&1
-    touch $T/done; wait"
+    alloc_probe alloc 1048576 hold >/dev/null 2>&1 & touch $T/done; wait"
   await "$T/done"
+  for ((i = 0; i < 200; i++)); do   # the holder has its slot
+    [ "$(vgpu ps --json 2>/dev/null | jq '.jobs[0].processes | length' 2>/dev/null)" = "$n" ] && break; sleep 0.05
+  done
   local churn launch ns
   churn=$(sed -n "s/^churn rc=0 n=\([0-9]*\).*/\1/p" "$T/alloc")
   [ -n "$churn" ] || echo "growth: alloc_probe: $(tr "\n" " " < "$T/alloc")" >&2

@@ -1,11 +1,12 @@
 /* slot_fill: fills a job with processes, for the growth benchmark (bench/growth.sh, issue 14
- * item 5). Forks N children that each take a slot in the job region (VGPU_REGION, as libvgpu.so
- * does when a process of the job first uses CUDA) and sleep; writes READY (a file) once all have
- * their slot, then sleeps until killed. The children die with it (PR_SET_PDEATHSIG).
+ * item 5) and tests/cli/many_procs.sh. Takes a slot in the job region (VGPU_REGION, as
+ * libvgpu.so does when a process of the job first uses CUDA) and forks N-1 children that take
+ * one each and sleep; writes READY (a file) once all have their slot, then sleeps until killed.
+ * The children die with it (PR_SET_PDEATHSIG).
  *
  *   slot_fill N READY
  *
- * READY holds "ATTACHED OUTSIDE_US": how many children have a slot, and the time of one
+ * READY holds "ATTACHED OUTSIDE_US": how many of the N have a slot, and the time of one
  * vgpu_outside_find over 128 of the job's processes (NVML's list as the hook passes it: the
  * job's own processes, each to be recognised as such), the mean of 50 calls in microseconds.
  * That is the check each process of the job makes at most once a second when it allocates. */
@@ -22,8 +23,8 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 3 || atoi(argv[1]) < 0 || atoi(argv[1]) > VGPU_REGION_MAX_SLOTS) {
-        fprintf(stderr, "usage: slot_fill N READY   (N: 0..%d)\n", VGPU_REGION_MAX_SLOTS);
+    if (argc != 3 || atoi(argv[1]) < 1 || atoi(argv[1]) > VGPU_REGION_MAX_SLOTS) {
+        fprintf(stderr, "usage: slot_fill N READY   (N: 1..%d)\n", VGPU_REGION_MAX_SLOTS);
         return 2;
     }
     const char *path = getenv("VGPU_REGION");
@@ -33,10 +34,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "slot_fill: no job region (run it under vgpu run): %s\n", path ? e.msg : "VGPU_REGION unset");
         return 1;
     }
-    int n = atoi(argv[1]), ready[2];
+    int n = atoi(argv[1]) - 1, ready[2];
     if (pipe(ready) < 0)
         return 1;
     pid_t me = getpid();
+    int got = vgpu_region_attach(&r, &e) >= 0 ? 1 : 0;
     for (int i = 0; i < n; i++) {
         pid_t kid = fork();
         if (kid < 0) {
@@ -54,7 +56,6 @@ int main(int argc, char **argv)
                 pause();
         }
     }
-    int got = 0;
     for (int i = 0; i < n; i++) {
         char ok;
         if (read(ready[0], &ok, 1) == 1 && ok == 'y')
