@@ -56,7 +56,7 @@ static const struct option options[] = {
     VGPU_OPTION_END,
 };
 
-#define MAX_PIDS 256
+#define MAX_PIDS VGPU_REGION_MAX_SLOTS   /* every process: the NVML figure sums them all */
 
 /* What ps shows of one job, gathered once so the table and JSON agree. */
 struct job_view {
@@ -73,50 +73,100 @@ struct job_view {
     char log[4200];                       /* the job's output log (vgpu run --detach), or "" */
 };
 
+/* One NVML process list per GPU for the whole listing: asking for it once per job made ps
+ * with J jobs on a GPU of P processes cost J x P (issue 14, item 5). Likewise the parents read
+ * for the outside-the-limiter check are kept for the whole listing. */
+static struct gpu_procs {
+    char uuid[VGPU_REGION_UUID_LEN];
+    bool ok;
+    unsigned count;
+    nvmlProcessInfo_t *infos;
+} gpu_procs[64];
+static unsigned ngpu_procs;
+static struct vgpu_outside_memo parents;
+
+static const struct gpu_procs *procs_of(struct vgpu_nvml *nv, const char *uuid)
+{
+    for (unsigned i = 0; i < ngpu_procs; i++)
+        if (strcmp(gpu_procs[i].uuid, uuid) == 0)
+            return &gpu_procs[i];
+    static struct gpu_procs none;
+    struct gpu_procs *g = ngpu_procs < sizeof gpu_procs / sizeof gpu_procs[0] ? &gpu_procs[ngpu_procs++] : &none;
+    free(g->infos);
+    memset(g, 0, sizeof *g);
+    snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
+    nvmlDevice_t h;
+    if (!nv || !nv->nvmlDeviceGetHandleByUUID || !nv->nvmlDeviceGetComputeRunningProcesses_v3 ||
+        nv->nvmlDeviceGetHandleByUUID(uuid, &h) != NVML_SUCCESS)
+        return g;
+    unsigned count = 0;
+    nvmlReturn_t rc = nv->nvmlDeviceGetComputeRunningProcesses_v3(h, &count, NULL);
+    /* The two-call protocol; processes may appear between the calls, so leave room. */
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+        count += 8;
+        g->infos = calloc(count, sizeof *g->infos);
+        if (!g->infos)
+            return g;
+        rc = nv->nvmlDeviceGetComputeRunningProcesses_v3(h, &count, g->infos);
+    }
+    if (rc != NVML_SUCCESS)
+        return g;
+    g->ok = true;
+    g->count = g->infos ? count : 0;
+    return g;
+}
+
+static void procs_forget(void)
+{
+    for (unsigned i = 0; i < ngpu_procs; i++)
+        free(gpu_procs[i].infos);
+    memset(gpu_procs, 0, sizeof gpu_procs);
+    ngpu_procs = 0;
+    vgpu_outside_memo_free(&parents);
+}
+
+static int cmp_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The driver's view: memory of the job's processes (by host pid) on each job GPU. */
 static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
 {
     unsigned ndev = vgpu_region_device_count(v->r);
+    /* The job's host pids, sorted, so each NVML process is a binary search (it was a scan). */
+    unsigned nmine = v->npids < MAX_PIDS ? v->npids : MAX_PIDS;
+    int32_t *mine = malloc((nmine + 1) * sizeof *mine);
+    if (mine) {
+        memcpy(mine, v->host_pids, nmine * sizeof *mine);
+        qsort(mine, nmine, sizeof *mine, cmp_int32);
+    }
     for (unsigned d = 0; d < ndev; d++) {
         v->nvml_ok[d] = false;
         v->nvml_used[d] = 0;
-        if (!nv || !nv->nvmlDeviceGetHandleByUUID || !nv->nvmlDeviceGetComputeRunningProcesses_v3)
+        const struct gpu_procs *g = procs_of(nv, v->r->info->dev[d].uuid);
+        if (!g->ok || !mine)
             continue;
-        nvmlDevice_t h;
-        if (nv->nvmlDeviceGetHandleByUUID(v->r->info->dev[d].uuid, &h) != NVML_SUCCESS)
-            continue;
-        unsigned count = 0;
-        nvmlReturn_t rc = nv->nvmlDeviceGetComputeRunningProcesses_v3(h, &count, NULL);
-        nvmlProcessInfo_t *infos = NULL;
-        /* The two-call protocol; processes may appear between the calls, so leave room. */
-        if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
-            count += 8;
-            infos = calloc(count, sizeof *infos);
-            if (!infos)
-                continue;
-            rc = nv->nvmlDeviceGetComputeRunningProcesses_v3(h, &count, infos);
-        }
-        if (rc != NVML_SUCCESS) {
-            free(infos);
-            continue;
-        }
+        unsigned count = g->count;
+        const nvmlProcessInfo_t *infos = g->infos;
         v->nvml_ok[d] = true;
         unsigned *pids = calloc(count + 1, sizeof *pids);
         uint64_t *bytes = calloc(count + 1, sizeof *bytes);
         for (unsigned i = 0; i < count && infos; i++) {
-            for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++)
-                if ((unsigned)v->host_pids[p] == infos[i].pid) {
-                    if (infos[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
-                        v->nvml_ok[d] = false;   /* no per-process figure (some MIG setups): unknown */
-                    else
-                        v->nvml_used[d] += infos[i].usedGpuMemory;
-                }
+            int32_t key = (int32_t)infos[i].pid;
+            if (bsearch(&key, mine, nmine, sizeof *mine, cmp_int32)) {
+                if (infos[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
+                    v->nvml_ok[d] = false;   /* no per-process figure (some MIG setups): unknown */
+                else
+                    v->nvml_used[d] += infos[i].usedGpuMemory;
+            }
             if (pids && bytes) {
                 pids[i] = infos[i].pid;
                 bytes[i] = infos[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE ? 0 : infos[i].usedGpuMemory;
             }
         }
-        if (pids && bytes && vgpu_outside_find(v->r, pids, bytes, count, &v->outside[d])) {
+        if (pids && bytes && vgpu_outside_find_memo(v->r, pids, bytes, count, &parents, &v->outside[d])) {
             v->nvml_used[d] += v->outside[d].bytes;
             /* The job's processes learn it from here too (they count it against the limit). */
             vgpu_region_set_outside((struct vgpu_region *)v->r, d, v->outside[d].bytes,
@@ -124,8 +174,8 @@ static void nvml_usage(struct vgpu_nvml *nv, struct job_view *v)
         }
         free(pids);
         free(bytes);
-        free(infos);
     }
+    free(mine);
 }
 
 static void gather(struct vgpu_nvml *nv, const struct vgpu_region *r, struct job_view *v)
@@ -523,6 +573,7 @@ static int cmd_ps(int argc, char **argv)
     }
     free(v);
     free(refs);
+    procs_forget();
     if (nv)
         vgpu_nvml_close(nv);
     if (hidden)

@@ -4,7 +4,9 @@
  * the setters, which the UI calls. */
 #include "top.h"
 
+#include <errno.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "vgpu/region.h"
 #include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
+#include "vgpu/top_watch.h"
 #include "vgpu/units.h"
 
 /* GPU time seen at the previous sample, per job, for the share over the last interval. */
@@ -77,25 +80,25 @@ static void job_gpus_text(const struct top_model *m, const struct vgpu_region_he
 
 /* Marks NVML's processes of this job, and adds the job's processes NVML did not list (no
  * driver, or no context yet) with the limiter's accounting as their memory. */
-static void job_procs(struct top_model *m, int j, const struct vgpu_region *r)
+static void job_procs(struct top_model *m, int j, const struct vgpu_region *r, const struct top_pid_ix *ix,
+                      size_t nix)
 {
     const struct vgpu_region_header *k = r->info;
     unsigned ndev = k->device_count < VGPU_REGION_MAX_DEVICES ? k->device_count : VGPU_REGION_MAX_DEVICES;
     unsigned nproc = 0;
-    size_t nvml_end = m->nproc;
-    for (unsigned s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+    for (unsigned s = 0; s < vgpu_region_slot_end(r); s++) {
         const struct vgpu_region_slot *sl = &r->use->slot[s];
         uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
         if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)
             continue;
         pid_t hp = vgpu_region_slot_view_pid(r, (int)s);
         nproc++;
+        /* NVML's processes (a pid once per GPU), found by the index of the sample */
         bool listed = false;
-        for (size_t i = 0; i < nvml_end; i++)
-            if (m->procs[i].pid == hp) {
-                m->procs[i].job = j;
-                listed = true;
-            }
+        for (const struct top_pid_ix *x = top_pid_find(ix, nix, hp); x && x < ix + nix && x->pid == hp; x++) {
+            m->procs[x->at].job = j;
+            listed = true;
+        }
         if (listed)
             continue;
         bool added = false;
@@ -182,8 +185,11 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
 
 /* Regions stay open from one sample to the next: opening, mapping and unmapping every job's
  * region each second (and faulting its pages in again) was most of vgpu top's CPU with 50
- * jobs. The listing, which also removes stale and expired jobs, is redone when the jobs folder
- * changes (or changed less than a second ago: its time stamp is coarse) and every 10 s. */
+ * jobs. The listing (which also reaps every region, and removes stale and expired jobs) is
+ * redone only when it can change: when the jobs folder's names change (top_watch: inotify, or
+ * the time stamp), when an ended job's time to be kept has passed, and when a running job has
+ * become stale (its `vgpu run` gone and no live process: nobody else would remove it). It was
+ * redone every 10 s as well, whether anything changed or not. */
 struct open_job {
     char path[sizeof ((struct vgpu_job_ref *)0)->path];
     struct vgpu_region r;
@@ -192,21 +198,61 @@ struct open_job {
 static struct open_job open_jobs[TOP_MAX_JOBS];
 static struct vgpu_job_ref *list_refs;
 static size_t list_n;
-static struct timespec list_mtime;
-static uint64_t list_at;
+static struct top_watch jobs_watch;
+static uint64_t relist_at_ns;           /* CLOCK_REALTIME when an ended job expires (0: none) */
+static uint64_t stale_check_at;         /* CLOCK_MONOTONIC of the last careful stale check */
+static unsigned long relists;           /* how many listings (tests) */
+static uint64_t job_list_at, job_gap_ns = 1000000000ULL;   /* relistings a job asked for */
 
-static bool relist_due(const char *statedir, uint64_t now)
+static uint64_t real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static bool relist_due(const char *statedir)
 {
     char jobs[4200];
     snprintf(jobs, sizeof jobs, "%s/jobs", statedir);
-    struct stat st;
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    if (stat(jobs, &st) < 0)
+    if (!jobs_watch.started)
+        top_watch_init(&jobs_watch);
+    return top_watch_changed(&jobs_watch, jobs);
+}
+
+/* How long ended jobs are kept: vgpu_jobs_list's rule (VGPU_EXITED_KEEP_S, vgpu/region.h). */
+static uint64_t keep_ns(void)
+{
+    double sec = VGPU_EXITED_KEEP_DEFAULT_S;
+    const char *v = getenv("VGPU_EXITED_KEEP_S");
+    if (v && *v) {
+        char *end;
+        double x = strtod(v, &end);
+        if (!*end && x >= 0 && x <= 1e6)
+            sec = x;
+    }
+    return (uint64_t)(sec * 1e9);
+}
+
+/* Whether the listing must be redone because of this job itself, which no folder event tells:
+ * it ended and its time to be kept will pass (the time is noted), or it is running with no live
+ * process and its `vgpu run` has gone. That last test is a kill(2) each sample, and the careful
+ * one (the start time, against a reused pid) every 10 s. */
+static bool job_due(const struct vgpu_region *r, bool careful)
+{
+    if (atomic_load(&r->hdr->state) == VGPU_JOB_EXITED) {
+        uint64_t ended = atomic_load(&r->hdr->exited_realtime_ns);
+        uint64_t at = ended ? ended + keep_ns() : 1;
+        if (!relist_at_ns || at < relist_at_ns)
+            relist_at_ns = at;
+        return false;
+    }
+    if (vgpu_region_pids(r, NULL, NULL, 0) != 0)
+        return false;
+    pid_t c = r->hdr->creator_pid;
+    if (c > 0 && kill(c, 0) < 0 && errno == ESRCH)
         return true;
-    bool changed = st.st_mtim.tv_sec != list_mtime.tv_sec || st.st_mtim.tv_nsec != list_mtime.tv_nsec;
-    list_mtime = st.st_mtim;
-    return changed || wall.tv_sec - st.st_mtim.tv_sec <= 1 || !list_at || now - list_at >= 10000000000ULL;
+    return careful && !vgpu_region_creator_alive(r);
 }
 
 /* The open region of a listed, readable job (opened on first use), or NULL. */
@@ -253,7 +299,7 @@ static void close_unlisted(void)
 /* The job's GPU processes outside the limiter (vgpu/outside.h): NVML's processes on its GPUs
  * that belong to no job yet and descend from it. Marked as the job's, summed, and recorded in
  * the region, where the job's own processes count them against the limit. */
-static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r)
+static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r, struct vgpu_outside_memo *memo)
 {
     const struct vgpu_region_header *info = r->info;
     unsigned ndev = vgpu_region_device_count(r);
@@ -271,7 +317,7 @@ static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r)
                 bytes[n++] = m->procs[i].gpu_mem;
             }
         struct vgpu_outside o;
-        if (!vgpu_outside_find(r, pids, bytes, n, &o))
+        if (!vgpu_outside_find_memo(r, pids, bytes, n, memo, &o))
             return;                     /* NVML's pids are not ours to read (another PID namespace) */
         vgpu_region_set_outside(r, d, o.bytes, o.count ? o.pid[0] : 0, o.count);
         if (!o.count)
@@ -289,6 +335,16 @@ static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r)
     }
 }
 
+/* Parents read once per sample for all jobs: with 50 jobs and 300 GPU processes outside them,
+ * reading each candidate's parent chain once per job was 90% of top's CPU. The sampler puts
+ * in those it read anyway (top_jobs_note_parent). */
+static struct vgpu_outside_memo parents;
+
+void top_jobs_note_parent(pid_t pid, pid_t ppid)
+{
+    vgpu_outside_memo_put(&parents, pid, ppid);
+}
+
 void top_jobs_read(struct top_model *m)
 {
     static struct vgpu_region *regions[TOP_MAX_JOBS];
@@ -301,7 +357,26 @@ void top_jobs_read(struct top_model *m)
         return;
     }
     uint64_t now = mono_ns();
-    if (relist_due(dir, now)) {
+    bool careful = now - stale_check_at >= 10000000000ULL, jobs_due = false;
+    for (unsigned i = 0; i < TOP_MAX_JOBS; i++)
+        if (open_jobs[i].open && job_due(&open_jobs[i].r, careful))
+            jobs_due = true;
+    if (careful)
+        stale_check_at = now;
+    jobs_due |= relist_at_ns && real_ns() >= relist_at_ns;
+    /* A job the listing should remove but cannot (a file we may not unlink) would make every
+     * sample list again: such relistings back off, 1 s doubling to 64 s, while one stays due. */
+    if (!jobs_due)
+        job_gap_ns = 1000000000ULL;
+    else if (now - job_list_at < job_gap_ns)
+        jobs_due = false;
+    if (relist_due(dir) || jobs_due) {
+        if (jobs_due) {
+            job_list_at = now;
+            job_gap_ns = job_gap_ns < 64000000000ULL ? job_gap_ns * 2 : job_gap_ns;
+        }
+        relist_at_ns = 0;               /* the open regions note the next expiry again */
+        relists++;
         struct vgpu_job_ref *refs = NULL;
         size_t n = 0;
         if (vgpu_jobs_list_all(dir, &refs, &n, NULL, &e) < 0) {
@@ -312,11 +387,12 @@ void top_jobs_read(struct top_model *m)
         free(list_refs);
         list_refs = refs;
         list_n = n;
-        list_at = now;
         close_unlisted();
     }
     static struct prev next[TOP_MAX_JOBS];
     unsigned nnext = 0;
+    struct top_pid_ix *ix;
+    size_t nix = top_pid_index(m, 0, m->nproc, &ix);   /* NVML's processes, before jobs add theirs */
     for (size_t i = 0; i < list_n && m->njob < TOP_MAX_JOBS; i++) {
         const struct vgpu_job_ref *ref = &list_refs[i];
         struct top_job *jb = &m->jobs[m->njob];
@@ -336,16 +412,18 @@ void top_jobs_read(struct top_model *m)
             continue;
         vgpu_region_reap_maybe(r);   /* a dead process's slot: at most one walk a second */
         fill_job(m, jb, r, &next[nnext++], now);
-        job_procs(m, (int)m->njob, r);
+        job_procs(m, (int)m->njob, r, ix, nix);
         regions[m->njob] = r;
         m->njob++;
     }
+    free(ix);
     memcpy(prev_tab, next, nnext * sizeof next[0]);
     nprev = nnext;
     if (m->nvml == TOP_NVML_OK)
         for (unsigned j = 0; j < m->njob; j++)
             if (regions[j])
-                job_outside(m, j, regions[j]);
+                job_outside(m, j, regions[j], &parents);
+    vgpu_outside_memo_reset(&parents);   /* parents change: the next sample reads them again */
 }
 
 static int open_admin(const struct top_job *j, struct vgpu_region *r, struct vgpu_err *e)
@@ -426,7 +504,7 @@ size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *st
     if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0 || vgpu_jobs_find_all(dir, j->id, VGPU_REGION_JOB, &r, &e) < 0)
         return 0;
     size_t n = 0;
-    for (unsigned s = 0; s < VGPU_REGION_MAX_SLOTS && n < cap; s++) {
+    for (unsigned s = 0; s < vgpu_region_slot_end(&r) && n < cap; s++) {
         const struct vgpu_region_slot *sl = &r.use->slot[s];
         uint64_t owner = atomic_load_explicit(&sl->owner, memory_order_acquire);
         if (vgpu_slot_state_of(owner) != VGPU_SLOT_LIVE)

@@ -26,7 +26,11 @@ struct top_cpu_ent {
     char user[32];
     char cmd[160];
     bool seen;
+    int fd;                 /* /proc/PID/stat kept open (-1: none): see host_facts */
 };
+
+/* At most this many /proc/PID/stat descriptors are kept open (see host_facts). */
+#define TOP_STAT_FDS 512
 
 static uint64_t now_ms(clockid_t c)
 {
@@ -37,16 +41,12 @@ static uint64_t now_ms(clockid_t c)
 
 /* ---- /proc ---- */
 
-/* Reads /proc/PID/stat: utime+stime and start time (fields 14, 15, 22). */
-static bool read_stat(pid_t pid, unsigned long long *ticks, unsigned long long *start)
+/* Parses /proc/PID/stat from fd (at offset 0): utime+stime and start time (fields 14, 15, 22),
+ * and the parent (4). */
+static bool parse_stat_fd(int fd, unsigned long long *ticks, unsigned long long *start, pid_t *ppid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    char buf[1024];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
         return false;
     buf[n] = 0;
@@ -58,7 +58,9 @@ static bool read_stat(pid_t pid, unsigned long long *ticks, unsigned long long *
     /* after ")": field 3 is state; utime is field 14, stime 15, starttime 22 */
     int field = 3;
     for (char *tok = p; tok && *tok; field++) {
-        if (field == 14)
+        if (field == 4 && ppid)
+            *ppid = (pid_t)strtol(tok, NULL, 10);
+        else if (field == 14)
             ut = strtoull(tok, NULL, 10);
         else if (field == 15)
             st = strtoull(tok, NULL, 10);
@@ -75,6 +77,18 @@ static bool read_stat(pid_t pid, unsigned long long *ticks, unsigned long long *
     if (start)
         *start = start_t;
     return field == 22;
+}
+
+static bool read_stat(pid_t pid, unsigned long long *ticks, unsigned long long *start)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool ok = parse_stat_fd(fd, ticks, start, NULL);
+    close(fd);
+    return ok;
 }
 
 bool top_proc_start(pid_t pid, unsigned long long *start)
@@ -140,39 +154,95 @@ static void user_name(uid_t uid, char *out, size_t len)
         snprintf(out, len, "%u", (unsigned)uid);
 }
 
-static struct top_cpu_ent *cpu_find(struct top_sampler *s, pid_t pid)
+/* s->cpu is kept sorted by pid: a lookup per process per sample, a scan made it grow with the
+ * square of the processes. Where pid is, or would be inserted. */
+static size_t cpu_pos(const struct top_sampler *s, pid_t pid)
 {
-    for (size_t i = 0; i < s->ncpu; i++)
-        if (s->cpu[i].pid == pid)
-            return &s->cpu[i];
-    return NULL;
+    size_t lo = 0, hi = s->ncpu;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->cpu[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
-/* Fills the host side of a process: user, command, CPU %. */
+static struct top_cpu_ent *cpu_find(struct top_sampler *s, pid_t pid)
+{
+    size_t at = cpu_pos(s, pid);
+    return at < s->ncpu && s->cpu[at].pid == pid ? &s->cpu[at] : NULL;
+}
+
+static void cpu_close(struct top_sampler *s, struct top_cpu_ent *e)
+{
+    if (e->fd >= 0) {
+        close(e->fd);
+        e->fd = -1;
+        s->nstat_fds--;
+    }
+}
+
+/* Fills the host side of a process: user, command, CPU %.
+ * /proc/PID/stat is read every sample for every GPU process (CPU %, and the parent for the job
+ * reader). Its descriptor is kept open from one sample to the next: opening and closing it was
+ * half of the cost, 300 processes a second. A kept descriptor names that process and no other:
+ * once it has gone, reads fail (ESRCH) even if its pid has been reused, and the pid is looked
+ * up again by path. */
 static void host_facts(struct top_sampler *s, struct top_proc *p, uint64_t mono_ms)
 {
     unsigned long long ticks, start;
-    if (!read_stat(p->pid, &ticks, &start)) {
+    pid_t ppid = 0;
+    struct top_cpu_ent *e = cpu_find(s, p->pid);
+    bool ok = false;
+    if (e && e->fd >= 0 && !(ok = parse_stat_fd(e->fd, &ticks, &start, &ppid)))
+        cpu_close(s, e);                /* that process has gone */
+    int fd = -1;
+    if (!ok) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)p->pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        ok = fd >= 0 && parse_stat_fd(fd, &ticks, &start, &ppid);
+        if (!ok && fd >= 0)
+            close(fd), fd = -1;
+    }
+    if (!ok) {
         snprintf(p->user, sizeof p->user, "?");
         snprintf(p->cmd, sizeof p->cmd, "(no such process on this host)");
         return;
     }
     p->start = start;
-    struct top_cpu_ent *e = cpu_find(s, p->pid);
+    top_jobs_note_parent(p->pid, ppid);   /* the job reader's parent chains start here */
     if (e && e->start != start)
         e->user[0] = e->cmd[0] = 0, e->at_ms = 0;
     if (!e) {
         if (s->ncpu == s->cpu_cap) {
             size_t cap = s->cpu_cap ? s->cpu_cap * 2 : 64;
             struct top_cpu_ent *n = realloc(s->cpu, cap * sizeof *n);
-            if (!n)
+            if (!n) {
+                if (fd >= 0)
+                    close(fd);
                 return;
+            }
             s->cpu = n;
             s->cpu_cap = cap;
         }
-        e = &s->cpu[s->ncpu++];
+        size_t at = cpu_pos(s, p->pid);
+        memmove(&s->cpu[at + 1], &s->cpu[at], (s->ncpu - at) * sizeof *s->cpu);
+        s->ncpu++;
+        e = &s->cpu[at];
         memset(e, 0, sizeof *e);
         e->pid = p->pid;
+        e->fd = -1;
+    }
+    if (fd >= 0) {
+        if (e->fd < 0 && s->nstat_fds < TOP_STAT_FDS && !s->no_kept_fds) {
+            e->fd = fd;
+            s->nstat_fds++;
+        } else {
+            close(fd);
+        }
     }
     if (!e->cmd[0] || e->start != start) {
         char path[64];
@@ -213,6 +283,8 @@ static void cpu_sweep(struct top_sampler *s)
         if (s->cpu[i].seen) {
             s->cpu[i].seen = false;
             s->cpu[o++] = s->cpu[i];
+        } else {
+            cpu_close(s, &s->cpu[i]);
         }
     }
     s->ncpu = o;
@@ -287,6 +359,8 @@ void top_sampler_fini(struct top_sampler *s)
     if (s->nv)
         vgpu_nvml_close(s->nv);
     free(s->list);
+    for (size_t i = 0; i < s->ncpu; i++)
+        cpu_close(s, &s->cpu[i]);
     free(s->cpu);
     top_model_free(s->latest);
     pthread_mutex_destroy(&s->mu);
@@ -415,19 +489,21 @@ static void proc_util(struct top_sampler *s, unsigned pos, nvmlDevice_t h, struc
         if (rc == NVML_SUCCESS) {
             any = true;
             unsigned long long newest = s->util_cursor[pos];
+            struct top_pid_ix *ix;
+            size_t nix = top_pid_index(m, first, last, &ix);
             for (unsigned k = 0; k < n; k++) {
                 if (smp[k].timeStamp > newest)
                     newest = smp[k].timeStamp;
                 if (smp[k].smUtil > 100)     /* garbage seen in the wild (nvtop #110) */
                     continue;
-                for (size_t i = first; i < last; i++) {
-                    struct top_proc *p = &m->procs[i];
-                    if ((unsigned)p->pid == smp[k].pid) {
-                        p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
-                        p->valid |= TOP_PV_SM;
-                    }
+                pid_t pid = (pid_t)smp[k].pid;
+                for (const struct top_pid_ix *x = top_pid_find(ix, nix, pid); x && x < ix + nix && x->pid == pid; x++) {
+                    struct top_proc *p = &m->procs[x->at];
+                    p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
+                    p->valid |= TOP_PV_SM;
                 }
             }
+            free(ix);
             s->util_cursor[pos] = newest;
         } else if (rc == NVML_ERROR_NOT_FOUND) {
             any = true;
@@ -492,35 +568,43 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
         proc_util(s, i, lg->handle, m, first, m->nproc, gi);
     }
     free(pbuf);
+    /* NVML's processes first: their /proc/PID/stat gives the job reader their parents too. */
+    size_t nvml_procs = m->nproc;
+    for (size_t i = 0; i < nvml_procs; i++)
+        host_facts(s, &m->procs[i], mono);
     top_jobs_read(m);
-    for (size_t i = 0; i < m->nproc; i++)
+    for (size_t i = nvml_procs; i < m->nproc; i++)
         host_facts(s, &m->procs[i], mono);
     cpu_sweep(s);
-    /* per-job sums of NVML memory and SM % over the job's host pids */
+    /* Per-job sums of NVML memory and SM % over the job's host pids, in one pass over the
+     * processes sorted by pid (a pass per job, with a scan for duplicates, grew as jobs x
+     * processes); distinct pids are counted for a job whose region did not say. */
+    unsigned sm[TOP_MAX_JOBS] = { 0 }, npid[TOP_MAX_JOBS] = { 0 };
+    bool smv[TOP_MAX_JOBS] = { false };
+    struct top_pid_ix *ix;
+    size_t nix = top_pid_index(m, 0, m->nproc, &ix);
+    for (size_t k = 0; k < nix; k++) {
+        const struct top_proc *p = &m->procs[ix[k].at];
+        if (p->job < 0 || (unsigned)p->job >= m->njob)
+            continue;
+        struct top_job *jb = &m->jobs[p->job];
+        if (p->valid & TOP_PV_MEM)
+            jb->mem_nvml += p->gpu_mem, jb->mem_nvml_valid = true;
+        if (p->valid & TOP_PV_SM)
+            sm[p->job] += p->sm_pct, smv[p->job] = true;
+        bool dup = false;
+        for (size_t b = k; b-- > 0 && ix[b].pid == p->pid && !dup;)
+            dup = m->procs[ix[b].at].job == p->job;
+        if (!dup)
+            npid[p->job]++;
+    }
+    free(ix);
     for (unsigned j = 0; j < m->njob; j++) {
         struct top_job *jb = &m->jobs[j];
-        unsigned sm = 0;
-        bool smv = false;
-        pid_t seen[64];
-        unsigned nseen = 0;
-        for (size_t i = 0; i < m->nproc; i++) {
-            const struct top_proc *p = &m->procs[i];
-            if (p->job != (int)j)
-                continue;
-            if (p->valid & TOP_PV_MEM)
-                jb->mem_nvml += p->gpu_mem, jb->mem_nvml_valid = true;
-            if (p->valid & TOP_PV_SM)
-                sm += p->sm_pct, smv = true;
-            bool dup = false;
-            for (unsigned k = 0; k < nseen; k++)
-                dup |= seen[k] == p->pid;
-            if (!dup && nseen < 64)
-                seen[nseen++] = p->pid;
-        }
         if (!jb->nproc)
-            jb->nproc = nseen;
-        if (!jb->share_valid && smv) {
-            jb->share_pct = sm > 100 ? 100 : sm;
+            jb->nproc = npid[j];
+        if (!jb->share_valid && smv[j]) {
+            jb->share_pct = sm[j] > 100 ? 100 : sm[j];
             jb->share_valid = true;
         }
     }

@@ -35,6 +35,8 @@ struct top_sampler {
     unsigned long long util_cursor[VGPU_MAX_GPUS];
     struct top_cpu_ent *cpu;       /* previous CPU times per pid */
     size_t ncpu, cpu_cap;
+    unsigned nstat_fds;            /* /proc/PID/stat descriptors kept open (sampler.c) */
+    bool no_kept_fds;              /* a single sample: keep none */
     uint64_t seq;
     long clk_tck;
     unsigned long long boot_ms;    /* boot time, for lifetime CPU % */
@@ -57,6 +59,9 @@ void top_sampler_stop(struct top_sampler *s);
 /* Jobs from vgpu's own state (jobs.c): fills m->jobs and adds the jobs' processes that NVML
  * did not list. Sets m->jobs_msg when the state cannot be read. */
 void top_jobs_read(struct top_model *m);
+/* The sampler read pid's parent (in /proc/PID/stat, for CPU %): the next top_jobs_read uses it
+ * rather than reading it again. */
+void top_jobs_note_parent(pid_t pid, pid_t ppid);
 /* Live limit changes through the job region (owner or root only). 0, or -1 with e set. */
 int top_job_set_core(const struct top_job *j, unsigned pct, struct vgpu_err *e);
 /* The + and - keys: the region's current core limit (of the job's first GPU) plus delta,

@@ -212,6 +212,7 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
         goto fail;
     }
     memcpy(r->info, r->hdr_rw, sizeof *r->info);
+    atomic_store(&r->use->slot_end, VGPU_SLOT_END_KEPT);   /* no slot claimed yet: scans stop at 0 */
     /* The magic goes in last: a reader never sees a valid magic with a half-written header. */
     atomic_store_explicit(&r->hdr_rw->magic, VGPU_REGION_MAGIC, memory_order_release);
     /* The file appears complete, under its final name, in one step. */

@@ -78,6 +78,28 @@ static void slot_free(struct vgpu_region *r, struct vgpu_region_slot *s, uint64_
     atomic_compare_exchange_strong(&s->owner, &expected, VGPU_SLOT_FREE);
 }
 
+unsigned vgpu_region_slot_end(const struct vgpu_region *r)
+{
+    if (!r || !r->use)
+        return 0;
+    uint32_t w = atomic_load(&r->use->slot_end);
+    if (!(w & VGPU_SLOT_END_KEPT))
+        return VGPU_REGION_MAX_SLOTS;
+    w &= ~VGPU_SLOT_END_KEPT;
+    return w < VGPU_REGION_MAX_SLOTS ? w : VGPU_REGION_MAX_SLOTS;
+}
+
+/* Raises the scan bound to cover slot i, before the slot can be claimed: a reader that sees the
+ * slot taken has then also seen a bound past it (a claimer that dies right after this leaves a
+ * bound one too high, which costs a reader one free slot's look). */
+static void raise_slot_end(struct vgpu_region *r, int i)
+{
+    uint32_t w = atomic_load(&r->use->slot_end);
+    while ((w & VGPU_SLOT_END_KEPT) && (w & ~VGPU_SLOT_END_KEPT) < (uint32_t)i + 1 &&
+           !atomic_compare_exchange_weak(&r->use->slot_end, &w, VGPU_SLOT_END_KEPT | ((uint32_t)i + 1)))
+        ;
+}
+
 static int try_claim(struct vgpu_region *r, const struct vgpu_proc_id *me, pid_t host, uint32_t host_ns)
 {
     for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
@@ -85,6 +107,7 @@ static int try_claim(struct vgpu_region *r, const struct vgpu_proc_id *me, pid_t
         uint64_t o = atomic_load(&s->owner);
         if (o != VGPU_SLOT_FREE)
             continue;
+        raise_slot_end(r, i);
         if (!atomic_compare_exchange_strong(&s->owner, &o, own_word(VGPU_SLOT_CLAIMING)))
             continue;
         for (unsigned d = 0; d < VGPU_REGION_MAX_DEVICES; d++)
@@ -289,7 +312,7 @@ int vgpu_region_reap(struct vgpu_region *r)
         return 0;
     (void)vgpu_region_check(r);   /* a truncated file is fenced off before we touch it */
     int reaped = 0;
-    for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+    for (int i = 0; i < (int)vgpu_region_slot_end(r); i++) {
         struct vgpu_region_slot *s = &r->use->slot[i];
         uint64_t o = atomic_load(&s->owner);
         unsigned st = vgpu_slot_state_of(o);
@@ -342,7 +365,7 @@ unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *hos
     unsigned n = 0;
     if (!r || !r->use)
         return 0;
-    for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+    for (int i = 0; i < (int)vgpu_region_slot_end(r); i++) {
         const struct vgpu_region_slot *s = &r->use->slot[i];
         uint64_t o = atomic_load(&s->owner);
         if (vgpu_slot_state_of(o) != VGPU_SLOT_LIVE)
@@ -369,13 +392,13 @@ bool vgpu_region_creator_alive(const struct vgpu_region *r)
     return vgpu_proc_liveness(&id, NULL) != VGPU_PROC_DEAD;
 }
 
-pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot)
+/* vgpu_region_slot_view_pid with the caller's view (vgpu_proc_view_ns) already known: it costs
+ * a getpid(2), which vgpu_region_roots paid once per slot (1024 system calls per call). */
+static pid_t slot_view_pid(const struct vgpu_region *r, int slot, uint32_t view)
 {
-    if (!r || !r->use || slot < 0 || slot >= VGPU_REGION_MAX_SLOTS)
-        return 0;
     const struct vgpu_region_slot *s = &r->use->slot[slot];
     uint64_t o = atomic_load(&s->owner);
-    uint32_t view = vgpu_proc_view_ns(), cns = r->hdr->creator_pidns;
+    uint32_t cns = r->hdr->creator_pidns;
     uint32_t pns = atomic_load(&s->pidns), hns = atomic_load_explicit(&s->host_ns, memory_order_acquire);
     pid_t host = atomic_load(&s->host_pid);
     if (!pns || pns == view)
@@ -383,6 +406,13 @@ pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot)
     if (host > 0 && hns == cns && (!cns || cns == view))
         return host;                    /* (a region of an older vgpu: NSpid's first entry) */
     return 0;
+}
+
+pid_t vgpu_region_slot_view_pid(const struct vgpu_region *r, int slot)
+{
+    if (!r || !r->use || slot < 0 || slot >= VGPU_REGION_MAX_SLOTS)
+        return 0;
+    return slot_view_pid(r, slot, vgpu_proc_view_ns());
 }
 
 unsigned vgpu_region_roots(const struct vgpu_region *r, pid_t *roots, unsigned max)
@@ -393,12 +423,12 @@ unsigned vgpu_region_roots(const struct vgpu_region *r, pid_t *roots, unsigned m
     uint32_t view = vgpu_proc_view_ns(), cns = r->hdr->creator_pidns;
     if (r->hdr->creator_pid > 0 && (!cns || cns == view))
         roots[n++] = r->hdr->creator_pid;
-    for (int i = 0; i < VGPU_REGION_MAX_SLOTS && n < max; i++) {
+    for (int i = 0; i < (int)vgpu_region_slot_end(r) && n < max; i++) {
         const struct vgpu_region_slot *s = &r->use->slot[i];
         uint64_t o = atomic_load(&s->owner);
         if (vgpu_slot_state_of(o) != VGPU_SLOT_LIVE)
             continue;
-        pid_t p = vgpu_region_slot_view_pid(r, i);
+        pid_t p = slot_view_pid(r, i, view);
         if (p > 0)
             roots[n++] = p;
     }

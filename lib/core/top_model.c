@@ -50,6 +50,40 @@ struct top_proc *top_model_add_proc(struct top_model *m)
     return p;
 }
 
+static int cmp_pid_ix(const void *a, const void *b)
+{
+    const struct top_pid_ix *x = a, *y = b;
+    if (x->pid != y->pid)
+        return x->pid < y->pid ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+size_t top_pid_index(const struct top_model *m, size_t first, size_t last, struct top_pid_ix **out)
+{
+    *out = NULL;
+    if (last > m->nproc)
+        last = m->nproc;
+    if (first >= last || !(*out = malloc((last - first) * sizeof **out)))
+        return 0;
+    for (size_t i = first; i < last; i++)
+        (*out)[i - first] = (struct top_pid_ix){ m->procs[i].pid, i };
+    qsort(*out, last - first, sizeof **out, cmp_pid_ix);
+    return last - first;
+}
+
+const struct top_pid_ix *top_pid_find(const struct top_pid_ix *ix, size_t n, pid_t pid)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix[mid].pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ix[lo].pid == pid ? &ix[lo] : NULL;
+}
+
 void top_gpu_hist_push(struct top_gpu *g, unsigned util, unsigned mem)
 {
     if (g->hist_len == TOP_HIST) {

@@ -15,6 +15,7 @@ screen_cleanup() { tm kill-server 2>/dev/null; t_cleanup; }
 trap screen_cleanup EXIT
 pane() { tm capture-pane -p -t t 2>/dev/null; }
 on_pane() { pane | grep -qF -- "$1"; }
+off_pane() { ! pane | grep -qF -- "$1"; }
 expect() { # desc text [seconds]
   if poll_until "${3:-5}" on_pane "$2"; then ok "$1"; else not_ok "$1" "missing: $2"$'\n'"$(pane)"; fi
 }
@@ -83,6 +84,9 @@ keys Escape
 
 # Live core-limit change on the job panel (Tab: processes -> GPUs -> jobs).
 keys Tab Tab
+# The footer names the job panel's sort key once it has the focus: - before that would go to
+# the process panel ("select a job first").
+expect "focus: the job panel" "sort:JOB"
 keys -
 expect_json "the region holds the lowered core limit" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 25
 expect "core limit lowered" "core limit 25%" 20
@@ -91,6 +95,21 @@ keys +
 # three runs on a loaded machine when only the message was awaited for 5 s.
 expect_json "the region holds the raised core limit" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 30
 expect "core limit raised" "core limit 30%" 20
+
+# + and - start from the job's limit at the key press, not from top's last snapshot (issue 18):
+# with the screen paused, its snapshot stays at 30%; vgpu limit then sets 50 behind top's back,
+# and + pressed twice at once must give 55 and 60 (from the snapshot: 35 twice).
+keys Space
+expect "paused: the snapshot stays" "[PAUSED]"
+run vgpu limit screenjob --core 50
+assert_eq "vgpu limit set 50 behind top's back" 0 "$rc"
+keys + +
+expect_json "+ + after another change: 50 -> 60 in the region" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 60
+expect "+ + : the message says 60" "core limit 60%" 20
+keys -
+expect_json "- from the region's 60: 55" '.jobs[] | select(.name == "screenjob") | .core_limit_percent' 55
+keys Space
+if poll_until 20 off_pane "[PAUSED]"; then ok "unpaused"; else not_ok "unpaused" "$(pane)"; fi
 
 # The m key takes what vgpu limit --mem takes, with the same check: 200G on an 80 GB GPU is
 # refused with vgpu limit's reason, and 2G is set.

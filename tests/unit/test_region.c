@@ -44,6 +44,15 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* A slot state written by hand below was claimed first in real life: the claim raised the
+ * region's scan bound (slot_end) past it, so raise it the same way. */
+static void covered(struct vgpu_region *r, int i)
+{
+    uint32_t w = atomic_load(&r->use->slot_end);
+    if ((w & ~VGPU_SLOT_END_KEPT) < (uint32_t)i + 1)
+        atomic_store(&r->use->slot_end, VGPU_SLOT_END_KEPT | ((uint32_t)i + 1));
+}
+
 static void make_job(struct vgpu_region *r, unsigned ndev, uint64_t limit)
 {
     struct vgpu_job_spec spec;
@@ -225,6 +234,7 @@ static void test_reap_killed(void **state)
     assert_int_equal(vgpu_region_reap(&r), 0);          /* reclaimed exactly once */
     /* A reaper that died mid-reap (slot left REAPING by a dead pid) is taken over. */
     struct vgpu_region_slot *s = &r.use->slot[7];
+    covered(&r, 7);
     atomic_store(&s->used[0], 99);
     atomic_store(&r.use->dev[0].used, 99);
     atomic_store(&s->owner, ((uint64_t)kid << 8) | VGPU_SLOT_REAPING);
@@ -342,6 +352,7 @@ static void put_slot(struct vgpu_region *r, int i, pid_t pid, uint64_t start, ui
                      uint32_t host_ns, uint64_t bytes)
 {
     struct vgpu_region_slot *s = &r->use->slot[i];
+    covered(r, i);
     atomic_store(&s->start_time, start);
     atomic_store(&s->pidns, pidns);
     atomic_store(&s->host_pid, host);
@@ -349,6 +360,46 @@ static void put_slot(struct vgpu_region *r, int i, pid_t pid, uint64_t start, ui
     atomic_store(&s->used[0], bytes);
     atomic_fetch_add(&r->use->dev[0].used, bytes);
     atomic_store(&s->owner, ((uint64_t)(uint32_t)pid << 8) | VGPU_SLOT_LIVE);
+}
+
+/* Scans stop at the slot bound (issue 14, item 4): a new region keeps it at 0, each claim
+ * raises it past its slot, and nothing past it is read; a region without the bound (an older
+ * vgpu's, slot_end 0) is scanned whole. */
+static void test_slot_end(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    struct vgpu_err e;
+    make_job(&r, 1, 0);
+    assert_int_equal(atomic_load(&r.use->slot_end), VGPU_SLOT_END_KEPT);
+    assert_int_equal(vgpu_region_slot_end(&r), 0);
+    int a = vgpu_region_attach(&r, &e), b = vgpu_region_attach(&r, &e);
+    assert_int_equal(a, 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(vgpu_region_slot_end(&r), 2);
+    vgpu_region_detach(&r, a);
+    assert_int_equal(vgpu_region_attach(&r, &e), 0);   /* the lowest free slot again */
+    assert_int_equal(vgpu_region_slot_end(&r), 2);      /* a bound, never lowered */
+    /* A LIVE word past the bound is never looked at (no claim put it there). */
+    put_slot(&r, 900, getpid(), vgpu_proc_start_time(getpid()), 0, 0, 0, 0);
+    atomic_store(&r.use->slot_end, VGPU_SLOT_END_KEPT | 2);
+    assert_int_equal(vgpu_region_pids(&r, NULL, NULL, 0), 2);
+    pid_t roots[8];
+    assert_int_equal(vgpu_region_roots(&r, roots, 8), 3);   /* the creator and two slots */
+    /* An older vgpu's region: no bound, every slot is scanned. */
+    atomic_store(&r.use->slot_end, 0);
+    assert_int_equal(vgpu_region_slot_end(&r), VGPU_REGION_MAX_SLOTS);
+    assert_int_equal(vgpu_region_pids(&r, NULL, NULL, 0), 3);
+    /* A claim there leaves the word alone (it stays "no bound"). */
+    vgpu_region_detach(&r, b);
+    assert_int_equal(vgpu_region_attach(&r, &e), 1);
+    assert_int_equal(atomic_load(&r.use->slot_end), 0);
+    /* A bound past the end (a damaged word) is clamped. */
+    atomic_store(&r.use->slot_end, VGPU_SLOT_END_KEPT | 5000);
+    assert_int_equal(vgpu_region_slot_end(&r), VGPU_REGION_MAX_SLOTS);
+    atomic_store(&r.use->slot[900].owner, VGPU_SLOT_FREE);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
 }
 
 static void test_reap_only_proven(void **state)
@@ -376,6 +427,7 @@ static void test_reap_only_proven(void **state)
     assert_int_equal(vgpu_region_mem_used(&r, 0), 21000);
     /* CLAIMING and REAPING words of another namespace (its tag) are not judged by their pid. */
     struct vgpu_region_slot *s = &r.use->slot[5];
+    covered(&r, 6);
     atomic_store(&s->owner, (uint64_t)0x123456 << 40 | ((uint64_t)4194301 << 8) | VGPU_SLOT_CLAIMING);
     atomic_store(&r.use->slot[6].owner, (uint64_t)0x123456 << 40 | ((uint64_t)4194301 << 8) | VGPU_SLOT_REAPING);
     assert_int_equal(vgpu_region_reap(&r), 0);
@@ -736,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_race),
         cmocka_unit_test(test_reap_killed),
+        cmocka_unit_test(test_slot_end),
         cmocka_unit_test(test_reap_only_proven),
         cmocka_unit_test(test_outside),
         cmocka_unit_test(test_oversub_split),

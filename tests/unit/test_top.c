@@ -100,6 +100,35 @@ static void test_format(void **state)
     assert_string_equal(s, "a?b?[31mc");
 }
 
+/* The pid index the sampler joins with (issue 14, item 5): every process of the range, sorted
+ * by pid, a pid listed on two GPUs found with both its entries, absent pids not found. */
+static void test_pid_index(void **state)
+{
+    (void)state;
+    struct top_model *m = top_model_new();
+    const pid_t pids[] = { 500, 7, 300, 7, 12, 900 };
+    for (size_t i = 0; i < sizeof pids / sizeof pids[0]; i++)
+        top_model_add_proc(m)->pid = pids[i];
+    struct top_pid_ix *ix;
+    size_t n = top_pid_index(m, 1, 5, &ix);   /* 7, 300, 7, 12 */
+    assert_int_equal(n, 4);
+    for (size_t i = 1; i < n; i++)
+        assert_true(ix[i - 1].pid <= ix[i].pid);
+    const struct top_pid_ix *x = top_pid_find(ix, n, 7);
+    assert_non_null(x);
+    assert_int_equal(x[0].at, 1);
+    assert_int_equal(x[1].pid, 7);
+    assert_int_equal(x[1].at, 3);
+    assert_int_equal(top_pid_find(ix, n, 300)->at, 2);
+    assert_null(top_pid_find(ix, n, 500));       /* outside the range */
+    assert_null(top_pid_find(ix, n, 8));
+    assert_null(top_pid_find(ix, n, 1000));
+    free(ix);
+    assert_int_equal(top_pid_index(m, 4, 4, &ix), 0);
+    assert_null(ix);
+    top_model_free(m);
+}
+
 static void test_history(void **state)
 {
     (void)state;
@@ -392,6 +421,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_history),
+        cmocka_unit_test(test_pid_index),
         cmocka_unit_test(test_proc_cmp_consistent),
         cmocka_unit_test(test_job_cmp_consistent),
         cmocka_unit_test(test_sort_and_filter),

@@ -86,6 +86,22 @@ static void test_jobs(void **state)
     assert_int_equal(top_job_set_mem(j, "8G", &e), 0);
     assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 25);
     assert_int_equal(atomic_load(&r.hdr->dev[0].mem_limit), 8ULL << 30);
+    /* + and - start from the region's limit at the key press, not from the snapshot j
+     * (issue 18): another change behind top's back (50), then + twice before any new sample */
+    assert_int_equal(j->core_limit_pct, 30);
+    struct vgpu_region adm;
+    assert_int_equal(vgpu_jobs_find(sd, "train", VGPU_REGION_ADMIN, &adm, &e), 0);
+    assert_int_equal(vgpu_region_set_core_limit(&adm, 0, 50, VGPU_CORE_HARD, &e), 0);
+    vgpu_region_close(&adm);
+    unsigned pct = 0;
+    assert_int_equal(top_job_change_core(j, 5, &pct, &e), 1);
+    assert_int_equal(pct, 55);
+    assert_int_equal(top_job_change_core(j, 5, &pct, &e), 1);
+    assert_int_equal(pct, 60);
+    assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 60);
+    assert_int_equal(top_job_change_core(j, -5, &pct, &e), 1);
+    assert_int_equal(atomic_load(&r.hdr->dev[0].core_limit), 55);
+    assert_int_equal(top_job_set_core(j, 25, &e), 0);
     /* the m key's check is vgpu limit's: more than the GPU has is refused, nothing changes */
     assert_int_equal(top_job_set_mem(j, "200G", &e), -1);
     assert_non_null(strstr(e.msg, "is larger than"));
@@ -139,10 +155,94 @@ static void test_jobs(void **state)
     vgpu_region_close(&r);
 }
 
+/* jobs.c's state from an earlier test (another state directory): forgotten. */
+static void forget_jobs(void)
+{
+    for (unsigned i = 0; i < TOP_MAX_JOBS; i++)
+        if (open_jobs[i].open) {
+            vgpu_region_close(&open_jobs[i].r);
+            open_jobs[i].open = false;
+        }
+    free(list_refs);
+    list_refs = NULL;
+    list_n = 0;
+    top_watch_fini(&jobs_watch);
+    relist_at_ns = 0;
+}
+
+static size_t jobs_now(void)
+{
+    struct top_model *m = top_model_new();
+    top_jobs_read(m);
+    size_t n = m->njob;
+    top_model_free(m);
+    return n;
+}
+
+/* The jobs folder is listed again only when something changed (issue 14, item 4): not while
+ * nothing does, at once when a job is created, and when a job's `vgpu run` dies with no live
+ * process, which no folder event tells. It was listed every 10 s, and on every sample within a
+ * second of the folder's last change. */
+static void test_relist_on_change(void **state)
+{
+    (void)state;
+    forget_jobs();
+    struct vgpu_err e;
+    char sd[4096];
+    assert_int_equal(vgpu_statedir(sd, sizeof sd, true, &e), 0);
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.name = "first";
+    spec.cmdline = "sleep";
+    spec.device_count = 1;
+    spec.dev[0].uuid = "GPU-0";
+    struct vgpu_region a;
+    if (vgpu_region_create(&a, sd, &spec, &e) < 0)
+        fail_msg("create: %s", e.msg);
+    assert_int_equal(jobs_now(), 1);
+    assert_int_equal(jobs_now(), 1);             /* the watch starts at the second look */
+    unsigned long base = relists;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(jobs_now(), 1);
+    assert_int_equal(relists, base);             /* nothing changed: no listing */
+
+    /* A job created by a child, which then dies: listed at once, removed at the next sample. */
+    int go[2], ready[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        close(go[1]);                           /* EOF on go[0] when the parent closes its end */
+        struct vgpu_region b;
+        struct vgpu_err ce;
+        spec.name = "second";
+        char c = vgpu_region_create(&b, sd, &spec, &ce) == 0 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);                               /* dies without marking the job ended */
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(c, 'y');
+    assert_int_equal(jobs_now(), 2);
+    assert_int_equal(relists, base + 1);
+    assert_int_equal(jobs_now(), 2);
+    close(go[1]);
+    assert_int_equal(waitpid(kid, NULL, 0), kid);
+    assert_int_equal(jobs_now(), 1);              /* stale: listed again, and removed */
+    assert_true(relists >= base + 2);
+    vgpu_region_remove(&a, &e);
+    vgpu_region_close(&a);
+    assert_int_equal(jobs_now(), 0);
+    forget_jobs();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relist_on_change, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,4 +35,20 @@ struct vgpu_outside {
 bool vgpu_outside_find(const struct vgpu_region *r, const unsigned *pids, const uint64_t *bytes, unsigned n,
                        struct vgpu_outside *out);
 
+/* Parents read from /proc during one pass over many jobs (vgpu top, vgpu ps): each pid's parent
+ * is read once per pass instead of once per job. Zero-initialise it; reset it at the start of
+ * each pass (a pid's parent changes when it is reparented, and pids are reused); free it at the
+ * end. */
+struct vgpu_outside_memo {
+    struct { pid_t pid, ppid; } *e;     /* sorted by pid */
+    size_t n, cap;
+};
+void vgpu_outside_memo_reset(struct vgpu_outside_memo *m);
+void vgpu_outside_memo_free(struct vgpu_outside_memo *m);
+/* Records a parent the caller read anyway (vgpu top reads /proc/PID/stat for CPU %). */
+void vgpu_outside_memo_put(struct vgpu_outside_memo *m, pid_t pid, pid_t ppid);
+/* vgpu_outside_find with the parents of `memo` (NULL: none kept). */
+bool vgpu_outside_find_memo(const struct vgpu_region *r, const unsigned *pids, const uint64_t *bytes, unsigned n,
+                            struct vgpu_outside_memo *memo, struct vgpu_outside *out);
+
 #endif

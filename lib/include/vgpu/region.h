@@ -157,13 +157,18 @@ struct vgpu_region_slot {
 struct vgpu_region_usage {
     _Atomic uint64_t last_reap_ns;      /* CLOCK_MONOTONIC of the last reap (throttles reap_maybe) */
     _Atomic uint32_t reaped_total;      /* slots reclaimed so far (statistics, tests) */
-    uint32_t reserved0;
+    /* VGPU_SLOT_END_KEPT | n: no slot at or past n was ever claimed, so readers (reap, ps, top)
+     * scan slot[0..n) rather than all VGPU_REGION_MAX_SLOTS (see vgpu_region_slot_end). A
+     * claimer raises it before its claiming CAS. Was a reserved word: regions of an older vgpu
+     * (and HAMi-variable regions) have 0, without the KEPT bit, and are scanned whole. */
+    _Atomic uint32_t slot_end;
     uint64_t reserved[6];
     struct vgpu_region_dev_usage dev[VGPU_REGION_MAX_DEVICES];
     struct vgpu_region_slot slot[VGPU_REGION_MAX_SLOTS];
 };
 
 #define VGPU_REGION_SIZE (VGPU_REGION_LIMITS_SIZE + sizeof(struct vgpu_region_usage))
+#define VGPU_SLOT_END_KEPT 0x80000000u   /* slot_end is maintained (set at creation) */
 
 static inline unsigned vgpu_slot_state_of(uint64_t owner) { return (unsigned)(owner & 0xff); }
 static inline pid_t vgpu_slot_pid_of(uint64_t owner) { return (pid_t)(uint32_t)(owner >> 8); }
@@ -303,6 +308,11 @@ uint64_t vgpu_region_mem_used(const struct vgpu_region *r, unsigned dev);
 bool vgpu_region_oversub(const struct vgpu_region *r, unsigned dev, uint64_t *device_bytes);
 /* Bytes of `used` that live off the device (0 when not oversubscribed). */
 uint64_t vgpu_region_mem_spilled(const struct vgpu_region *r, unsigned dev);
+/* One past the highest slot that may be in use: the bound of every scan of the slots. Re-read it
+ * at each step of a scan (`for (i = 0; i < vgpu_region_slot_end(r); i++)`), so that a slot claimed
+ * during the scan, past the bound read at its start, is still seen. VGPU_REGION_MAX_SLOTS for a
+ * region that does not keep the bound. */
+unsigned vgpu_region_slot_end(const struct vgpu_region *r);
 /* Live processes (LIVE slots), into pids[] (their own pids) and host_pids[] (pids in the
  * creator's namespace, 0 while unknown), up to max; returns the count (may exceed max). */
 unsigned vgpu_region_pids(const struct vgpu_region *r, pid_t *pids, int32_t *host_pids, unsigned max);

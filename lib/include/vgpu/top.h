@@ -120,6 +120,13 @@ struct top_model *top_model_new(void);
 void top_model_free(struct top_model *m);
 /* Adds a process (grows the array); NULL when out of memory. */
 struct top_proc *top_model_add_proc(struct top_model *m);
+/* The processes procs[first..last) sorted by pid, for lookups by pid in O(log n) (a pid may be
+ * listed once per GPU: top_pid_find gives the first, the equal ones follow). The sampler joins
+ * NVML's processes with jobs and utilization samples this way: scans made those joins grow with
+ * the square of the processes. *out is malloc'd (NULL and 0 when empty or out of memory). */
+struct top_pid_ix { pid_t pid; size_t at; };
+size_t top_pid_index(const struct top_model *m, size_t first, size_t last, struct top_pid_ix **out);
+const struct top_pid_ix *top_pid_find(const struct top_pid_ix *ix, size_t n, pid_t pid);
 /* Appends one history sample (255 = none) to a GPU, dropping the oldest when full. */
 void top_gpu_hist_push(struct top_gpu *g, unsigned util, unsigned mem);
 
