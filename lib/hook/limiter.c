@@ -185,7 +185,7 @@ static void reset_child(void)
 static uint64_t job_key(const struct vgpu_region *r)
 {
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a of the job id */
-    for (const char *p = r->hdr->id; *p && p < r->hdr->id + VGPU_JOB_ID_LEN; p++)
+    for (const char *p = r->info->id; *p && p < r->info->id + VGPU_JOB_ID_LEN; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     return h ? h : 1;
 }
@@ -211,8 +211,8 @@ static struct limits read_limits(const struct vgpu_region *r, int dev)
  * made from HAMi-core's variables knows only memory sizes). */
 static bool device_uuid(const struct vgpu_region *r, int dev, char *buf, size_t len)
 {
-    if (r->hdr->dev[dev].uuid[0]) {
-        snprintf(buf, len, "%.*s", (int)sizeof r->hdr->dev[dev].uuid, r->hdr->dev[dev].uuid);
+    if (r->info->dev[dev].uuid[0]) {
+        snprintf(buf, len, "%.*s", (int)sizeof r->info->dev[dev].uuid, r->info->dev[dev].uuid);
         return true;
     }
     vgpu_cuDeviceGet_fn get = (vgpu_cuDeviceGet_fn)vgpu_real_cuda_sym("cuDeviceGet");
