@@ -19,6 +19,9 @@ rows=()
 row() { rows+=("| $1 | $2 | $3 |"); printf '%-34s %-5s %s\n' "$1" "$2" "$3" >&2; }
 T() { timeout "${TMO:-180}" "$@"; }
 have_py() { python3 -c "import $1" >/dev/null 2>&1; }
+# RUN_SKIP=a,b leaves sections out: alloc, frameworks, core, list, mig, policy, launchproc, launch,
+# latency, tenants, top (latency and tenants take about 2 minutes each; run them on their own).
+skip() { [[ ",${RUN_SKIP:-}," == *",$1,"* ]]; }
 
 command -v nvidia-smi >/dev/null || { echo "run.sh: no nvidia-smi: is this a GPU machine?" >&2; exit 2; }
 [ -x "$B/vgpu" ] && [ -f "$B/libvgpu.so" ] && [ -x "$B/tests/progs/alloc_probe" ] ||
@@ -28,6 +31,7 @@ driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0)
 # Every job runs on GPU 0 through `T vgpu run --gpu 0` (timeout(1) cannot run a shell function).
 
 # ---- driver-API allocation paths: each filled to the refusal under a 4 GiB limit ----
+if ! skip alloc; then
 # While the process still holds everything, NVML's per-process usage (which includes the
 # context) must not exceed the limit.
 for path in "alloc 256M" "pitch 65536 4096" "managed 256M" "async 256M" "pool 256M" "vmm 256M" \
@@ -46,19 +50,28 @@ done
 T vgpu run --gpu 0 --mem $LIMIT -- alloc_probe meminfo totalmem > "$tmp/mi" 2>&1
 if grep -q "total=$LIMIT_B" "$tmp/mi" && grep -q "bytes=$LIMIT_B" "$tmp/mi"; then r=PASS; else r=FAIL; fi
 row "cuMemGetInfo / cuDeviceTotalMem" $r "$(tr '\n' ' ' < "$tmp/mi")"
+fi
+
 
 # ---- two processes, one limit ----
+if ! skip alloc; then
 T vgpu run --gpu 0 --mem $LIMIT -- sh -c 'alloc_probe alloc 2500M sleep 4000 > "$0/a" 2>&1 & sleep 2; alloc_probe alloc 2500M > "$0/b" 2>&1; wait' "$tmp"
 if grep -q "alloc rc=0" "$tmp/a" && grep -q "alloc rc=2" "$tmp/b"; then r=PASS; else r=FAIL; fi
 row "two-process job shares the limit" $r "first: $(head -1 "$tmp/a"); second: $(grep '^alloc' "$tmp/b")"
+fi
+
 
 # ---- nvidia-smi inside the job ----
+if ! skip alloc; then
 T vgpu run --gpu 0 --mem $LIMIT -- nvidia-smi --query-gpu=index,memory.total,memory.used,memory.free --format=csv,noheader,nounits > "$tmp/smi" 2>&1
 lines=$(grep -c . "$tmp/smi"); tot=$(awk -F", " 'NR==1 {print $2}' "$tmp/smi")
 if [ "$lines" = 1 ] && [ "$tot" = $((LIMIT_B >> 20)) ]; then r=PASS; else r=FAIL; fi
 row "nvidia-smi in the job" $r "$(tr '\n' ';' < "$tmp/smi") (one GPU, total $((LIMIT_B >> 20)) MiB expected)"
+fi
+
 
 # ---- PyTorch ----
+if ! skip frameworks; then
 if have_py torch; then
   T vgpu run --gpu 0 --mem $LIMIT -- python3 -c '
 import torch
@@ -84,8 +97,11 @@ torch.cuda.synchronize();print(n/(time.time()-t))'
 else
   row "PyTorch" SKIP "python3 cannot import torch"
 fi
+fi
+
 
 # ---- JAX: default preallocation takes its share of the slice ----
+if ! skip frameworks; then
 if have_py jax; then
   T vgpu run --gpu 0 --mem $LIMIT -- python3 -c '
 import jax, jax.numpy as jnp
@@ -97,8 +113,11 @@ print("bytes_limit", jax.devices()[0].memory_stats()["bytes_limit"])' > "$tmp/ja
 else
   row "JAX" SKIP "python3 cannot import jax"
 fi
+fi
+
 
 # ---- CuPy memory pool ----
+if ! skip frameworks; then
 if have_py cupy; then
   T vgpu run --gpu 0 --mem $LIMIT -- python3 -c '
 import cupy
@@ -113,20 +132,35 @@ except cupy.cuda.memory.OutOfMemoryError:
 else
   row "CuPy" SKIP "python3 cannot import cupy"
 fi
+fi
+
 
 # ---- compute limiter (--core): its own table in tests/gpu/RESULTS-core.md (about 100 s) ----
+if ! skip core; then
 T bash "$src/tests/gpu/core.sh" "$B" > "$tmp/core" 2>&1; cat "$tmp/core" >&2; row "compute limiter (core.sh)" "$(grep -q 'core.sh: [0-9]* PASS, 0 FAIL' "$tmp/core" && echo PASS || echo FAIL)" "$(tail -n 1 "$tmp/core")"
+fi
+
 
 # ---- vgpu list field by field against nvidia-smi --query-gpu ----
+if ! skip list; then
 T bash "$src/tests/gpu/list.sh" "$B" > "$tmp/list" 2>&1; cat "$tmp/list" >&2; row "vgpu list vs nvidia-smi (list.sh)" "$(grep -q '^not ok' "$tmp/list" && echo FAIL || echo PASS)" "$(tail -n 1 "$tmp/list")"
+fi
+
 
 # ---- vgpu mig, read-only verbs only (status, profiles, list, export) vs nvidia-smi mig -lgip ----
+if ! skip mig; then
 T bash "$src/tests/gpu/mig.sh" "$B" > "$tmp/mig" 2>&1; cat "$tmp/mig" >&2; row "vgpu mig read-only (mig.sh)" "$(grep -q '^not ok' "$tmp/mig" && echo FAIL || echo PASS)" "$(tail -n 1 "$tmp/mig")"
+fi
+
 
 # ---- driver policies: timeslice/mode read-only vs nvidia-smi; MPS start, a --mps --core 25 PyTorch job, stop ----
+if ! skip policy; then
 T bash "$src/tests/gpu/policy.sh" "$B" > "$tmp/policy" 2>&1; cat "$tmp/policy" >&2; row "timeslice, mode, MPS (policy.sh)" "$(grep -q '^not ok' "$tmp/policy" && echo FAIL || echo PASS)" "$(grep -o 'SMS [0-9]* TFLOPS [0-9.]*' "$tmp/policy" | paste -sd' ' | sed 's/^/baseline, then --mps --core 25: /'); $(tail -n 1 "$tmp/policy")"
+fi
+
 
 # ---- kernel-launch cost with and without the library (no limit) ----
+if ! skip launchproc; then
 # Between processes (launch.sh): separate processes differ by about ±600 ns per launch, so this
 # row is shown for reference only (INFO); the verdict is the in-process row after it, which
 # compares the launch through libvgpu.so with the driver's own cuLaunchKernel in one process.
@@ -136,18 +170,21 @@ out=$(T vgpu run --gpu 0 --mem $LIMIT -- launch_toggle -r -n 20000 2>&1 | tail -
 v=$(printf '%s\n' "$out" | tr ' ' '\n' | awk -F= '$1 == "mean_ns" { m = $2 } $1 == "median_ns" { q = $2 }
     END { print (m != "" && m < 20 && q < 20 ? "PASS" : "FAIL") }')
 row "launch cost, no core limit, in-process" "$v" "$out (libvgpu.so minus the driver's own; target: mean and median under 20 ns)"
+fi
+
 
 # ---- the limiter's added cost per launch under budget, inside one process (launch_toggle) ----
+if ! skip launch; then
 for c in 90 50; do
   out=$(T vgpu run --gpu 0 --core $c -- launch_toggle -n 6000 -c $c 2>&1 | tail -n 1)
   v=$(printf '%s\n' "$out" | tr ' ' '\n' | awk -F= '$1 == "mean_ns" { m = $2 } $1 == "ci95_ns" { h = $2 }
       $1 == "median_ci95" { split($2, x, /\.\./); q = x[2] } END { print (m != "" && m + h < 100 && q < 100 ? "PASS" : "FAIL") }')
   row "launch cost under --core $c, in-process" "$v" "$out (target: mean and median under 100 ns)"
 done
+fi
 
 # ---- the machine-wide schedule: inference beside training (latency.sh), tenants (tenants.sh) ----
-# RUN_SKIP=latency,tenants leaves them out (each takes about 2 minutes; run them on their own).
-skip() { [[ ",${RUN_SKIP:-}," == *",$1,"* ]]; }
+# (RUN_SKIP=latency,tenants leaves them out; see the top of this file.)
 if ! skip latency; then
   T bash "$src/tests/gpu/latency.sh" "$B" > "$tmp/lat" 2>&1; cat "$tmp/lat" >&2; cp "$tmp/lat" "$src/tests/gpu/RESULTS-latency.md"
   row "inference beside training (latency.sh)" "$(grep -q 'latency.sh: [0-9]* PASS, 0 FAIL' "$tmp/lat" && echo PASS || echo FAIL)" "$(tail -n 1 "$tmp/lat"); table in RESULTS-latency.md"
@@ -158,9 +195,11 @@ if [ -f "$src/tests/gpu/tenants.sh" ] && ! skip tenants; then
 fi
 
 # ---- vgpu top with a limited PyTorch job; its --once snapshot goes under the table ----
+if ! skip top; then
 T env TOP_SNAPSHOT="$tmp/topsnap" bash "$src/tests/gpu/top.sh" "$B" > "$tmp/top" 2>&1; cat "$tmp/top" >&2
 row "vgpu top, limited PyTorch job (top.sh)" "$(grep -q '^not ok' "$tmp/top" && echo FAIL || echo PASS)" \
   "$(grep -c '^ok' "$tmp/top") ok, $(grep -c '^not ok' "$tmp/top") not ok; snapshot below"
+fi
 
 table=$(printf '%s\n' "| check | result | detail |" "|---|---|---|" "${rows[@]}")
 printf '%s\n' "$table"
