@@ -358,9 +358,21 @@ void top_jobs_read(struct top_model *m)
     }
     uint64_t now = mono_ns();
     bool careful = now - stale_check_at >= 10000000000ULL, jobs_due = false;
-    for (unsigned i = 0; i < TOP_MAX_JOBS; i++)
-        if (open_jobs[i].open && job_due(&open_jobs[i].r, careful))
+    for (unsigned i = 0; i < TOP_MAX_JOBS; i++) {
+        if (!open_jobs[i].open)
+            continue;
+        /* Truncated since we opened it: touching the mapping would kill vgpu top (SIGBUS); the
+         * listing that follows drops or reopens it. */
+        if (vgpu_region_check(&open_jobs[i].r) != 0) {
+            vgpu_debug("%s; not shown", open_jobs[i].r.damaged_why);
+            vgpu_region_close(&open_jobs[i].r);
+            open_jobs[i].open = false;
             jobs_due = true;
+            continue;
+        }
+        if (job_due(&open_jobs[i].r, careful))
+            jobs_due = true;
+    }
     if (careful)
         stale_check_at = now;
     jobs_due |= relist_at_ns && real_ns() >= relist_at_ns;
