@@ -68,27 +68,37 @@ static int check_header(const struct vgpu_region_header *h, const struct stat *s
     return 0;
 }
 
+/* Page 0 (the limits) from lim_fd, writable only when `admin`, and the usage from use_fd at
+ * use_off: two mappings, so that the limits can be read-only while the usage is not. */
+static int map_apart(struct vgpu_region *r, int lim_fd, bool admin, int use_fd, off_t use_off, size_t use_len)
+{
+    void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ | (admin ? PROT_WRITE : 0), MAP_SHARED, lim_fd, 0);
+    if (lim == MAP_FAILED)
+        return -1;
+    void *use = mmap(NULL, use_len, PROT_READ | PROT_WRITE, MAP_SHARED, use_fd, use_off);
+    if (use == MAP_FAILED) {
+        int err = errno;
+        munmap(lim, VGPU_REGION_LIMITS_SIZE);
+        errno = err;
+        return -1;
+    }
+    r->map_limits = lim;
+    r->map_limits_len = VGPU_REGION_LIMITS_SIZE;
+    r->map_usage = use;
+    r->map_usage_len = use_len;
+    r->hdr = lim;
+    r->hdr_rw = admin ? lim : NULL;
+    r->use = use;
+    return 0;
+}
+
 int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, int rw_fd, struct vgpu_err *e)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (r->use_fd >= 0) {
         /* Split (VGPU_LAYOUT_SPLIT): page 0 from the .region, the usage from the .usage. */
-        void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ | (mode == VGPU_REGION_ADMIN ? PROT_WRITE : 0),
-                         MAP_SHARED, r->fd, 0);
-        if (lim == MAP_FAILED)
+        if (map_apart(r, r->fd, mode == VGPU_REGION_ADMIN, r->use_fd, 0, sizeof(struct vgpu_region_usage)) < 0)
             goto fail;
-        void *use = mmap(NULL, sizeof(struct vgpu_region_usage), PROT_READ | PROT_WRITE, MAP_SHARED, r->use_fd, 0);
-        if (use == MAP_FAILED) {
-            munmap(lim, VGPU_REGION_LIMITS_SIZE);
-            goto fail;
-        }
-        r->map_limits = lim;
-        r->map_limits_len = VGPU_REGION_LIMITS_SIZE;
-        r->map_usage = use;
-        r->map_usage_len = sizeof(struct vgpu_region_usage);
-        r->hdr = lim;
-        r->hdr_rw = mode == VGPU_REGION_ADMIN ? lim : NULL;
-        r->use = use;
         return 0;
     }
     if (mode == VGPU_REGION_ADMIN || page != VGPU_REGION_LIMITS_SIZE) {
@@ -108,22 +118,8 @@ int region_map(struct vgpu_region *r, enum vgpu_region_mode mode, size_t size, i
     /* Page 0 from the read-only descriptor (r->fd): the kernel refuses mprotect(PROT_WRITE) on
      * a shared mapping of a file opened O_RDONLY, so a process of the job cannot make its
      * limits writable through the library's mapping. */
-    void *lim = mmap(NULL, VGPU_REGION_LIMITS_SIZE, PROT_READ, MAP_SHARED, r->fd, 0);
-    if (lim == MAP_FAILED)
+    if (map_apart(r, r->fd, false, rw_fd, VGPU_REGION_LIMITS_SIZE, size - VGPU_REGION_LIMITS_SIZE) < 0)
         goto fail;
-    void *use = mmap(NULL, size - VGPU_REGION_LIMITS_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, rw_fd,
-                     VGPU_REGION_LIMITS_SIZE);
-    if (use == MAP_FAILED) {
-        munmap(lim, VGPU_REGION_LIMITS_SIZE);
-        goto fail;
-    }
-    r->map_limits = lim;
-    r->map_limits_len = VGPU_REGION_LIMITS_SIZE;
-    r->map_usage = use;
-    r->map_usage_len = size - VGPU_REGION_LIMITS_SIZE;
-    r->hdr = lim;
-    r->hdr_rw = NULL;
-    r->use = use;
     return 0;
 fail:
     vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot map the job region %s: %s", r->path, strerror(errno));

@@ -19,37 +19,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "vgpu_cuda.h"
-
-#define VGPU_CU_FN(symbol, base, version, kind, params) static vgpu_##symbol##_fn p_##symbol;
-#include "vgpu_cuda_fns.def"
-#undef VGPU_CU_FN
+#include "fakecuda_load.h"
 
 static const char *self_exe;
-
-static void load(void)
-{
-    char path[4096];
-    const char *dir = getenv("VGPU_FAKE_LIBDIR");
-    snprintf(path, sizeof path, "%s/libcuda.so.1", dir ? dir : "build/fakegpu");
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "cannot load %s: %s (run through tests/run.sh)\n", path, dlerror());
-        exit(1);
-    }
-#define VGPU_CU_FN(symbol, base, version, kind, params) p_##symbol = (vgpu_##symbol##_fn)dlsym(lib, #symbol);
-#include "vgpu_cuda_fns.def"
-#undef VGPU_CU_FN
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-#define CK(call) assert_int_equal((call), CUDA_SUCCESS)
 
 static CUfunction sleep_fn, sleep_w;
 
