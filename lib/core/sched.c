@@ -632,6 +632,14 @@ void vgpu_sched_note_end(struct vgpu_sched *s, int proc, bool held_out, uint64_t
     atomic_store(&s->f->procs[proc].released, now);
 }
 
+void vgpu_sched_want_from(struct vgpu_sched *s, int proc, uint64_t t)
+{
+    if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS || !t)
+        return;
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong(&s->f->procs[proc].want_since, &zero, t);
+}
+
 void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
 {
     if (atomic_load(&s->f->lease) == lease)

@@ -581,6 +581,10 @@ static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
     if (!r || (unsigned)dev >= vgpu_region_device_count(r))
         return false;
     pthread_once(&init_once, init);
+    /* When the launch arrived: a saturating loop's launch arrives as its lease ends and then
+     * waits here for the drain; its want must say so, or a loaded machine's late wake-up after
+     * the drain would look like new work, which may preempt (vgpu_sched_note_end). */
+    uint64_t arrived = vgpu_now_ns();
     pthread_mutex_lock(&d->mu);
     if (!setup(d, r, dev)) {
         pthread_mutex_unlock(&d->mu);
@@ -629,6 +633,7 @@ static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
             d->warned_stall = true;
             break;
         }
+        vgpu_sched_want_from(&d->s, d->proc, arrived);
         /* Limits are re-read at every turn: `vgpu limit` applies from the next lease on. */
         vgpu_sched_job(&d->s, job_key(r), x.cap, x.soft, x.prio, now);
         uint64_t granted, end;

@@ -216,6 +216,9 @@ uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
  * throughout), or early (idle, preempted, exiting). A waiter under its cap preempts only with new
  * work: not when its last lease ran out and it wants again within VGPU_SCHED_NEW_WORK_NS. */
 void vgpu_sched_note_end(struct vgpu_sched *s, int proc, bool held_out, uint64_t now);
+/* Process `proc` began to want the GPU at `t` (a launch arrived then; it may have waited for the
+ * process's own lock before it could ask): recorded unless it already waits. */
+void vgpu_sched_want_from(struct vgpu_sched *s, int proc, uint64_t t);
 /* The holder of `lease` begins to wait for the work it queued (its deadline passed, or it gives
  * the lease back): until it releases, or VGPU_SCHED_OVERLAP_NS, waiters do not revoke the lease. */
 void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now);
