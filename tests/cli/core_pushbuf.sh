@@ -27,7 +27,10 @@ if wait_file "$T_DIR/a.pid" && wait_file "$T_DIR/b.pid"; then
   pct() { echo $(( ($1) * 100 / (t1 - t0) )); }
   ua=$(pct "a1 - a0"); ub=$(pct "b1 - b0"); ka=$(pct "ca1 - ca0"); kb=$(pct "cb1 - cb0")
   d=$(( ua + ub - ka - kb ))
-  if [ "$d" -ge -3 ] && [ "$d" -le 3 ]; then ok "the GPU time the jobs used is the time they were charged (used $ua+$ub %, charged $ka+$kb %)"
+  # Used beyond charged is the leak this test is about (7-9 points before the fix); charged
+  # beyond used is time the GPU idled inside a lease while a loaded CPU woke the launching
+  # thread (the drain waits for it): conservative, up to 6 points seen on a busy CI machine.
+  if [ "$d" -ge -6 ] && [ "$d" -le 3 ]; then ok "the GPU time the jobs used is the time they were charged (used $ua+$ub %, charged $ka+$kb %)"
   else not_ok "the GPU time the jobs used is the time they were charged" "used $ua+$ub %, charged $ka+$kb %: $d points nobody paid for"; fi
   if [ "$ua" -ge 25 ] && [ "$ua" -le 35 ]; then ok "the 30% job's busy time ($ua%)"; else not_ok "the 30% job's busy time" "$ua%"; fi
   if [ "$ub" -ge 55 ] && [ "$ub" -le 65 ]; then ok "the 60% job's busy time ($ub%)"; else not_ok "the 60% job's busy time" "$ub%"; fi
