@@ -12,11 +12,6 @@ busy_of() { # pid
   fakegpu-ctl show | jq -r --argjson p "$1" '[.gpus[0].processes[] | select(.pid == $p) | .busy_ns] | add // 0'
 }
 now_ns() { date +%s%N; }
-wait_file() { # path: the job wrote its pid (at most 5 s)
-  local i
-  for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done
-  return 1
-}
 # share of a pid over a window: start_ns start_busy -> now, in integer percent
 share() { # pid t0 b0
   local t1 b1
@@ -36,13 +31,13 @@ pair() { # label core_loop-args...
   local ja=$!
   vgpu run --core 60 -- sh -c "echo \$\$ >$T_DIR/b.pid; exec core_loop $* -t 4" >"$T_DIR/b.out" 2>&1 &
   local jb=$!
-  if ! wait_file "$T_DIR/a.pid" || ! wait_file "$T_DIR/b.pid"; then
+  if ! wait_until 5 test -s "$T_DIR/a.pid" || ! wait_until 5 test -s "$T_DIR/b.pid"; then
     not_ok "$label: both jobs started" "$(cat "$T_DIR/a.out" "$T_DIR/b.out")"; wait; return
   fi
   local pa pb; pa=$(cat "$T_DIR/a.pid"); pb=$(cat "$T_DIR/b.pid")
-  sleep 1
+  sleep 1     # the subject: leases settle before the measured window (not a synchronization)
   local t0 a0 b0; t0=$(now_ns); a0=$(busy_of "$pa"); b0=$(busy_of "$pb")
-  sleep 2
+  sleep 2     # the measured window itself
   local sa sb; sa=$(share "$pa" "$t0" "$a0"); sb=$(share "$pb" "$t0" "$b0")
   wait $ja; local ra=$?; wait $jb; local rb=$?
   if [ $ra = 0 ] && [ $rb = 0 ]; then ok "$label: both jobs ran"; else not_ok "$label: both jobs ran" "rc $ra $rb: $(cat "$T_DIR/a.out" "$T_DIR/b.out")"; fi
@@ -62,12 +57,12 @@ pair "30/60, unsynchronized" -s 100000 -k $K
 rm -f "$T_DIR/a.pid"
 vgpu run --core 30 -- sh -c "echo \$\$ >$T_DIR/a.pid; exec core_loop -s 100000 -k 5000 -t 3.5" >"$T_DIR/a.out" 2>&1 &
 j=$!
-if wait_file "$T_DIR/a.pid"; then
+if wait_until 5 test -s "$T_DIR/a.pid"; then
   p=$(cat "$T_DIR/a.pid")
-  sleep 0.8
+  sleep 0.8   # the subject: the first leases settle before the 1 s windows
   worst=""
   for w in 1 2; do
-    t0=$(now_ns); b0=$(busy_of "$p"); sleep 1
+    t0=$(now_ns); b0=$(busy_of "$p"); sleep 1   # one measured 1 s window
     s=$(share "$p" "$t0" "$b0"); worst="$worst $s"
   done
   wait $j

@@ -9,19 +9,18 @@
 source "$(dirname "$0")/lib.sh"
 
 busy_of() { fakegpu-ctl show | jq -r --argjson p "$1" '[.gpus[0].processes[] | select(.pid == $p) | .busy_ns] | add // 0'; }
-wait_file() { local i; for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
 in_band() { # desc value lo hi detail
   if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then ok "$1 ($2%)"; else not_ok "$1" "got $2%, want $3..$4: $5"; fi
 }
 
 vgpu run --core 70 --name holder -- sh -c "echo \$\$ >$T_DIR/a.pid; exec core_loop -k 20000 -s 20 -t 4" >"$T_DIR/a.out" 2>&1 &
 vgpu run --core 30 -- sh -c "echo \$\$ >$T_DIR/b.pid; exec core_loop -m client -k 8000 -s 1 -i 30000 -t 4" >"$T_DIR/b.out" 2>&1 &
-if wait_file "$T_DIR/a.pid" && wait_file "$T_DIR/b.pid"; then
+if wait_until 5 test -s "$T_DIR/a.pid" && wait_until 5 test -s "$T_DIR/b.pid"; then
   pa=$(cat "$T_DIR/a.pid"); pb=$(cat "$T_DIR/b.pid")
-  sleep 1
+  sleep 1     # the subject: leases settle before the measured window (not a synchronization)
   charged() { vgpu ps --json | jq -r --arg n "$1" '[.. | objects | select(.name? == $n)][0] | [.. | .gpu_time_ns? // empty] | add // 0'; }
   t0=$(date +%s%N); a0=$(busy_of "$pa"); b0=$(busy_of "$pb"); c0=$(charged holder)
-  sleep 2.5
+  sleep 2.5   # the measured window itself
   t1=$(date +%s%N); a1=$(busy_of "$pa"); b1=$(busy_of "$pb"); c1=$(charged holder)
   uuid=$(fakegpu-ctl show | jq -r '.gpus[0].uuid')
   peek=$(sched_peek "$uuid")

@@ -12,16 +12,15 @@ source "$(dirname "$0")/lib.sh"
 
 busy_of() { fakegpu-ctl show | jq -r --argjson p "$1" '[.gpus[0].processes[] | select(.pid == $p) | .busy_ns] | add // 0'; }
 charged() { vgpu ps --json | jq -r --arg n "$1" '[.. | objects | select(.name? == $n)][0] | [.. | .gpu_time_ns? // empty] | add // 0'; }
-wait_file() { local i; for i in $(seq 100); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
 
 export VGPU_FAKE_QUEUE_DEPTH=${CORE_PUSHBUF_DEPTH:-1}
 vgpu run --core 30 --name ja -- sh -c "echo \$\$ >$T_DIR/a.pid; exec core_loop -s 100000 -k 10000 -t 4" >"$T_DIR/a.out" 2>&1 &
 vgpu run --core 60 --name jb -- sh -c "echo \$\$ >$T_DIR/b.pid; exec core_loop -s 100000 -k 10000 -t 4" >"$T_DIR/b.out" 2>&1 &
-if wait_file "$T_DIR/a.pid" && wait_file "$T_DIR/b.pid"; then
+if wait_until 5 test -s "$T_DIR/a.pid" && wait_until 5 test -s "$T_DIR/b.pid"; then
   pa=$(cat "$T_DIR/a.pid"); pb=$(cat "$T_DIR/b.pid")
-  sleep 1
+  sleep 1     # the subject: leases settle before the measured window (not a synchronization)
   t0=$(date +%s%N); a0=$(busy_of "$pa"); b0=$(busy_of "$pb"); ca0=$(charged ja); cb0=$(charged jb)
-  sleep 2.5
+  sleep 2.5   # the measured window itself
   t1=$(date +%s%N); a1=$(busy_of "$pa"); b1=$(busy_of "$pb"); ca1=$(charged ja); cb1=$(charged jb)
   wait
   pct() { echo $(( ($1) * 100 / (t1 - t0) )); }

@@ -16,8 +16,10 @@ assert_rc "truncated, command exits 3: vgpu run exits 3" 3
 # A process of the job allocates after the truncation: 256 MiB passes, 1200 MiB is still refused
 # (the 1 GiB limit it last saw holds), and the damage is said once.
 for size in 0 100; do
-  run vgpu run --mem 1G -- sh -c "alloc_probe alloc 128M sleep 600 alloc 256M alloc 1200M meminfo & p=\$!
-    sleep 0.3; truncate -s $size \"\$VGPU_REGION\"; wait \$p"
+  # Truncated once the first allocation is in (alloc_probe then sleeps 600 ms before the next).
+  run vgpu run --mem 1G -- sh -c "alloc_probe alloc 128M sleep 600 alloc 256M alloc 1200M meminfo >\"\$0\" & p=\$!
+    wait_until 5 grep -q 'alloc rc=0 size=134217728' \"\$0\"; truncate -s $size \"\$VGPU_REGION\"; wait \$p; cat \"\$0\"" \
+    "$T_DIR/probe.$size"
   assert_rc "truncate -s $size under a running process: it lives on, vgpu run exits 0" 0
   assert_contains "truncate -s $size: an allocation afterwards passes" "alloc rc=0 size=268435456" "$out"
   assert_contains "truncate -s $size: the last known limit still refuses 1200 MiB" "alloc rc=2 size=1258291200" "$out"
@@ -31,7 +33,7 @@ sup=$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .creat
 trap 'kill "$sup" 2>/dev/null; t_cleanup' EXIT
 vgpu top --json -d 0.2 -n 10 >"$T_DIR/top.out" 2>"$T_DIR/top.err" &
 topp=$!
-sleep 0.7
+wait_until 10 grep -q "\"$id\"" "$T_DIR/top.out"   # a refresh showed the job (then truncate)
 truncate -s 0 "$VGPU_STATE_DIR/jobs/$id.region"
 wait $topp
 rc=$?
