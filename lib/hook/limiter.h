@@ -1,8 +1,10 @@
 /* limiter.h: the compute limiter of libvgpu.so (DESIGN.md decision 7; model in vgpu/sched.h).
  *
  * The launch gate (gate.h) calls vgpu_limiter_gate() before every launch of a job that has a
- * core limit on some device. Under budget it costs one atomic load, a few thread-local compares
- * and a counter (every 8th launch also reads the shared lease and the clock); otherwise it waits (sleeping, never spinning) for the job's next turn on that GPU.
+ * core limit on some device. Under budget it costs two atomic loads of the lease word, an atomic
+ * increment before the real launch and a decrement after it (launches inside the driver, which
+ * a drain waits for), a few thread-local compares and a counter (every 8th launch also reads
+ * the shared lease and the clock); no system call. Otherwise it waits (sleeping, never spinning) for the job's next turn on that GPU.
  * A helper thread of the process ends each turn at its deadline: it waits until the work the
  * process submitted during the turn has finished (events on the streams used, through the real
  * driver), charges the time to the job and passes the turn on. */
