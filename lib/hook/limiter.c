@@ -2,9 +2,10 @@
  *
  * Per job device, this process keeps: the scheduler file of that GPU, its entries there, and
  * the lease it holds (0 when none) with its deadline. A launch under a valid lease on a stream
- * already seen during that lease passes after two loads (the local lease word, and the shared
- * one, which a preemptor takes) and a clock read against the shared deadline; the helper thread
- * also ends each lease at its deadline, zeroing the local word before it drains. Anything
+ * already seen during that lease passes after loading the local lease word (again after
+ * counting itself as inside the driver), and every 8th launch also the shared one (which a
+ * preemptor takes) and the clock against the shared deadline; the helper thread ends each
+ * lease at its deadline or when a preemptor wakes it, zeroing the local word before it drains. Anything
  * else takes the device's mutex: track the stream, or end an expired lease, or wait for the
  * next turn (futex sleeps in the shared file, bounded; never a spin).
  *
