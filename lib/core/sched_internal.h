@@ -1,0 +1,44 @@
+/* sched_internal.h: validated reads of the shared schedule segment, for sched.c and
+ * sched_lease.c. Every user may write the segment, so every value read from it is clamped here
+ * before it is used: garbage costs accuracy, never a crash or a long wait. */
+#ifndef VGPU_CORE_SCHED_INTERNAL_H
+#define VGPU_CORE_SCHED_INTERNAL_H
+
+#include "vgpu/sched.h"
+
+static inline unsigned ld_cap(const struct vgpu_sched_job *j)
+{
+    unsigned c = atomic_load(&j->cap);
+    return c > 100 ? 100 : c;
+}
+
+static inline int ld_prio(const struct vgpu_sched_job *j)
+{
+    int p = atomic_load(&j->prio);
+    return p > 0 ? VGPU_PRIO_HIGH : p < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
+}
+
+/* A job's credit and its time, clamped to what the arithmetic can produce: [-debt, burst], and a
+ * time not in the future (which would freeze the credit). */
+static inline void ld_credit(const struct vgpu_sched_job *j, unsigned cap, uint64_t now, int64_t *credit, uint64_t *t)
+{
+    int64_t c = atomic_load(&j->credit);
+    int64_t burst = (int64_t)(2 * vgpu_sched_quantum(cap));
+    if (c > burst)
+        c = burst;
+    if (c < -(int64_t)VGPU_SCHED_DEBT_NS)
+        c = -(int64_t)VGPU_SCHED_DEBT_NS;
+    uint64_t ct = atomic_load(&j->credit_t);
+    *credit = c;
+    *t = ct > now ? now : ct;
+}
+
+static inline const struct vgpu_sched_job *ld_job_of(const struct vgpu_sched_file *f, unsigned proc)
+{
+    if (proc >= VGPU_SCHED_MAX_PROCS)
+        return NULL;
+    unsigned jn = atomic_load(&f->procs[proc].job);
+    return jn < VGPU_SCHED_MAX_JOBS ? &f->jobs[jn] : NULL;
+}
+
+#endif
