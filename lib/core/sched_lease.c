@@ -139,6 +139,8 @@ static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, 
         /* The holder drains from now on: until it says when it finished, our lease is not
          * charged (vgpu_sched_charge_from); it pays the overlap. */
         atomic_store(&f->overlap_until, now + VGPU_SCHED_OVERLAP_NS);
+        atomic_store(&f->holder_busy_ns, 0);
+        atomic_store(&f->holder_busy_from, now);
         atomic_store(&f->procs[proc].want_since, 0);
         atomic_fetch_add(&f->preemptions, 1);
         *lease_out = granted;
@@ -208,6 +210,8 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
     atomic_store(&f->lease_start, now);
     atomic_store(&f->lease_end, now + len);
     atomic_store(&f->borrowed, borrow ? 1u : 0u);
+    atomic_store(&f->holder_busy_ns, 0);
+    atomic_store(&f->holder_busy_from, now);
     atomic_store(&me->want_since, 0);
     *lease_out = granted;
     *end = now + len;
@@ -270,20 +274,40 @@ void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now)
     atomic_store(&s->f->overlap_until, now);
 }
 
-uint64_t vgpu_sched_charge_from(struct vgpu_sched *s, uint64_t start, uint64_t now, bool preempted)
+uint64_t vgpu_sched_overlap_mark(struct vgpu_sched *s)
+{
+    return atomic_load(&s->f->overlap_until);
+}
+
+bool vgpu_sched_overlapping(struct vgpu_sched *s, uint64_t now)
 {
     uint64_t ov = atomic_load(&s->f->overlap_until);
-    if (preempted || ov <= start)
-        return start;
-    if (ov > now)   /* still draining (or garbage, not believed): half of the time so far */
-        return ov - now <= VGPU_SCHED_OVERLAP_NS ? start + (now - start) / 2 : start;
-    return start + (ov - start) / 2;
+    return ov > now && ov - now <= VGPU_SCHED_OVERLAP_NS;
 }
 
 uint64_t vgpu_sched_preempted_at(struct vgpu_sched *s, uint64_t start, uint64_t now)
 {
     uint64_t t = atomic_load(&s->f->lease_start);
     return t > start && t <= now ? t : start;
+}
+
+void vgpu_sched_note_busy(struct vgpu_sched *s, uint64_t lease, uint64_t busy_ns, uint64_t busy_from)
+{
+    if (atomic_load(&s->f->lease) != lease)
+        return;
+    atomic_store(&s->f->holder_busy_from, busy_from);
+    atomic_store(&s->f->holder_busy_ns, busy_ns);
+}
+
+uint64_t vgpu_sched_preemptor_busy(struct vgpu_sched *s, uint64_t tp, uint64_t now)
+{
+    if (now <= tp)
+        return 0;
+    uint64_t closed = atomic_load(&s->f->holder_busy_ns), from = atomic_load(&s->f->holder_busy_from);
+    if (from > now || (from && from < tp) || closed > now - tp)
+        return now - tp;   /* garbage (or another grant's): busy throughout */
+    uint64_t busy = closed + (from ? now - from : 0);
+    return busy > now - tp ? now - tp : busy;
 }
 
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since)

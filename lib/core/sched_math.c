@@ -127,3 +127,31 @@ int vgpu_sched_pick(const struct vgpu_sched_cand *c, unsigned n, uint64_t now, b
     *len = l;
     return best;
 }
+
+/* ---- what a lease is charged (see vgpu/sched.h, "The overlap of a preemption") ---------------- */
+
+uint64_t vgpu_sched_used_overlapped(uint64_t start, uint64_t ov, uint64_t busy_in_ov, uint64_t busy, uint64_t now)
+{
+    if (now < start)
+        return 0;
+    if (busy > now - start)
+        busy = now - start;
+    if (ov <= start || (ov > now && ov - now > VGPU_SCHED_OVERLAP_NS))
+        return now - start;   /* no overlap; or a mark too far ahead: garbage, not believed */
+    if (ov >= now)
+        return busy / 2;      /* the holder still drains: every moment of ours was shared */
+    if (busy_in_ov > ov - start)
+        busy_in_ov = ov - start;
+    return busy_in_ov / 2 + (now - ov);
+}
+
+uint64_t vgpu_sched_used_preempted(uint64_t start, uint64_t tp, uint64_t busy, uint64_t now)
+{
+    if (now < start)
+        return 0;
+    if (tp < start || tp > now)
+        tp = start;
+    if (busy > now - tp)
+        busy = now - tp;
+    return (now - start) - busy / 2;
+}

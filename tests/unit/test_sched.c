@@ -285,6 +285,45 @@ static void test_file_cap_change(void **state)
     unlink(path);
 }
 
+/* The overlap of a preemption (vgpu/sched.h): shared while both have work, then the holder's. */
+static void test_overlap_charges(void **state)
+{
+    (void)state;
+    const uint64_t ms = 1000000ULL, t = 1000 * ms;
+    /* No overlap (the mark is older than the lease): all of the lease, whatever our busy time. */
+    assert_int_equal(vgpu_sched_used_overlapped(t, t - ms, 0, ms, t + 5 * ms), 5 * ms);
+    assert_int_equal(vgpu_sched_used_overlapped(t, 0, 0, ms, t + 5 * ms), 5 * ms);
+    /* The holder drained until +4 ms, we had work throughout and gave back at +6: half of 4, then 2. */
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + 4 * ms, 4 * ms, 6 * ms, t + 6 * ms), 4 * ms);
+    /* An inference request done 1 ms into a 5 ms drain, given back idle at +5.2: half of 1 ms,
+     * and the idle tail after the drain. */
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + 5 * ms, ms, ms, t + 5 * ms + ms / 5), ms / 2 + ms / 5);
+    /* Two requests inside one long drain (1 ms each): half of both. */
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + 8 * ms, 2 * ms, 2 * ms, t + 9 * ms), ms + ms);
+    /* Given back while the holder still drains (mark ahead, believed): half of our busy time. */
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + VGPU_SCHED_OVERLAP_NS, 0, ms, t + 2 * ms), ms / 2);
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + VGPU_SCHED_OVERLAP_NS, 0, 2 * ms, t + 2 * ms), ms);
+    /* A mark beyond what any drain is believed: garbage, all of the lease. */
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + 2 * ms + VGPU_SCHED_OVERLAP_NS + 1, 0, 0, t + 2 * ms), 2 * ms);
+    /* Busy times beyond what fits are clamped; a lease that ends before it starts costs nothing. */
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + 4 * ms, 9 * ms, 9 * ms, t + 6 * ms), 4 * ms);
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + VGPU_SCHED_OVERLAP_NS, 0, 9 * ms, t + 2 * ms), ms);
+    assert_int_equal(vgpu_sched_used_overlapped(t, t + 4 * ms, 0, 0, t - ms), 0);
+
+    /* The preempted holder: granted at t, preempted at +10, drained at +15. */
+    assert_int_equal(vgpu_sched_used_preempted(t, t + 10 * ms, 5 * ms, t + 15 * ms), 15 * ms - 5 * ms / 2);
+    assert_int_equal(vgpu_sched_used_preempted(t, t + 10 * ms, ms, t + 15 * ms), 15 * ms - ms / 2);
+    assert_int_equal(vgpu_sched_used_preempted(t, t + 10 * ms, 0, t + 15 * ms), 15 * ms);
+    /* Out of range: tp reads as start; busy is at most the time since tp. */
+    assert_int_equal(vgpu_sched_used_preempted(t, t - ms, 15 * ms, t + 15 * ms), 15 * ms - 15 * ms / 2);
+    assert_int_equal(vgpu_sched_used_preempted(t, t + 10 * ms, 99 * ms, t + 15 * ms), 15 * ms - 5 * ms / 2);
+    assert_int_equal(vgpu_sched_used_preempted(t, t, 0, t - 1), 0);
+    /* Both sides together pay the wall time once: holder 0..15, preemptor 10..17, busy 10..12. */
+    uint64_t holder = vgpu_sched_used_preempted(t, t + 10 * ms, 2 * ms, t + 15 * ms);
+    uint64_t preemptor = vgpu_sched_used_overlapped(t + 10 * ms, t + 15 * ms, 2 * ms, 2 * ms, t + 17 * ms);
+    assert_int_equal(holder + preemptor, 17 * ms);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_shares_soft_and_priority),
         cmocka_unit_test(test_file_lease),
         cmocka_unit_test(test_file_cap_change),
+        cmocka_unit_test(test_overlap_charges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

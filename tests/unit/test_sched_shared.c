@@ -70,22 +70,40 @@ static void test_idle_waiter_preempts(void **state)
     assert_int_equal(vgpu_sched_deadline(&t.s, lease), end);
     assert_true(atomic_load(&t.s.f->yield_seq) != yseq);    /* the holder's helper is woken */
     assert_int_equal(atomic_load(&t.s.f->preemptions), 1);
-    /* While A drains, B's lease is not charged (A pays the overlap, once); A's own lease,
-     * preempted, is charged from its start. */
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 3 * MS, false), now + 2 * MS);   /* half */
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now - 5 * MS, now + 2 * MS, true), now - 5 * MS);
+    /* While A drains, B's lease shares the GPU with A's queued work: half of it is B's while B
+     * has work, none of it while B has none. */
+    uint64_t ov = vgpu_sched_overlap_mark(&t.s);
+    assert_true(vgpu_sched_overlapping(&t.s, now + 2 * MS));
+    assert_int_equal(vgpu_sched_used_overlapped(now + MS, ov, 0, 2 * MS, now + 3 * MS), MS);   /* half */
+    assert_int_equal(vgpu_sched_preempted_at(&t.s, now - 5 * MS, now + 3 * MS), now + MS);
+    /* A new grant is busy from its start. */
+    assert_int_equal(vgpu_sched_preemptor_busy(&t.s, now + MS, now + 3 * MS), 2 * MS);
+    /* B's request was done 1 ms after it preempted: it says so; A drains until +3 ms and is
+     * charged its lease and the overlap but the half B had work in. */
+    vgpu_sched_note_busy(&t.s, lease, MS, 0);
+    vgpu_sched_note_busy(&t.s, a_lease, 0, now + MS);   /* not the holder: ignored */
+    uint64_t busy = vgpu_sched_preemptor_busy(&t.s, now + MS, now + 3 * MS);
+    assert_int_equal(busy, MS);
+    assert_int_equal(vgpu_sched_used_preempted(now - 5 * MS, now + MS, busy, now + 3 * MS), 8 * MS - MS / 2);
+    /* Busy again from +2.5 ms: 1 ms closed and 0.5 open at +3 ms. */
+    vgpu_sched_note_busy(&t.s, lease, MS, now + 2 * MS + MS / 2);
+    assert_int_equal(vgpu_sched_preemptor_busy(&t.s, now + MS, now + 3 * MS), MS + MS / 2);
     /* A drains and gives its lease back: the release reports it gone, and charges A all the same. */
     assert_false(vgpu_sched_release(&t.s, a_lease, 3 * MS, now + 3 * MS));
     assert_int_equal(atomic_load(&t.s.f->jobs[t.ja].used_ns), 3 * MS);
     assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), (unsigned)t.pb + 1);
-    /* The overlap with A's queued work is A's: B's charge starts when A finished draining. */
     vgpu_sched_drained(&t.s, now + 3 * MS);
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 5 * MS, false), now + 2 * MS);   /* half of 2 ms */
-    assert_int_equal(vgpu_sched_preempted_at(&t.s, now - 5 * MS, now + 5 * MS), now + MS);
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + 4 * MS, now + 5 * MS, false), now + 4 * MS);  /* older */
+    assert_false(vgpu_sched_overlapping(&t.s, now + 3 * MS));
+    assert_int_equal(vgpu_sched_overlap_mark(&t.s), now + 3 * MS);
+    /* Garbage in the busy fields reads as busy throughout (the holder pays half, as before). */
+    atomic_store(&t.s.f->holder_busy_from, now + 9 * MS);
+    assert_int_equal(vgpu_sched_preemptor_busy(&t.s, now + MS, now + 3 * MS), 2 * MS);
+    atomic_store(&t.s.f->holder_busy_from, 0);
+    atomic_store(&t.s.f->holder_busy_ns, UINT64_MAX);
+    assert_int_equal(vgpu_sched_preemptor_busy(&t.s, now + MS, now + 3 * MS), 2 * MS);
     /* A mark too far ahead (garbage, or a holder that never drained) is not believed. */
     atomic_store(&t.s.f->overlap_until, now + 2 * MS + VGPU_SCHED_OVERLAP_NS + 1);
-    assert_int_equal(vgpu_sched_charge_from(&t.s, now + MS, now + 2 * MS, false), now + MS);
+    assert_false(vgpu_sched_overlapping(&t.s, now + 2 * MS));
     /* A asks again while B holds: A is not at its burst, so it only asks. */
     assert_false(vgpu_sched_try_acquire(&t.s, t.pa, now + 4 * MS, &lease, &end));
     assert_true(vgpu_sched_wanted(&t.s, now + 3 * MS));
@@ -159,7 +177,7 @@ static void test_draining_holder_is_not_revoked(void **state)
     assert_int_equal(vgpu_lease_holder(atomic_load(&t.s.f->lease)), vgpu_lease_holder(a_lease));
     assert_true(vgpu_sched_release(&t.s, a_lease, 10 * MS, late + MS));
     assert_int_equal(atomic_load(&t.s.f->overlap_until), late + MS);
-    assert_int_equal(vgpu_sched_charge_from(&t.s, late + 2 * MS, late + 3 * MS, false), late + 2 * MS);
+    assert_false(vgpu_sched_overlapping(&t.s, late + 2 * MS));
     teardown_two(&t);
     /* Without the mark, or with one too far ahead, the overdue lease is revoked. */
     setup_two(&t, 0, 0, 0, now);   /* entitled by then (accrued), not near its burst: no preemption */
