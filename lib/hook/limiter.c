@@ -63,6 +63,11 @@
 #define MAX_DEV     VGPU_REGION_MAX_DEVICES
 #define MAX_STREAMS 32
 
+/* Pacing fences outstanding at most: two, and OVERLAP_FENCES more while a holder we preempted
+ * drains (see pace). */
+#define OVERLAP_FENCES 2
+#define MAX_FENCES (2 + OVERLAP_FENCES)
+
 struct dstate {
     pthread_mutex_t mu;
     int ready;                   /* 0: not set up; 1: ok; -1: failed (launches pass) */
@@ -88,8 +93,10 @@ struct dstate {
     /* pacing (see the top of this file) */
     _Atomic unsigned fence_every;  /* F: launches between fences */
     CUcontext fence_ctx;         /* the context the fence events belong to */
-    CUevent fence[2];            /* fence[0] is the older when nfence == 2 */
+    CUevent fence[MAX_FENCES];   /* outstanding fences, fence[0] the oldest */
+    bool fence_ovl[MAX_FENCES];  /* recorded while a holder we preempted drained */
     unsigned nfence;             /* fences recorded and not known to be done */
+    bool done_ovl;               /* `done` was recorded during such an overlap */
     CUevent done;                /* the last fence found done (timing interval start) */
     unsigned max_fences;         /* outstanding fences allowed: 2, or 1 when one launch alone is
                                   * longer than two intervals' worth (long kernels) */
@@ -398,14 +405,13 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
     if (drv.capturing && (drv.capturing(rec, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE))
         return;
     /* While a holder we preempted drains, our work shares the GPU with its queued kernels under
-     * the driver's time-slicing: a fence would make each of our launches wait for a time slice
-     * (an inference request of 8 kernels took 6.8 ms instead of 0.6 on the H100), and the
-     * interval it measured would include the other job's kernels (lowering F to 1 for good). The
-     * drain is bounded (a kernel or two); pacing starts afresh when it is over. */
-    if (vgpu_sched_overlapping(&d->s, vgpu_now_ns())) {
-        d->have_done = false;
-        return;
-    }
+     * the driver's time-slicing: a fence then completes only after the holder's time slice, so
+     * waiting for one made each of our launches wait a slice (an inference request of 8 kernels
+     * took 6.8 ms instead of 0.6 on the H100), and the interval it measured included the other
+     * job's kernels (F fell to 1 for good). So during the overlap OVERLAP_FENCES more intervals
+     * may be outstanding (still bounded: without any fence an unsynchronized preemptor queued
+     * 1.4 s of work in the 10 ms of a drain), and no interval recorded then is measured. */
+    bool ovl = vgpu_sched_overlapping(&d->s, vgpu_now_ns());
     CUcontext ctx = NULL;
     if (drv.get_ctx(&ctx) != CUDA_SUCCESS || !ctx)
         return;
@@ -414,30 +420,33 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
          * alternates between two contexts would otherwise leak events at every switch; an
          * event may be destroyed while its record is pending, and destroying one of a context
          * that is gone just fails). Timing events: the interval's GPU time sets F. */
-        if (d->fence_ctx && drv.ev_destroy)
-            for (unsigned i = 0; i < 3; i++)
-                drv.ev_destroy(i < 2 ? d->fence[i] : d->done);
+        if (d->fence_ctx && drv.ev_destroy) {
+            for (unsigned i = 0; i < MAX_FENCES; i++)
+                drv.ev_destroy(d->fence[i]);
+            drv.ev_destroy(d->done);
+        }
         d->nfence = 0;
         d->have_done = false;
         d->fence_ctx = NULL;
-        CUevent ev[3];
+        CUevent ev[MAX_FENCES + 1];
         unsigned made = 0;
-        while (made < 3 && drv.ev_create(&ev[made], CU_EVENT_DEFAULT) == CUDA_SUCCESS)
+        while (made < MAX_FENCES + 1 && drv.ev_create(&ev[made], CU_EVENT_DEFAULT) == CUDA_SUCCESS)
             made++;
-        if (made < 3) {
+        if (made < MAX_FENCES + 1) {
             while (made > 0 && drv.ev_destroy)
                 drv.ev_destroy(ev[--made]);
             return;
         }
-        d->fence[0] = ev[0];
-        d->fence[1] = ev[1];
-        d->done = ev[2];
+        for (unsigned i = 0; i < MAX_FENCES; i++)
+            d->fence[i] = ev[i];
+        d->done = ev[MAX_FENCES];
         d->fence_ctx = ctx;
     }
     unsigned every = atomic_load_explicit(&d->fence_every, memory_order_relaxed);
     if (d->max_fences < 1 || d->max_fences > 2)
         d->max_fences = 2;
-    while (d->nfence >= d->max_fences) {
+    unsigned limit = d->max_fences + (ovl ? OVERLAP_FENCES : 0);
+    while (d->nfence >= limit) {
         uint64_t t0 = vgpu_now_ns();
         bool waited = drv.ev_query(d->fence[0]) != CUDA_SUCCESS;
         if (waited) {
@@ -446,7 +455,8 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
             vgpu_lt_record(VGPU_LT_FENCE, (int)(d - devs), t1, t1 - t0);
         }
         float ms = 0;
-        if (d->have_done && drv.ev_elapsed && drv.ev_elapsed(&ms, d->done, d->fence[0]) == CUDA_SUCCESS) {
+        if (d->have_done && !d->done_ovl && !d->fence_ovl[0] && drv.ev_elapsed &&
+            drv.ev_elapsed(&ms, d->done, d->fence[0]) == CUDA_SUCCESS) {
             /* The time from one fence's completion to the next: the GPU time of the last F
              * launches when the GPU was busy throughout, which it was when we had to wait (the
              * GPU is behind). When the fence was already done, the GPU may have waited for the
@@ -470,11 +480,16 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
         /* fence[0] is done: it starts the next interval; the old `done` is free to record. */
         CUevent free_ev = d->done;
         d->done = d->fence[0];
+        d->done_ovl = d->fence_ovl[0];
         d->have_done = true;
-        d->fence[0] = d->fence[1];
-        d->fence[1] = free_ev;
+        for (unsigned i = 0; i + 1 < d->nfence; i++) {
+            d->fence[i] = d->fence[i + 1];
+            d->fence_ovl[i] = d->fence_ovl[i + 1];
+        }
+        d->fence[d->nfence - 1] = free_ev;
         d->nfence--;
     }
+    d->fence_ovl[d->nfence] = ovl;
     if (drv.ev_record(d->fence[d->nfence], rec) == CUDA_SUCCESS)
         d->nfence++;
 }

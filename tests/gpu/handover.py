@@ -39,6 +39,7 @@ def main():
     gaps, drains = [], []
     end_at = {}
     fences = []
+    waits = collections.defaultdict(list)   # pid -> want-to-grant times
     cur = t0
     for t, pid, name, arg in ev:
         # account the interval [cur, t) by the state before this event
@@ -52,7 +53,9 @@ def main():
         if name == "want":
             waiting.setdefault(pid, t)
         elif name == "grant":
-            waiting.pop(pid, None)
+            since = waiting.pop(pid, None)
+            if since is not None:
+                waits[pid].append(t - since)
             if last_release is not None and holder is None:
                 gaps.append(t - last_release)
             holder = (pid, t)
@@ -74,6 +77,9 @@ def main():
     print(f"drain (end to release, {len(drains)}): p50 {pct(drains, .5) / 1e3:.0f} us, "
           f"p90 {pct(drains, .9) / 1e3:.0f} us, max {max(drains, default=0) / 1e3:.0f} us")
     print(f"fence waits ({len(fences)}): p50 {pct(fences, .5) / 1e3:.0f} us, p90 {pct(fences, .9) / 1e3:.0f} us")
+    for pid, w in sorted(waits.items()):
+        print(f"pid {pid} lease waits ({len(w)}): p50 {pct(w, .5) / 1e3:.0f} us, p99 {pct(w, .99) / 1e3:.0f} us, "
+              f"max {max(w) / 1e3:.0f} us")
     per = collections.Counter(name for _, _, name, _ in ev)
     print("events: " + ", ".join(f"{k} {v}" for k, v in sorted(per.items())))
     return 0

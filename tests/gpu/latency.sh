@@ -11,6 +11,7 @@
 # most 2.0 ms); with --priority high p99 <= 1.5 ms and p50 <= 1.2x alone; training within 5
 # points of 70 % minus what the client used, in every full 1 s window.
 # Last line: "latency.sh: N PASS, N FAIL".
+# LAT_TRACE=DIR keeps each vgpu row's lease traces (VGPU_LEASE_TRACE) in DIR/ROW for handover.py.
 #   bash tests/gpu/latency.sh [BUILD_DIR]
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -62,8 +63,13 @@ mark() { if [ "$1" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); f
 alone_rate=$(python3 "$T/train.py" 3 | sed -n 's/^rates=//p' | tr ',' '\n' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 printf '| %s | %s | %s | %s | %s | %s | %s |\n' setup p50_ms p99_ms max_ms requests "training share per 1 s window (of alone)" verdict
 printf '|---|---|---|---|---|---|---|\n'
-run_row() { # label "train prefix" "client prefix"
+run_row() { # label "train prefix" "client prefix" key
   local label=$1 tp=$2 cp=$3 trp=""
+  if [ -n "${LAT_TRACE:-}" ] && [ "${tp#vgpu}" != "$tp" ]; then
+    mkdir -p "$LAT_TRACE/$4"; export VGPU_LEASE_TRACE=$LAT_TRACE/$4
+  else
+    unset VGPU_LEASE_TRACE
+  fi
   if [ -n "$tp" ]; then
     [ "$tp" = plain ] && tp=""
     $tp python3 "$T/train.py" $((S + 6)) > "$T/train.out" 2>&1 &
