@@ -1,6 +1,8 @@
 /* vgpu ps: the rate of migration of each oversubscribed job, per GPU (see ps/migrate.h). */
 #include "ps/migrate.h"
 
+#include "vgpu/log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +89,15 @@ struct ps_migration *ps_migration_measure(struct vgpu_nvml *nv, const struct vgp
     unsigned window = 0;
     for (unsigned i = 0; i < pm->ngpu; i++) {
         struct pm_gpu *g = &pm->gpu[i];
-        if (vgpu_pcie_read(nv, g->phys, &g->a) && g->off_total) {
+        bool ok = vgpu_pcie_read(nv, g->phys, &g->a);
+        /* The width is not documented (nvml.h: "Value can be wrapped"): say what this driver gives. */
+        if (ok)
+            vgpu_debug("PCIe byte counters of a GPU with oversubscribed jobs: %u bits, tx %llu rx %llu", g->a.bits,
+                       (unsigned long long)g->a.tx, (unsigned long long)g->a.rx);
+        else
+            vgpu_debug("a GPU with oversubscribed jobs has no PCIe byte counters (driver older than 550?): "
+                       "no rate of migration");
+        if (ok && g->off_total) {
             unsigned w = vgpu_pcie_window_ms(g->a.bits, VGPU_MIGRATION_WINDOW_MS);
             window = !window || w < window ? w : window;
         }
