@@ -90,7 +90,7 @@ static struct gpu_procs {
 } gpu_procs[64];
 static unsigned ngpu_procs;
 static struct vgpu_outside_memo parents;
-/* The rate of migration of oversubscribed jobs, measured once before the listing (ps/migrate.h). */
+/* The rate of migration of oversubscribed jobs, measured once, at the first such job (ps/migrate.h). */
 static struct ps_migration *migration;
 
 static const struct gpu_procs *procs_of(struct vgpu_nvml *nv, const char *uuid)
@@ -553,7 +553,7 @@ static int cmd_ps(int argc, char **argv)
         nv = vgpu_nvml_open(&e);
         if (!nv)
             vgpu_debug("no driver view of memory: %s", e.msg);
-        migration = ps_migration_measure(nv, refs, n);
+        migration = ps_migration_new(nv, refs, n);
     }
     struct json_object *doc = NULL, *jobs = NULL;
     if (json) {

@@ -20,6 +20,9 @@ struct pm_gpu {
 
 struct ps_migration {
     struct vgpu_nvml *nv;
+    const struct vgpu_job_ref *refs;
+    size_t nref;
+    bool measured;
     unsigned ngpu, nuuid;
     struct pm_gpu gpu[PM_MAX];
     struct { char uuid[VGPU_REGION_UUID_LEN]; int at; } uuid[PM_MAX];   /* job GPU uuid -> gpu[], -1 none */
@@ -58,7 +61,7 @@ static int entry_find(const struct ps_migration *pm, const char *uuid)
     return -1;
 }
 
-struct ps_migration *ps_migration_measure(struct vgpu_nvml *nv, const struct vgpu_job_ref *refs, size_t n)
+struct ps_migration *ps_migration_new(struct vgpu_nvml *nv, const struct vgpu_job_ref *refs, size_t n)
 {
     if (!nv)
         return NULL;
@@ -66,8 +69,18 @@ struct ps_migration *ps_migration_measure(struct vgpu_nvml *nv, const struct vgp
     if (!pm)
         return NULL;
     pm->nv = nv;
+    pm->refs = refs;
+    pm->nref = n;
+    return pm;
+}
+
+static void measure(struct ps_migration *pm)
+{
+    struct vgpu_nvml *nv = pm->nv;
+    const struct vgpu_job_ref *refs = pm->refs;
+    pm->measured = true;
     /* Which GPUs carry oversubscribed jobs, and how much the visible ones have off each. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < pm->nref; i++) {
         struct vgpu_region r;
         struct vgpu_err e;
         if (!refs[i].readable || vgpu_region_open(&r, refs[i].path, VGPU_REGION_JOB, &e) < 0)
@@ -103,7 +116,7 @@ struct ps_migration *ps_migration_measure(struct vgpu_nvml *nv, const struct vgp
         }
     }
     if (!window)
-        return pm;
+        return;
     struct timespec ts = { window / 1000, (long)(window % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0)
         ;
@@ -113,14 +126,15 @@ struct ps_migration *ps_migration_measure(struct vgpu_nvml *nv, const struct vgp
         if (g->a.ok && g->off_total && vgpu_pcie_read(nv, g->phys, &b))
             g->rate_ok = vgpu_pcie_rate(&g->a, &b, &g->bps);
     }
-    return pm;
 }
 
-bool ps_migration_of(const struct ps_migration *pm, const struct vgpu_region *r, unsigned d, double *bps)
+bool ps_migration_of(struct ps_migration *pm, const struct vgpu_region *r, unsigned d, double *bps)
 {
     uint64_t share;
     if (!pm || !vgpu_region_oversub(r, d, &share) || atomic_load(&r->hdr->state) == VGPU_JOB_EXITED)
         return false;
+    if (!pm->measured)
+        measure(pm);
     int at = entry_find(pm, r->info->dev[d].uuid);
     if (at < 0 || !pm->gpu[at].a.ok)
         return false;
