@@ -12,6 +12,11 @@ static const char usage[] =
     "LD_PRELOAD, a static binary) count in the job's NVML figure and are flagged under its\n"
     "row: '! 3.2 GiB outside the limiter (pid 1234)'; the job's own allocations are refused\n"
     "while the whole is over its limit.\n"
+    "An oversubscribed job (vgpu run --oversubscribe) gets a line per GPU: '~ 3 GiB of 4.50 GiB\n"
+    "off the device (at most 2 GiB on GPU 0)', ending ', migrating 6.2 GB/s' while that memory\n"
+    "moves at 100 MB/s or more: its share of the GPU's PCIe traffic (which also counts\n"
+    "host<->device copies) over 100 ms, which ps waits for only when a job has memory off the\n"
+    "device (see vgpu-ps(1)).\n"
     "A job whose command has ended is shown for 60 s more, with its status in the PIDS column\n"
     "('exited 3', 'killed SIGTERM') and no memory in use, so that vgpu wait can still get it.\n"
     "\n"
@@ -35,6 +40,7 @@ static const char usage[] =
 #include <time.h>
 
 #include "cmd.h"
+#include "ps/migrate.h"
 #include "ps/table.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/json.h"
@@ -84,6 +90,8 @@ static struct gpu_procs {
 } gpu_procs[64];
 static unsigned ngpu_procs;
 static struct vgpu_outside_memo parents;
+/* The rate of migration of oversubscribed jobs, measured once, at the first such job (ps/migrate.h). */
+static struct ps_migration *migration;
 
 static const struct gpu_procs *procs_of(struct vgpu_nvml *nv, const char *uuid)
 {
@@ -323,7 +331,8 @@ static void print_outside(struct ps_table *t, const struct job_view *v)
         vgpu_warn("out of memory: a job's processes outside the limiter are not shown");
 }
 
-/* "  ~ 2 GiB of 3.5 GiB off the device (at most 2 GiB on GPU 0)" under an oversubscribed job. */
+/* "  ~ 2 GiB of 3.5 GiB off the device (at most 2 GiB on GPU 0)" under an oversubscribed job,
+ * and ", migrating 1.2 GB/s" while its share of the GPU's PCIe traffic is high (ps/migrate.h). */
 static void print_oversub(struct ps_table *t, const struct job_view *v)
 {
     unsigned ndev = vgpu_region_device_count(v->r);
@@ -331,13 +340,16 @@ static void print_oversub(struct ps_table *t, const struct job_view *v)
         uint64_t share;
         if (!vgpu_region_oversub(v->r, d, &share))
             continue;
-        char off[32], used[32], sh[32], line[PS_TABLE_CELL];
+        char off[32], used[32], sh[32], line[PS_TABLE_CELL], rate[48] = "", rt[24];
         uint64_t u = vgpu_region_mem_used(v->r, d);
-        if (snprintf(line, sizeof line, "  ~ %s of %s off the device (at most %s on GPU %u)",
+        double bps;
+        if (ps_migration_of(migration, v->r, d, &bps) && bps >= VGPU_MIGRATION_HIGH_BPS)
+            snprintf(rate, sizeof rate, ", migrating %s", vgpu_format_rate(bps, rt, sizeof rt));
+        if (snprintf(line, sizeof line, "  ~ %s of %s off the device (at most %s on GPU %u)%s",
                      vgpu_format_size(vgpu_region_mem_spilled(v->r, d), off, sizeof off),
                      vgpu_format_size(u, used, sizeof used),
                      share == UINT64_MAX ? "what is free" : vgpu_format_size(share, sh, sizeof sh),
-                     v->r->hdr->dev[d].nvml_index) >= (int)sizeof line)
+                     v->r->hdr->dev[d].nvml_index, rate) >= (int)sizeof line)
             memcpy(line + sizeof line - 5, "...)", 5);
         if (ps_table_note(t, line) < 0)
             vgpu_warn("out of memory: a job's oversubscription is not shown");
@@ -444,6 +456,8 @@ static struct json_object *json_job(const struct job_view *v)
     struct json_object *gpus = json_object_new_array();
     unsigned ndev = vgpu_region_device_count(v->r);
     uint64_t sum_used = 0, sum_outside = 0, sum_off = 0;
+    double sum_rate = 0;
+    bool rate_known = false, rate_unknown = false;
     struct json_object *outside = json_object_new_array();
     for (unsigned d = 0; d < ndev; d++) {
         const struct vgpu_region_dev_limits *dl = &h->dev[d];
@@ -468,6 +482,12 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64_or_null(g, "mem_device_limit_bytes", over && share != UINT64_MAX, share);
         vgpu_json_u64(g, "mem_on_device_bytes", used > off ? used - off : 0);
         vgpu_json_u64(g, "mem_off_device_bytes", off);
+        double bps = 0;
+        bool known = ps_migration_of(migration, v->r, d, &bps);
+        vgpu_json_u64_or_null(g, "migration_bytes_per_s", known, (uint64_t)(bps + 0.5));
+        sum_rate += known ? bps : 0;
+        rate_known |= known;
+        rate_unknown |= over && !known;
         sum_outside += v->outside[d].bytes;
         for (unsigned i = 0; i < v->outside[d].count && i < VGPU_OUTSIDE_MAX_PIDS; i++) {
             struct json_object *po = json_object_new_object();
@@ -490,6 +510,8 @@ static struct json_object *json_job(const struct job_view *v)
     json_object_object_add(o, "outside_processes", outside);
     vgpu_json_u64(o, "mem_on_device_bytes", sum_used > sum_off ? sum_used - sum_off : 0);
     vgpu_json_u64(o, "mem_off_device_bytes", sum_off);
+    /* Known only when known on every GPU where the job is oversubscribed. */
+    vgpu_json_u64_or_null(o, "migration_bytes_per_s", rate_known && !rate_unknown, (uint64_t)(sum_rate + 0.5));
     return o;
 }
 
@@ -531,6 +553,7 @@ static int cmd_ps(int argc, char **argv)
         nv = vgpu_nvml_open(&e);
         if (!nv)
             vgpu_debug("no driver view of memory: %s", e.msg);
+        migration = ps_migration_new(nv, refs, n);
     }
     struct json_object *doc = NULL, *jobs = NULL;
     if (json) {
@@ -574,6 +597,8 @@ static int cmd_ps(int argc, char **argv)
     free(v);
     free(refs);
     procs_forget();
+    ps_migration_free(migration);
+    migration = NULL;
     if (nv)
         vgpu_nvml_close(nv);
     if (hidden)

@@ -146,9 +146,17 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
         jb->mem_used += atomic_load(&r->use->dev[d].used);
         jb->mem_limit += lim;
         uint64_t share;
+        if (d < TOP_JOB_DEVS) {
+            jb->ndev = d + 1;
+            jb->dev_gpu[d] = find_gpu(m, k->dev[d].uuid);
+        }
         if (vgpu_region_oversub(r, d, &share)) {
             jb->oversub = true;
             jb->mem_off_device += vgpu_region_mem_spilled(r, d);
+            if (d < TOP_JOB_DEVS) {
+                jb->dev_oversub[d] = true;
+                jb->dev_off[d] = vgpu_region_mem_spilled(r, d);
+            }
             /* Saturating: HAMi's jobs have no fixed share (UINT64_MAX, "what is free"). */
             jb->mem_device_limit = share > UINT64_MAX - jb->mem_device_limit ? UINT64_MAX : jb->mem_device_limit + share;
         }

@@ -573,6 +573,7 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
     for (size_t i = 0; i < nvml_procs; i++)
         host_facts(s, &m->procs[i], mono);
     top_jobs_read(m);
+    top_migration_update(s, m);
     for (size_t i = nvml_procs; i < m->nproc; i++)
         host_facts(s, &m->procs[i], mono);
     cpu_sweep(s);

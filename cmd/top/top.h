@@ -56,6 +56,10 @@ void top_sampler_set_delay(struct top_sampler *s, unsigned delay_ms);
 void top_sampler_wake(struct top_sampler *s);   /* sample again now (after a limit change) */
 void top_sampler_stop(struct top_sampler *s);
 
+/* The rate of migration of oversubscribed jobs (migration.c): after top_jobs_read, sets each
+ * job's migration_valid and migration_bps from its GPUs' PCIe byte counters. */
+void top_migration_update(struct top_sampler *s, struct top_model *m);
+
 /* Jobs from vgpu's own state (jobs.c): fills m->jobs and adds the jobs' processes that NVML
  * did not list. Sets m->jobs_msg when the state cannot be read. */
 void top_jobs_read(struct top_model *m);

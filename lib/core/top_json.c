@@ -84,6 +84,8 @@ static struct json_object *job_json(const struct top_job *j)
     vgpu_json_u64(o, "mem_off_device_bytes", j->mem_off_device);
     vgpu_json_u64_or_null(o, "mem_device_limit_bytes", j->oversub && j->mem_device_limit != UINT64_MAX,
                           j->mem_device_limit);
+    vgpu_json_u64_or_null(o, "migration_bytes_per_s", j->oversub && j->migration_valid,
+                          (uint64_t)(j->migration_bps + 0.5));
     return o;
 }
 

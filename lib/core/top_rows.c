@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vgpu/migration.h"
 #include "vgpu/units.h"
 
 /* Clips to width columns (all our text is ASCII: names and commands are sanitized). */
@@ -165,9 +166,12 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
         snprintf(flag, sizeof flag, "  ! %s outside the limiter (pid %d%s)", vgpu_format_size(j->mem_outside, sz, sizeof sz),
                  (int)j->outside_pid, j->outside_count > 1 ? ", ..." : "");
     } else if (j->oversub) {
-        /* Virtual device memory: how much of the figure lives off the GPU. */
-        char sz[32];
-        snprintf(flag, sizeof flag, "  ~ %s off the device", vgpu_format_size(j->mem_off_device, sz, sizeof sz));
+        /* Virtual device memory: how much of the figure lives off the GPU, and how fast it
+         * migrates while that is high (vgpu/migration.h). */
+        char sz[32], rate[48] = "", rt[24];
+        if (j->migration_valid && j->migration_bps >= VGPU_MIGRATION_HIGH_BPS)
+            snprintf(rate, sizeof rate, ", migrating %s", vgpu_format_rate(j->migration_bps, rt, sizeof rt));
+        snprintf(flag, sizeof flag, "  ~ %s off the device%s", vgpu_format_size(j->mem_off_device, sz, sizeof sz), rate);
     }
     char sv[16], cv[16];
     if (j->share_valid)

@@ -153,6 +153,38 @@ typedef struct nvmlPciInfo_st {
     char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 } nvmlPciInfo_t;
 
+/* Field values (nvmlDeviceGetFieldValues): the PCIe byte counters vgpu reads for the rate of
+ * migration of spilled memory (lib/core/migration.c). nvml.h: "PCIe transmit bytes. Value can
+ * be wrapped." Added with driver 550. */
+#define NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197
+#define NVML_FI_DEV_PCIE_COUNT_RX_BYTES 198
+
+typedef enum nvmlValueType_enum {
+    NVML_VALUE_TYPE_DOUBLE = 0,
+    NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+    NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+    double dVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+    unsigned int fieldId;        /* set by the caller */
+    unsigned int scopeId;        /* set by the caller (0: the device) */
+    long long timestamp;         /* CPU time of the reading, microseconds */
+    long long latencyUsec;
+    nvmlValueType_t valueType;   /* which member of value holds it */
+    nvmlReturn_t nvmlReturn;     /* this field's own status */
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
 /* Plain Get*RunningProcesses (16-byte records). */
 typedef struct nvmlProcessInfo_v1_st {
     unsigned int pid;
@@ -360,6 +392,11 @@ VGPU_NVML_AT(nvmlMemory_v2_t, free, 24);
 VGPU_NVML_AT(nvmlMemory_v2_t, used, 32);
 VGPU_NVML_LAYOUT(nvmlUtilization_t, 8);
 VGPU_NVML_LAYOUT(nvmlPciInfo_t, 68);
+VGPU_NVML_LAYOUT(nvmlValue_t, 8);
+VGPU_NVML_LAYOUT(nvmlFieldValue_t, 40);
+VGPU_NVML_AT(nvmlFieldValue_t, valueType, 24);
+VGPU_NVML_AT(nvmlFieldValue_t, nvmlReturn, 28);
+VGPU_NVML_AT(nvmlFieldValue_t, value, 32);
 VGPU_NVML_AT(nvmlPciInfo_t, domain, 16);
 VGPU_NVML_AT(nvmlPciInfo_t, pciDeviceId, 28);
 VGPU_NVML_AT(nvmlPciInfo_t, pciSubSystemId, 32);
@@ -459,6 +496,8 @@ typedef nvmlReturn_t (*vgpu_nvmlDeviceGetMaxClockInfo_fn)(nvmlDevice_t device, n
 VGPU_NVML_DEV_U(nvmlDeviceGetFanSpeed);             /* percent */
 VGPU_NVML_DEV_U(nvmlDeviceGetCurrPcieLinkGeneration);
 VGPU_NVML_DEV_U(nvmlDeviceGetCurrPcieLinkWidth);
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetFieldValues_fn)(nvmlDevice_t device, int valuesCount,
+                                                         nvmlFieldValue_t *values);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetEncoderUtilization_fn)(nvmlDevice_t device, unsigned int *utilization,
                                                                 unsigned int *samplingPeriodUs);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetDecoderUtilization_fn)(nvmlDevice_t device, unsigned int *utilization,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Virtual device memory on a real GPU (issue 15): measures the two ways a job's memory can live
 # off the device, and checks vgpu run --oversubscribe end to end. Run by the lead on the GPU:
-#   bash tests/gpu/oversub.sh [BUILD_DIR]          (GPU 0, about 3 minutes, ~24 GiB host RAM)
+#   bash tests/gpu/oversub.sh [BUILD_DIR]          (GPU 0, about 4 minutes, ~24 GiB host RAM)
 # tests/progs/oversub_probe binds to the real libcuda.so.1 by soname at run time, and uses the
 # driver's own memset (cuMemsetD32 + cuCtxSynchronize) to touch memory, so it needs no CUDA
 # toolkit. Prints TAP (one line per check, timings in the descriptions) and a table of rates.
@@ -20,6 +20,14 @@
 #     --mem 13G --oversubscribe=8G (1.5x the device share; the cap leaves room for the context) gives the same result as under
 #     --mem 16G (all on the device); its slowdown is reported for a loop that touches every
 #     tensor each step, and for one with a 1 GiB hot set.
+#  7. The rate of migration (issue 15, item 4; skipped without torch): the same 12 GiB of tensors
+#     under --mem 13G --oversubscribe=8G beside a holder that leaves ~8 GiB, so the ~4.5 GiB past
+#     the share cannot all be resident and pages migrate at every step; the loop touches every
+#     tensor for 40 s. vgpu ps --json (3 times), vgpu top --json (5 samples, 1 s) and the text
+#     views must give the job a rate, above the 100 MB/s flag threshold and below what PCIe 5 x16
+#     can carry both ways; nvidia-smi dmon's PCIe rx+tx over the same seconds is printed beside
+#     it (and checked within a factor 4 when dmon gives figures). Also prints the width of the
+#     driver's PCIe byte counters (VGPU_LOG=debug vgpu ps), which nvml.h does not document.
 set -u
 B=$(cd "${1:-build}" && pwd) || exit 2
 export PATH="$B:$B/tests/progs:$PATH"
@@ -139,6 +147,70 @@ print("total=%d result=%.6e s=%.3f" % (total, sum(t.sum().item() for t in ts), t
   done
 else
   ok "PyTorch loop # SKIP torch with CUDA is not importable"
+fi
+
+# ---- 7. the rate of migration while a 1.5x oversubscribed PyTorch job touches all its memory ----
+if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+  thrash='
+import sys, time, torch
+ts = [torch.full((1 << 28,), float(i + 1), device="cuda") for i in range(11)]   # 11 x 1 GiB (fp32)
+w = torch.ones(1 << 28, device="cuda")
+torch.cuda.synchronize()
+print("ready", flush=True)
+t0 = time.time(); steps = 0
+while time.time() - t0 < float(sys.argv[1]):
+    for t in ts:
+        t.mul_(0.999).add_(w, alpha=0.001)
+    torch.cuda.synchronize(); steps += 1
+print("steps=%d s=%.3f" % (steps, time.time() - t0), flush=True)
+'
+  fm=$(free_mib)
+  hold_gib=$(( fm / 1024 - 8 - 1 ))
+  [ "$hold_gib" -gt 0 ] || hold_gib=1
+  oversub_probe alloc "${hold_gib}G" hold >"$tmp/holder7" 2>&1 &
+  h7=$!; pids+=($h7)
+  if wait_for "$tmp/holder7" holding && grep -q '^alloc rc=0' "$tmp/holder7"; then
+    T vgpu run --gpu 0 --name thrash --mem 13G --oversubscribe=8G -- python3 -c "$thrash" 40 >"$tmp/thrash" 2>&1 &
+    t7=$!; pids+=($t7)
+    if wait_for "$tmp/thrash" ready; then
+      sleep 3   # past the first steps: the loop is in its steady state of migration
+      nvidia-smi dmon -i 0 -s t -c 8 >"$tmp/dmon" 2>&1 &
+      dm=$!
+      for k in 1 2 3; do VGPU_LOG=debug vgpu ps --json >"$tmp/ps7.$k" 2>"$tmp/ps7.err.$k"; done
+      vgpu ps >"$tmp/ps7.txt" 2>&1
+      vgpu top --json -n 5 -d 1 >"$tmp/top7.json" 2>&1
+      COLUMNS=220 vgpu top --once >"$tmp/top7.txt" 2>&1
+      wait "$dm" 2>/dev/null
+      echo "# PCIe counters: $(grep -h -o 'PCIe byte counters[^:]*: [0-9]* bits\|has no PCIe byte counters' "$tmp/ps7.err.1" | head -n 1)"
+      rates=$(for k in 1 2 3; do jq -r '.jobs[] | select(.name == "thrash") | .migration_bytes_per_s' "$tmp/ps7.$k"; done
+              jq -r '.jobs[] | select(.name == "thrash") | .migration_bytes_per_s' "$tmp/top7.json")
+      off=$(jq -r '.jobs[] | select(.name == "thrash") | .mem_off_device_bytes' "$tmp/ps7.1")
+      # dmon: "# gpu rxpci txpci" in MB/s; the mean of rx+tx over its lines, in bytes/s
+      dmon_bps=$(awk '$1 !~ /^#/ && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ { s += $2 + $3; n++ } END { if (n) printf "%.0f", s / n * 1e6 }' "$tmp/dmon")
+      nrate=$(printf '%s\n' "$rates" | grep -c .)
+      bad=$(printf '%s\n' "$rates" | awk '$1 == "null" || $1 < 100000000 || $1 > 140000000000 { n++ } END { print n + 0 }')
+      med=$(printf '%s\n' "$rates" | grep -v null | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }')
+      desc="rate of migration of a 1.5x PyTorch job touching all its memory ($(awk -v o="$off" 'BEGIN { printf "%d", o / 1048576 }') MiB off the device): $(printf '%s\n' "$rates" | awk '$1 != "null" { printf "%.2f ", $1 / 1e9; next } { printf "null " }')GB/s (ps x3, top x5); nvidia-smi dmon rx+tx $(awk -v b="${dmon_bps:-0}" 'BEGIN { printf "%.2f", b / 1e9 }') GB/s"
+      if [ "$nrate" = 8 ] && [ "$bad" = 0 ]; then ok "$desc"; else not_ok "$desc" "$(cat "$tmp/ps7.1" "$tmp/top7.json" | head -n 40)"; fi
+      if [ -n "$dmon_bps" ] && [ "$dmon_bps" -gt 0 ] && [ -n "$med" ]; then
+        if awk -v a="$med" -v b="$dmon_bps" 'BEGIN { exit !(a > b / 4 && a < b * 4) }'; then
+          ok "... within a factor 4 of nvidia-smi dmon (median $(awk -v a="$med" 'BEGIN { printf "%.2f", a / 1e9 }') against $(awk -v b="$dmon_bps" 'BEGIN { printf "%.2f", b / 1e9 }') GB/s)"
+        else not_ok "... within a factor 4 of nvidia-smi dmon" "median $med, dmon $dmon_bps; $(cat "$tmp/dmon")"; fi
+      else
+        ok "... against nvidia-smi dmon # SKIP dmon gave no PCIe figures: $(head -n 3 "$tmp/dmon" | tr '\n' ' ')"
+      fi
+      if grep -q 'off the device (at most 8 GiB on GPU 0), migrating [0-9.]* [GM]B/s' "$tmp/ps7.txt" &&
+         grep -q 'off the device, migrating [0-9.]* [GM]B/s' "$tmp/top7.txt"; then
+        ok "vgpu ps and vgpu top --once flag it: $(grep -o 'migrating [0-9.]* [GM]B/s' "$tmp/ps7.txt" | head -n 1)"
+      else not_ok "vgpu ps and vgpu top --once flag it" "$(cat "$tmp/ps7.txt"; grep -A1 thrash "$tmp/top7.txt")"; fi
+      wait "$t7"
+      grep -q '^steps=' "$tmp/thrash" && ok "the loop ran on: $(grep '^steps=' "$tmp/thrash")" ||
+        not_ok "the oversubscribed loop finishes" "$(tail -n 5 "$tmp/thrash")"
+    else not_ok "PyTorch, 12 GiB of tensors beside a full GPU starts" "$(tail -n 5 "$tmp/thrash")"; fi
+  else not_ok "a holder takes ${hold_gib} GiB for the rate of migration" "$(cat "$tmp/holder7")"; fi
+  kill "$h7" 2>/dev/null; wait "$h7" 2>/dev/null
+else
+  ok "rate of migration under PyTorch # SKIP torch with CUDA is not importable"
 fi
 
 echo "# | memory | touched whole, GB/s | 256 MiB hot set, GB/s |"

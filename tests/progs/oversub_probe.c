@@ -8,6 +8,9 @@
  *   mapped SIZE         cuMemHostAlloc(DEVICEMAP) + cuMemHostGetDevicePointer_v2
  *   prefetch | evict    cuMemPrefetchAsync of the newest buffer to the device / to the CPU
  *   launch              one kernel (the simulated GPU's sleep_us: its page faults migrate managed memory)
+ *   upload              cuMemcpyHtoD_v2 of the whole newest buffer from host memory
+ *   churn MS            a kernel every 20 ms for MS ms (prints steps=): managed memory the GPU cannot
+ *                       hold all of migrates at every step (the simulated GPU's sleep_us kernel)
  *   touch N             cuMemsetD32 over the whole newest buffer N times, synchronized (prints GBps=)
  *   hot SIZE N          the same over its first SIZE bytes only (a small hot set)
  *   ismanaged           CU_POINTER_ATTRIBUTE_IS_MANAGED of the newest buffer (prints v=)
@@ -123,6 +126,33 @@ int main(int argc, char **argv)
             if (rc == CUDA_SUCCESS) rc = cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
             if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
             printf("launch rc=%d\n", (int)rc);
+        } else if (!strcmp(op, "churn")) {
+            /* churn MS: a kernel every 20 ms for MS ms, as a training loop's steps (on the fake,
+             * each launch makes the context's managed memory resident: with more of it than
+             * the GPU has room for, every step migrates pages in and others out) */
+            long ms = atol(a1), steps = 0;
+            i++;
+            CUmodule mod;
+            CUfunction fn;
+            unsigned long long us = 10;
+            void *params[] = { &us };
+            rc = cuModuleLoadData(&mod, "oversub_probe image");
+            if (rc == CUDA_SUCCESS) rc = cuModuleGetFunction(&fn, mod, "sleep_us");
+            double end = now_s() + ms / 1000.0;
+            while (rc == CUDA_SUCCESS && now_s() < end) {
+                rc = cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
+                if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
+                steps++;
+                nanosleep(&(struct timespec){ 0, 20000000L }, NULL);
+            }
+            printf("churn rc=%d steps=%ld\n", (int)rc, steps);
+        } else if (!strcmp(op, "upload")) {
+            /* the whole newest buffer copied from (zeroed) host memory: PCIe traffic that is
+             * not migration, which the GPU's byte counters count as well */
+            void *h = nbuf ? calloc(1, buf[nbuf - 1].size) : NULL;
+            rc = h ? cuMemcpyHtoD_v2(buf[nbuf - 1].p, h, buf[nbuf - 1].size) : CUDA_ERROR_INVALID_VALUE;
+            free(h);
+            printf("upload rc=%d\n", (int)rc);
         } else if (!strcmp(op, "touch")) {
             i++;
             if (nbuf) touch(op, buf[nbuf - 1].p, buf[nbuf - 1].size, atoi(a1));

@@ -2,9 +2,10 @@
  * protocols (two-call buffers, version words, ref-counted init), the MIG state machine
  * (pending mode, profile indexes vs IDs, placements, capacity, IN_USE, destroy), process lists
  * and utilisation fed by other processes (fakegpu-ctl), reaping of SIGKILLed processes,
- * injected failures. Loaded by path from $VGPU_FAKE_LIBDIR; tests/run.sh gives each unit binary
- * h100.json and a fresh state file. */
+ * injected failures, the PCIe byte counters. Loaded by path from $VGPU_FAKE_LIBDIR;
+ * tests/run.sh gives each unit binary h100.json and a fresh state file. */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -620,6 +621,59 @@ static void test_failure_injection(void **state)
     assert_int_equal(SYM(nvmlDeviceGetName)(d, name, sizeof name), NVML_SUCCESS);
 }
 
+/* Runs tests/progs/oversub_probe ARGS (the fake libcuda's traffic over the link); its status. */
+static int probe(const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/../tests/progs/oversub_probe", libdir);
+        setenv("LD_LIBRARY_PATH", libdir, 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0)
+            dup2(devnull, 1);
+        execl(path, "oversub_probe", a1, a2, a3, a4, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* NVML's PCIe byte counters (fields 197/198): fed by managed migrations, 64-bit by default,
+ * 32-bit or absent on request (VGPU_FAKE_PCIE_COUNTER), per field statuses. */
+static void test_pcie_counters(void **state)
+{
+    (void)state;
+    vgpu_nvmlDeviceGetFieldValues_fn get = SYM(nvmlDeviceGetFieldValues);
+    nvmlDevice_t d = dev0();
+    nvmlFieldValue_t f[3] = { { .fieldId = NVML_FI_DEV_PCIE_COUNT_TX_BYTES },
+                              { .fieldId = NVML_FI_DEV_PCIE_COUNT_RX_BYTES },
+                              { .fieldId = 999 } };
+    assert_int_equal(get(d, 3, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(get(d, 3, f), NVML_SUCCESS);
+    assert_int_equal(f[0].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(f[0].valueType, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+    assert_int_equal(f[1].nvmlReturn, NVML_SUCCESS);
+    assert_int_equal(f[2].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    unsigned long long tx = f[0].value.ullVal, rx = f[1].value.ullVal;
+    /* 1 GiB of managed memory made resident, sent back, made resident again */
+    assert_int_equal(probe("managed", "1G", "prefetch", "evict"), 0);
+    assert_int_equal(get(d, 2, f), NVML_SUCCESS);
+    assert_int_equal(f[0].value.ullVal - tx, 1ULL << 30);
+    assert_int_equal(f[1].value.ullVal - rx, 1ULL << 30);
+    unsigned long long full = f[1].value.ullVal;
+    setenv("VGPU_FAKE_PCIE_COUNTER", "32", 1);
+    assert_int_equal(get(d, 2, f), NVML_SUCCESS);
+    assert_int_equal(f[1].valueType, NVML_VALUE_TYPE_UNSIGNED_INT);
+    assert_int_equal(f[1].value.uiVal, (unsigned)full);
+    setenv("VGPU_FAKE_PCIE_COUNTER", "none", 1);
+    assert_int_equal(get(d, 2, f), NVML_SUCCESS);   /* the call succeeds; each field says */
+    assert_int_equal(f[0].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    assert_int_equal(f[1].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+    unsetenv("VGPU_FAKE_PCIE_COUNTER");
+}
+
 /* A process SIGKILLed while holding the state's lock must not wedge the others. */
 static void test_lock_owner_killed(void **state)
 {
@@ -692,6 +746,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_failure_injection),
         cmocka_unit_test(test_lock_owner_killed),
         cmocka_unit_test(test_mig_create_fail_after),
+        cmocka_unit_test(test_pcie_counters),
     };
     return cmocka_run_group_tests_name("fakenvml", tests, setup, teardown);
 }

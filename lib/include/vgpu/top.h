@@ -16,6 +16,7 @@
 #define TOP_MAX_GPUS 64     /* physical GPUs + MIG devices (as vgpu/gpu.h) */
 #define TOP_HIST 120        /* history samples kept per GPU (2 minutes at 1 s) */
 #define TOP_MAX_JOBS 256
+#define TOP_JOB_DEVS 16     /* GPUs of one job (as VGPU_REGION_MAX_DEVICES) */
 
 /* Why GPU data may be missing: the banner tells these apart (reference/monitor.md §6). */
 enum top_nvml_status {
@@ -80,6 +81,14 @@ struct top_job {
     bool oversub;               /* vgpu run --oversubscribe on some GPU of the job */
     uint64_t mem_off_device;    /* of mem_used: spilled to pageable memory off the device */
     uint64_t mem_device_limit;  /* Σ device shares of its oversubscribed GPUs */
+    /* Per GPU of the job (for the rate of migration): its model GPU (index into model.gpus,
+     * -1 when not shown), whether it is oversubscribed there, and how much is off the device. */
+    unsigned ndev;
+    int dev_gpu[TOP_JOB_DEVS];
+    bool dev_oversub[TOP_JOB_DEVS];
+    uint64_t dev_off[TOP_JOB_DEVS];
+    bool migration_valid;       /* migration_bps is known (cmd/top/migration.c) */
+    double migration_bps;       /* its share of its GPUs' PCIe traffic, bytes/s (vgpu/migration.h) */
 };
 
 enum top_proc_valid { TOP_PV_MEM = 1u << 0, TOP_PV_SM = 1u << 1, TOP_PV_CPU = 1u << 2 };

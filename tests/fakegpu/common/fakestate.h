@@ -26,7 +26,7 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 4   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c) */
+#define FS_LAYOUT_VERSION 5   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -159,6 +159,7 @@ struct fs_gpu {
     unsigned timeslice;                  /* nvidia-smi compute-policy value 0..3 */
     unsigned mig_current, mig_pending;   /* NVML_DEVICE_MIG_* */
     unsigned fragment_pct;               /* fakegpu-ctl fragment: one allocation gets at most 100-PCT % of the free memory */
+    uint64_t pcie_tx, pcie_rx;           /* bytes over the link, device->host and host->device (fs_pcie_count) */
     struct fs_proc procs[FS_MAX_PROCS];
     unsigned interval_head;              /* next slot in intervals[] (ring) */
     struct fs_interval intervals[FS_MAX_INTERVALS];
@@ -247,6 +248,10 @@ void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes);
 unsigned long long fs_charge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
 void fs_uncharge_managed(unsigned gpu, int gi, int ci, unsigned long long bytes);
 unsigned long long fs_take_evicted(unsigned gpu, int gi, int ci);
+/* Bytes that crossed the GPU's PCIe link: managed pages migrating in (rx) and out (tx), and
+ * copies between host and device memory; NVML's NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES read them.
+ * The whole GPU's, whatever MIG instance the traffic is for. Takes the lock. */
+void fs_pcie_count(unsigned gpu, unsigned long long tx, unsigned long long rx);
 /* A context is being created on the place (the driver's checks, then fs_attach): -1 when the
  * GPU's compute mode refuses it (PROHIBITED; EXCLUSIVE_PROCESS with another process holding a
  * context on the GPU, unless this one is an MPS client: the server owns the one context). An MPS

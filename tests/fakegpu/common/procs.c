@@ -306,8 +306,20 @@ static void evict_managed(unsigned gpu, int gi, unsigned long long need)
         p->managed -= take;
         p->mem -= take;
         p->evicted += take;
+        g->pcie_tx += take;   /* the pages go back to the host over the link */
         need -= take;
     }
+}
+
+void fs_pcie_count(unsigned gpu, unsigned long long tx, unsigned long long rx)
+{
+    if (!tx && !rx)
+        return;
+    fs_lock();
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    g->pcie_tx += tx;
+    g->pcie_rx += rx;
+    fs_unlock();
 }
 
 static unsigned long long managed_on_place(unsigned gpu, int gi)

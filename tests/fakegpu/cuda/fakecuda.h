@@ -63,6 +63,8 @@ void fc_dev_meminfo(int ordinal, unsigned long long *free_bytes, unsigned long l
 unsigned long long fc_dev_charge_managed(int ordinal, unsigned long long bytes);
 void fc_dev_uncharge_managed(int ordinal, unsigned long long bytes);
 unsigned long long fc_dev_take_evicted(int ordinal);
+/* Bytes over the device's PCIe link (its physical GPU's NVML counters): tx device->host, rx host->device. */
+void fc_dev_pcie(int ordinal, unsigned long long tx, unsigned long long rx);
 /* A piece of work queued on the device's timeline (common/timeline.c): seq 0 = none. `end` is
  * the last thing known of its completion time: exact once done, a projection before. */
 struct fc_pos { uint64_t seq; unsigned slot; uint64_t end; };

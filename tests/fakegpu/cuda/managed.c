@@ -9,7 +9,9 @@
  * and an ordinary allocation of any process evicts resident managed pages instead of failing,
  * as the UVM driver gives way to the resource manager (common/procs.c). The fake tracks a
  * resident byte count per allocation, in 2 MiB pages, not which pages; copies into managed
- * memory do not migrate it. */
+ * memory do not migrate it. Every page that migrates crosses the PCIe link and counts in the
+ * GPU's NVML byte counters (fc_dev_pcie: in as rx, out as tx), as the real counters see it;
+ * freeing resident pages moves nothing. */
 #include <string.h>
 #include <sys/mman.h>
 
@@ -93,8 +95,10 @@ static unsigned long long evict_lru(int device, unsigned long long bytes, const 
         unsigned long long take = v->resident < bytes - moved ? v->resident : bytes - moved;
         v->resident -= take;
         moved += take;
-        if (uncharge)
+        if (uncharge) {
             fc_dev_uncharge_managed(device, take);
+            fc_dev_pcie(device, take, 0);   /* the driver's eviction counted its own (common/procs.c) */
+        }
     }
     return moved;
 }
@@ -124,6 +128,7 @@ static void migrate_in(struct fc_alloc *a, unsigned long long want)
         got += fc_dev_charge_managed(a->device, freed);
     }
     a->resident += got;
+    fc_dev_pcie(a->device, 0, got);
 }
 
 static void migrate_out(struct fc_alloc *a, unsigned long long bytes)
@@ -132,6 +137,7 @@ static void migrate_out(struct fc_alloc *a, unsigned long long bytes)
     unsigned long long b = pages_of(bytes) < a->resident ? pages_of(bytes) : a->resident;
     a->resident -= b;
     fc_dev_uncharge_managed(a->device, b);
+    fc_dev_pcie(a->device, b, 0);
 }
 
 void fc_managed_on_launch(struct fc_ctx *ctx)

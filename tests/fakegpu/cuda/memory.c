@@ -425,6 +425,19 @@ static void *managed_host(CUdeviceptr p)
     return h;
 }
 
+/* A copy between host memory and device memory crosses the PCIe link: the GPU's NVML byte
+ * counters see it (rx into the device, tx out of it). Managed and host memory are on the host
+ * side here (copies into managed memory do not migrate it, see managed.c). */
+static void count_link(CUdeviceptr dev, size_t n, bool to_device)
+{
+    pthread_mutex_lock(&fc_lock);
+    struct fc_alloc *a = fc_alloc_find(dev, true);
+    int device = a && a->kind != FC_ALLOC_MANAGED && a->kind != FC_ALLOC_HOST ? a->device : -1;
+    pthread_mutex_unlock(&fc_lock);
+    if (device >= 0)
+        fc_dev_pcie(device, to_device ? 0 : n, to_device ? n : 0);
+}
+
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n)
 {
     CUresult r = check_dev_range(dst, n);
@@ -433,6 +446,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n)
     void *h;
     if (r == CUDA_SUCCESS && n && (h = managed_host(dst)))
         memmove(h, src, n);
+    else if (r == CUDA_SUCCESS && n)
+        count_link(dst, n, true);
     return r;
 }
 
@@ -443,10 +458,12 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n)
         r = fc_check_host_range(dst, n);
     void *h;
     if (r == CUDA_SUCCESS && n) {
-        if ((h = managed_host(src)))
+        if ((h = managed_host(src))) {
             memmove(dst, h, n);
-        else
+        } else {
             memset(dst, 0, n); /* device contents are not simulated */
+            count_link(src, n, false);
+        }
     }
     return r;
 }

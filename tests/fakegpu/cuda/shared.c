@@ -288,6 +288,12 @@ unsigned long long fc_dev_take_evicted(int ordinal)
     return fs_take_evicted(p->gpu, p->gi, p->ci);
 }
 
+void fc_dev_pcie(int ordinal, unsigned long long tx, unsigned long long rx)
+{
+    if (ordinal >= 0 && ordinal < fc_ndev)
+        fs_pcie_count(places[ordinal].gpu, tx, rx);
+}
+
 bool fc_dev_submit(int ordinal, uint32_t ctx, uint32_t stream, uint64_t dur_ns, unsigned width, unsigned flags,
                    struct fc_pos *out)
 {

@@ -1,6 +1,7 @@
 /* device.c: what NVML says about one device: identity, memory, sensors (which follow the
  * simulated load), compute mode. MIG device handles answer for their instance. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakenvml.h"
@@ -226,6 +227,44 @@ nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *w
     if (!width)
         FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
     *width = gpu_of(d)->s.pcie_width;
+    FN_RETURN(NVML_SUCCESS);
+}
+
+/* Field values: only the PCIe byte counters (NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES), cumulative
+ * bytes over the GPU's link since the state was made (common/procs.c counts them from managed
+ * migrations and host<->device copies). VGPU_FAKE_PCIE_COUNTER (read by the process asking):
+ * unset or `64`, 64-bit counters (NVML_VALUE_TYPE_UNSIGNED_LONG_LONG); `32`, 32-bit ones that
+ * wrap at 4 GiB (UNSIGNED_INT: the header says "Value can be wrapped" and does not say at
+ * what width); `none`, NOT_SUPPORTED, as a driver older than 550. MIG device handles answer
+ * NOT_SUPPORTED: the counters are the physical GPU's. Other fields: NOT_SUPPORTED. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+    FN_ENTER_DEV(device, d);
+    if (!values || valuesCount < 0)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    const char *mode = getenv("VGPU_FAKE_PCIE_COUNTER");
+    bool none = mode && strcmp(mode, "none") == 0, narrow = mode && strcmp(mode, "32") == 0;
+    struct fs_gpu *g = gpu_of(d);
+    for (int i = 0; i < valuesCount; i++) {
+        nvmlFieldValue_t *f = &values[i];
+        f->timestamp = (long long)fs_wall_us();
+        f->latencyUsec = 0;
+        memset(&f->value, 0, sizeof f->value);
+        bool pcie = f->fieldId == NVML_FI_DEV_PCIE_COUNT_TX_BYTES || f->fieldId == NVML_FI_DEV_PCIE_COUNT_RX_BYTES;
+        if (!pcie || none || d->gi >= 0) {
+            f->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
+        uint64_t v = f->fieldId == NVML_FI_DEV_PCIE_COUNT_TX_BYTES ? g->pcie_tx : g->pcie_rx;
+        f->nvmlReturn = NVML_SUCCESS;
+        if (narrow) {
+            f->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+            f->value.uiVal = (unsigned int)v;
+        } else {
+            f->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+            f->value.ullVal = v;
+        }
+    }
     FN_RETURN(NVML_SUCCESS);
 }
 
