@@ -197,9 +197,11 @@ struct limits {
     int prio;
 };
 
+/* From r->info, the copy config.c refreshes (after an fstat) when the gate sees the limits change:
+ * a region cut inside its limits page reads as zeros there, no limit (issue 12 item 3). */
 static struct limits read_limits(const struct vgpu_region *r, int dev)
 {
-    const struct vgpu_region_dev_limits *l = &r->hdr->dev[dev];
+    const struct vgpu_region_dev_limits *l = &r->info->dev[dev];
     struct limits x = { atomic_load(&l->core_limit), atomic_load(&l->core_policy) == VGPU_CORE_SOFT,
                         atomic_load(&l->priority) };
     if (x.cap >= 100)
@@ -540,6 +542,12 @@ static void kick_keeper(void)
     if (!keeper_started) {
         sigset_t all, old;
         sigfillset(&all);
+        /* A fault in a thread that blocks its signal kills the process, whatever the handler:
+         * SIGBUS must reach guard.c's when a truncated region faults here (issue 12 item 3). */
+        sigdelset(&all, SIGBUS);
+        sigdelset(&all, SIGSEGV);
+        sigdelset(&all, SIGFPE);
+        sigdelset(&all, SIGILL);
         pthread_sigmask(SIG_SETMASK, &all, &old);   /* the application's handlers never run on it */
         pthread_t t;
         pthread_attr_t a;
