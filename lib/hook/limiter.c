@@ -583,8 +583,9 @@ static uint64_t stall_bound(unsigned cap)
     return 2 * repay > VGPU_SCHED_STALL_NS ? 2 * repay : VGPU_SCHED_STALL_NS;
 }
 
-/* Returns whether the launch was counted in d->inflight (it runs under our lease). */
-static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
+/* Returns whether the launch was counted in d->inflight (it runs under our lease). Never inlined:
+ * in vgpu_limiter_gate it made the fast path spill the stream to the stack and load it back. */
+__attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
 {
     struct vgpu_region *r = vgpu_job();
     if (!r || (unsigned)dev >= vgpu_region_device_count(r))
