@@ -370,9 +370,11 @@ static void why_append(struct vgpu_region *r, const char *s)
 
 /* Replaces r's mappings by private memory: page 0 holds r->info (the last limits seen), the
  * usage is empty. One thread does it (r->fence WHOLE -> FENCING), and only it writes
- * r->damaged_why: `why`, then why_path and why_tail when not NULL (pieces, for a caller that
- * cannot format). Returns 1 when this call fenced it, 0 when another had or is doing it. */
-static int fence(struct vgpu_region *r, const char *why, const char *why_path, const char *why_tail)
+ * r->damaged_why: `why`, then, when why_path is not NULL, why_path (less its ".region" when
+ * as_usage: the split layout's ID.usage is beside ID.region) and why_tail. In pieces, for a
+ * caller that cannot format (a signal handler). Returns 1 when this call fenced it, 0 when
+ * another had or is doing it. */
+static int fence(struct vgpu_region *r, const char *why, const char *why_path, bool as_usage, const char *why_tail)
 {
     int expect = VGPU_FENCE_WHOLE;
     if (!__atomic_compare_exchange_n(&r->fence, &expect, VGPU_FENCE_FENCING, false, __ATOMIC_ACQ_REL,
@@ -382,6 +384,11 @@ static int fence(struct vgpu_region *r, const char *why, const char *why_path, c
     why_append(r, why);
     if (why_path) {
         why_append(r, why_path);
+        size_t n = strlen(r->damaged_why);
+        if (as_usage && n > 7 && !strcmp(r->damaged_why + n - 7, ".region")) {
+            r->damaged_why[n - 7] = '\0';
+            why_append(r, ".usage");
+        }
         why_append(r, why_tail);
     }
     bool ok;
@@ -410,14 +417,15 @@ int vgpu_region_check(struct vgpu_region *r)
         refresh_info(r);
         return 0;
     }
-    char why[sizeof r->damaged_why];
+    char why[sizeof r->damaged_why], upath[sizeof r->path];
     if (!use_ok)
-        snprintf(why, sizeof why, "the usage file of %s was truncated to %lld bytes (expected %zu)", r->path,
-                 (long long)ust.st_size, sizeof(struct vgpu_region_usage));
+        snprintf(why, sizeof why, "the job's usage file %s was truncated to %lld bytes (expected %zu)",
+                 region_usage_path(r->path, upath, sizeof upath) ? upath : r->path, (long long)ust.st_size,
+                 sizeof(struct vgpu_region_usage));
     else
         snprintf(why, sizeof why, "%s was truncated to %lld bytes (expected %llu)", r->path, (long long)st.st_size,
                  (unsigned long long)want);
-    return fence(r, why, NULL, NULL) ? 1 : 2;
+    return fence(r, why, NULL, false, NULL) ? 1 : 2;
 }
 
 bool vgpu_region_maps(const struct vgpu_region *r, const void *addr)
@@ -433,7 +441,8 @@ int vgpu_region_fence_fault(struct vgpu_region *r, const void *addr)
         return 0;
     const char *u = r->map_usage;
     bool in_usage = u && (const char *)addr >= u && (const char *)addr < u + r->map_usage_len;
-    fence(r, in_usage && r->use_fd >= 0 ? "the usage file of " : "", r->path,
+    bool split_usage = in_usage && r->use_fd >= 0;
+    fence(r, split_usage ? "the job's usage file " : "", r->path, split_usage,
           in_usage ? " was truncated under this process (a store or load in its usage part faulted)"
                    : " was truncated under this process (a load of its limits faulted)");
     for (;;) {
