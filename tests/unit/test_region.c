@@ -2,6 +2,7 @@
  * SIGKILLed process, bounds checks, rejection of bad files, modes and the umask. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -627,6 +628,20 @@ static void on_test_bus(int sig, siginfo_t *si, void *uc)
     faults_fenced++;
 }
 
+struct fence_wait {
+    struct vgpu_region *r;
+    int rc;
+    bool done;
+};
+
+static void *wait_fence(void *arg)
+{
+    struct fence_wait *w = arg;
+    w->rc = vgpu_region_fence_fault(w->r, &w->r->hdr->limits_seq);
+    __atomic_store_n(&w->done, true, __ATOMIC_RELEASE);
+    return NULL;
+}
+
 static void test_truncated_fault(void **state)
 {
     (void)state;
@@ -661,6 +676,21 @@ static void test_truncated_fault(void **state)
     assert_int_equal(vgpu_region_check(&j), 2);
     assert_int_equal(vgpu_region_fence_fault(&j, &j.hdr->limits_seq), 1); /* fenced: retry */
     assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 30), -1);  /* the limit holds */
+    /* Another thread still replacing the mappings: the fault waits until it is done; a
+     * replacement that failed is never retried (0: the caller dies as it would have). */
+    __atomic_store_n(&j.fence, VGPU_FENCE_FENCING, __ATOMIC_RELEASE);
+    struct fence_wait w = { .r = &j };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_fence, &w), 0);
+    struct timespec pause_ts = { 0, 100 * 1000 * 1000 };
+    nanosleep(&pause_ts, NULL);
+    assert_false(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE));          /* still waiting */
+    __atomic_store_n(&j.fence, VGPU_FENCE_FENCED, __ATOMIC_RELEASE);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, 1);
+    j.fence = VGPU_FENCE_FAILED;
+    assert_int_equal(vgpu_region_fence_fault(&j, &j.hdr->limits_seq), 0);
+    j.fence = VGPU_FENCE_FENCED;
     vgpu_region_close(&j);
     vgpu_region_remove(&r, &e);
     vgpu_region_close(&r);
