@@ -391,12 +391,11 @@ static int fence(struct vgpu_region *r, const char *why, const char *why_path, b
         }
         why_append(r, why_tail);
     }
-    bool ok;
-    if (r->map_usage)
-        ok = replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, r->hdr_rw == NULL) &
-             replace_mapping(r->map_usage, r->map_usage_len, NULL, 0, false);
-    else
-        ok = replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, false);
+    /* Both, whatever the first gave. */
+    bool ok = replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info,
+                              r->map_usage && r->hdr_rw == NULL);
+    if (r->map_usage && !replace_mapping(r->map_usage, r->map_usage_len, NULL, 0, false))
+        ok = false;
     __atomic_store_n(&r->damaged, true, __ATOMIC_RELEASE);
     __atomic_store_n(&r->fence, ok ? VGPU_FENCE_FENCED : VGPU_FENCE_FAILED, __ATOMIC_RELEASE);
     return 1;
