@@ -24,7 +24,8 @@ static const char usage[] =
     "                 (default normal; low is still served at least once a second)\n"
     "  --mps          run CMD as a client of the MPS daemon ('vgpu mps start'): --core becomes\n"
     "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
-    "                 GPU time) and --mem also its pinned device memory limit\n"
+    "                 GPU time) and --mem also its pinned device memory limit; MPS serves one\n"
+    "                 user at a time (another user's clients make the job wait: said)\n"
     "  --name NAME    a name for vgpu ps/limit/wait (letters, digits, '.', '_', '-'); no other\n"
     "                 job that has not ended may have it\n"
     "  --place POLICY with --mem SIZE (not PCT% or IDX:SIZE) and no --gpu, vgpu chooses one GPU\n"
@@ -46,7 +47,8 @@ static const char usage[] =
     "  --user USER    (root only) run CMD as USER (a name or uid: its groups, and HOME, USER,\n"
     "                 LOGNAME): its limits are root's, which USER's processes can read but not\n"
     "                 change, in the machine-wide directory; vgpu ps/top/limit/wait of root and\n"
-    "                 of USER find the job, and only root can change its limits\n"
+    "                 of USER find the job, and only root can change its limits; with --mps,\n"
+    "                 USER must reach the MPS daemon's pipe directory\n"
     "  -d, --detach   start the job in the background: print its id (one line) and exit 0 once\n"
     "                 it exists. CMD's stdin is /dev/null; its output (and vgpu run's own\n"
     "                 messages from then on) goes to STATEDIR/jobs/ID.log (0600), removed with\n"
@@ -610,7 +612,8 @@ static int cmd_run(int argc, char **argv)
             uuids[d] = spec->dev[d].uuid;
             pinned[d] = spec->dev[d].mem_limit;
         }
-        if (vgpu_mps_client_setup(uuids, pinned, sel.count, core_pct, &e) < 0) {
+        if (vgpu_mps_client_setup(uuids, pinned, sel.count, core_pct,
+                                  vgpu_as_user.on ? vgpu_as_user.uid : getuid(), &e) < 0) {
             rc = run_fail(&e);
             goto out;
         }
@@ -725,6 +728,7 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
         vgpu_as_user.library = library;
+        vgpu_as_user.mps = mps;
     }
     if (vgpu_region_create(&r, jobdir, spec, &e) < 0) {
         rc = run_fail(&e);

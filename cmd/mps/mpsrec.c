@@ -395,8 +395,30 @@ int vgpu_mps_show_status(const char *pipe_dir, const struct vgpu_mps_rec *rec, u
 
 /* ---- vgpu run --mps ------------------------------------------------------------------------------ */
 
+/* MPS runs one user's server at a time and queues the clients of any other user until its
+ * clients end (reference/nvml.md §16): a job of another user would hang in its first CUDA call
+ * with no word why. Said, not refused: the wait ends when those clients do. */
+static void warn_other_user(const char *pipe_dir, uid_t job_uid)
+{
+    char reply[4096];
+    struct vgpu_err e;
+    pid_t servers[64];
+    if (vgpu_mps_cmd(pipe_dir, "get_server_list", reply, sizeof reply, &e) != 0)
+        return;
+    int n = vgpu_mps_parse_pids(reply, servers, 64);
+    for (int i = 0; i < n; i++) {
+        long uid = proc_uid(servers[i]);
+        if (uid < 0 || (uid_t)uid == job_uid)
+            continue;
+        vgpu_warn("--mps: the MPS control daemon on %.1000s serves uid %ld now (server %d); MPS serves one user at "
+                  "a time, so this job (uid %u) waits in its first CUDA call until that user's clients end",
+                  pipe_dir, uid, (int)servers[i], (unsigned)job_uid);
+        return;
+    }
+}
+
 int vgpu_mps_client_setup(const char *const *uuids, const uint64_t *mem, unsigned ndev, unsigned core_pct,
-                          struct vgpu_err *e)
+                          uid_t job_uid, struct vgpu_err *e)
 {
     struct vgpu_mps_rec rec;
     struct vgpu_err ignored;
@@ -424,6 +446,7 @@ int vgpu_mps_client_setup(const char *const *uuids, const uint64_t *mem, unsigne
             }
         }
     }
+    warn_other_user(pipe_dir, job_uid);
     setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
     if (core_pct) {
         char v[16];

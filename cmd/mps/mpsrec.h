@@ -35,9 +35,10 @@ int vgpu_mps_show_status(const char *pipe_dir, const struct vgpu_mps_rec *rec, u
  * /tmp/nvidia-mps), checks that it serves the job's GPUs (uuids[0..ndev)), and sets this
  * process's environment so that the job becomes its client: CUDA_MPS_PIPE_DIRECTORY;
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE when core_pct (0 = none); CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
- * "0=SIZE,1=SIZE..." from mem[d] (job device d; 0 = none). 0, or -1 with e set (no daemon:
- * how to start one). */
+ * "0=SIZE,1=SIZE..." from mem[d] (job device d; 0 = none). Warns when the daemon serves a user
+ * other than job_uid (the job's, vgpu run --user's or the caller's) now: MPS makes the job wait.
+ * 0, or -1 with e set (no daemon: how to start one). */
 int vgpu_mps_client_setup(const char *const *uuids, const uint64_t *mem, unsigned ndev, unsigned core_pct,
-                          struct vgpu_err *e);
+                          uid_t job_uid, struct vgpu_err *e);
 
 #endif

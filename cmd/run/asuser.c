@@ -73,6 +73,18 @@ void vgpu_run_become_user(void)
                   vgpu_as_user.name, region, strerror(errno));
         _exit(VGPU_EXIT_RUN_FAILED);
     }
+    /* An MPS client that cannot connect to the daemon runs outside MPS, and a --mps job has no
+     * GPU time limit of vgpu's (--core is MPS's percentage): it would run unlimited. */
+    const char *pipe = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char control[4200];
+    if (vgpu_as_user.mps && pipe && snprintf(control, sizeof control, "%s/control", pipe) < (int)sizeof control &&
+        access(control, W_OK) != 0) {
+        vgpu_fail(0, "--user %s --mps: %s cannot reach the MPS pipe directory %s (%s: %s), so the job would run "
+                  "outside MPS, without its --core; start the daemon on a pipe directory every user can reach "
+                  "(vgpu mps start --pipe-dir DIR; the default /tmp/nvidia-mps is)", vgpu_as_user.name,
+                  vgpu_as_user.name, pipe, control, strerror(errno));
+        _exit(VGPU_EXIT_RUN_FAILED);
+    }
     /* As runuser(1) does: the user's own identity in the environment. Root's state directory
      * and runtime directory are not the user's: its own vgpu commands find their own. */
     setenv("USER", vgpu_as_user.name, 1);

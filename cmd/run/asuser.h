@@ -12,6 +12,7 @@ struct vgpu_as_user {
     gid_t gid;
     char name[256], home[1024];
     const char *library;        /* the libvgpu.so the command preloads: USER must read it */
+    bool mps;                   /* --mps: USER must reach CUDA_MPS_PIPE_DIRECTORY's control socket */
 };
 extern struct vgpu_as_user vgpu_as_user;
 
@@ -19,7 +20,8 @@ extern struct vgpu_as_user vgpu_as_user;
  * and returns 125 otherwise. */
 int vgpu_run_resolve_user(const char *user);
 /* In the forked child, before exec: USER's groups, gid and uid for good, and USER's HOME, USER,
- * LOGNAME. Exits 125 saying why when that fails or USER cannot read the library or the region. */
+ * LOGNAME. Exits 125 saying why when that fails, or USER cannot read the library or the region,
+ * or (--mps) cannot reach the MPS daemon's control socket. */
 void vgpu_run_become_user(void);
 
 #endif

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -337,25 +338,74 @@ static void refresh_info(struct vgpu_region *r)
 
 /* Moves private memory over [at, at+len) in one step (mremap onto it replaces the old mapping
  * atomically): a thread reading there sees the old page or the new one, never a hole. `page0`
- * is copied to the start first when not NULL; `ro` makes the result read-only. */
-static void replace_mapping(void *at, size_t len, const void *page0, size_t page0_len, bool ro)
+ * is copied to the start first when not NULL; `ro` makes the result read-only. Raw system calls
+ * and memcpy only: this also runs in a SIGBUS handler (vgpu_region_fence_fault), where the
+ * sanitizers' interceptors of mmap are not to be entered. false when it could not be done. */
+static bool replace_mapping(void *at, size_t len, const void *page0, size_t page0_len, bool ro)
 {
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED)
-        return;
+    long m = syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == -1)
+        return false;
     if (page0)
-        memcpy(m, page0, page0_len);
+        memcpy((void *)m, page0, page0_len);
     if (ro)
-        mprotect(m, len, PROT_READ);
-    if (mremap(m, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == MAP_FAILED)
-        munmap(m, len);
+        (void)syscall(SYS_mprotect, m, len, PROT_READ);
+    if (syscall(SYS_mremap, m, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == -1) {
+        (void)syscall(SYS_munmap, m, len);
+        return false;
+    }
+    return true;
+}
+
+/* Appends s to r->damaged_why (async-signal-safe: no snprintf). */
+static void why_append(struct vgpu_region *r, const char *s)
+{
+    size_t n = 0;
+    while (n < sizeof r->damaged_why - 1 && r->damaged_why[n])
+        n++;
+    while (*s && n + 1 < sizeof r->damaged_why)
+        r->damaged_why[n++] = *s++;
+    r->damaged_why[n] = '\0';
+}
+
+/* Replaces r's mappings by private memory: page 0 holds r->info (the last limits seen), the
+ * usage is empty. One thread does it (r->fence WHOLE -> FENCING), and only it writes
+ * r->damaged_why: `why`, then, when why_path is not NULL, why_path (less its ".region" when
+ * as_usage: the split layout's ID.usage is beside ID.region) and why_tail. In pieces, for a
+ * caller that cannot format (a signal handler). Returns 1 when this call fenced it, 0 when
+ * another had or is doing it. */
+static int fence(struct vgpu_region *r, const char *why, const char *why_path, bool as_usage, const char *why_tail)
+{
+    int expect = VGPU_FENCE_WHOLE;
+    if (!__atomic_compare_exchange_n(&r->fence, &expect, VGPU_FENCE_FENCING, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return 0;
+    r->damaged_why[0] = '\0';
+    why_append(r, why);
+    if (why_path) {
+        why_append(r, why_path);
+        size_t n = strlen(r->damaged_why);
+        if (as_usage && n > 7 && !strcmp(r->damaged_why + n - 7, ".region")) {
+            r->damaged_why[n - 7] = '\0';
+            why_append(r, ".usage");
+        }
+        why_append(r, why_tail);
+    }
+    /* Both, whatever the first gave. */
+    bool ok = replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info,
+                              r->map_usage && r->hdr_rw == NULL);
+    if (r->map_usage && !replace_mapping(r->map_usage, r->map_usage_len, NULL, 0, false))
+        ok = false;
+    __atomic_store_n(&r->damaged, true, __ATOMIC_RELEASE);
+    __atomic_store_n(&r->fence, ok ? VGPU_FENCE_FENCED : VGPU_FENCE_FAILED, __ATOMIC_RELEASE);
+    return 1;
 }
 
 int vgpu_region_check(struct vgpu_region *r)
 {
     if (!r || !r->hdr || !r->info)
         return 0;
-    if (__atomic_load_n(&r->damaged, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&r->fence, __ATOMIC_ACQUIRE) != VGPU_FENCE_WHOLE)
         return 2;
     struct stat st;
     uint64_t want = r->info->total_size;
@@ -366,21 +416,47 @@ int vgpu_region_check(struct vgpu_region *r)
         refresh_info(r);
         return 0;
     }
-    /* Two threads may both get here: the second replacement is harmless (same content). */
+    char why[sizeof r->damaged_why], upath[sizeof r->path];
     if (!use_ok)
-        snprintf(r->damaged_why, sizeof r->damaged_why, "the usage file of %s was truncated to %lld bytes "
-                 "(expected %zu)", r->path, (long long)ust.st_size, sizeof(struct vgpu_region_usage));
+        snprintf(why, sizeof why, "the job's usage file %s was truncated to %lld bytes (expected %zu)",
+                 region_usage_path(r->path, upath, sizeof upath) ? upath : r->path, (long long)ust.st_size,
+                 sizeof(struct vgpu_region_usage));
     else
-        snprintf(r->damaged_why, sizeof r->damaged_why, "%s was truncated to %lld bytes (expected %llu)", r->path,
-                 (long long)st.st_size, (unsigned long long)want);
-    if (r->map_usage) {
-        replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, r->hdr_rw == NULL);
-        replace_mapping(r->map_usage, r->map_usage_len, NULL, 0, false);
-    } else {
-        replace_mapping(r->map_limits, r->map_limits_len, r->info, sizeof *r->info, false);
+        snprintf(why, sizeof why, "%s was truncated to %lld bytes (expected %llu)", r->path, (long long)st.st_size,
+                 (unsigned long long)want);
+    return fence(r, why, NULL, false, NULL) ? 1 : 2;
+}
+
+bool vgpu_region_maps(const struct vgpu_region *r, const void *addr)
+{
+    const char *a = addr;
+    const char *l = r ? r->map_limits : NULL, *u = r ? r->map_usage : NULL;
+    return (l && a >= l && a < l + r->map_limits_len) || (u && a >= u && a < u + r->map_usage_len);
+}
+
+int vgpu_region_fence_fault(struct vgpu_region *r, const void *addr)
+{
+    if (!r || !r->info || !vgpu_region_maps(r, addr))
+        return 0;
+    const char *u = r->map_usage;
+    bool in_usage = u && (const char *)addr >= u && (const char *)addr < u + r->map_usage_len;
+    bool split_usage = in_usage && r->use_fd >= 0;
+    fence(r, split_usage ? "the job's usage file " : "", r->path, split_usage,
+          in_usage ? " was truncated under this process (a store or load in its usage part faulted)"
+                   : " was truncated under this process (a load of its limits faulted)");
+    for (;;) {
+        switch (__atomic_load_n(&r->fence, __ATOMIC_ACQUIRE)) {
+        case VGPU_FENCE_FENCED:
+            return 1;
+        case VGPU_FENCE_FENCING:
+            /* Another thread is replacing them (it cannot be this one: fence() touches none of
+             * the mappings it replaces). The retried access would fault again until it is done. */
+            (void)syscall(SYS_sched_yield);
+            continue;
+        default:
+            return 0;       /* FAILED: part of it is still the file's */
+        }
     }
-    bool was = __atomic_exchange_n(&r->damaged, true, __ATOMIC_ACQ_REL);
-    return was ? 2 : 1;
 }
 
 void vgpu_region_close(struct vgpu_region *r)

@@ -87,6 +87,7 @@ static void load(void)
         if (rc <= 0)
             return;                         /* no HAMi variables, or an error already reported */
     }
+    vgpu_guard_region(&region);             /* before anything touches the mappings */
     set_label();
     if (attach())
         job = &region;
@@ -130,8 +131,11 @@ bool vgpu_job_refused(void)
     return true;
 }
 
-/* A region truncated under us (issue 12 item 3) is fenced off by vgpu_region_check: the process
- * keeps the limits it last saw, counts only its own memory from then on, and says so once. */
+/* A region truncated under us (issue 12 item 3) is fenced off, by vgpu_region_check here (the
+ * allocation path, a limits change seen by a launch, exit) or by guard.c's SIGBUS handler (a
+ * launch or the compute limiter touched it first): the process keeps the limits it last saw,
+ * counts only its own memory from then on, and says so once, from here (never from the
+ * handler). */
 static _Atomic bool damage_said;
 
 void vgpu_job_guard(struct vgpu_region *r)
@@ -139,15 +143,18 @@ void vgpu_job_guard(struct vgpu_region *r)
     if (!r)
         return;
     (void)vgpu_region_check(r);
-    if (!r->damaged || atomic_exchange(&damage_said, true))
+    if (!__atomic_load_n(&r->damaged, __ATOMIC_ACQUIRE) || atomic_exchange(&damage_said, true))
         return;
-    char lim[32] = "no";
+    char lim[32] = "no", core[16] = "no";
     uint64_t l = vgpu_region_mem_limit(r, 0);
     if (l)
         vgpu_format_size(l, lim, sizeof lim);
+    unsigned c = atomic_load(&r->info->dev[0].core_limit);
+    if (c && c < 100)
+        snprintf(core, sizeof core, "%u %%", c);
     vgpu_error("%s: the job region is damaged: %s. This process keeps the limits it last saw (%s memory limit "
-               "on its GPU 0%s) and from now on counts only its own memory, not the rest of the job's. Start the "
-               "job again to share one accounting.", label, r->damaged_why, lim,
+               "and %s GPU time limit on its GPU 0%s) and from now on counts only its own memory, not the rest "
+               "of the job's. Start the job again to share one accounting.", label, r->damaged_why, lim, core,
                vgpu_region_device_count(r) > 1 ? ", and the others'" : "");
 }
 
@@ -188,11 +195,16 @@ bool vgpu_job_core_limited(void)
      * leave one sequence paired with the other's answer. */
     static pthread_mutex_t recount = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&recount);
-    seq = atomic_load_explicit(&h->limits_seq, memory_order_acquire);
+    /* The limits from the copy vgpu_region_check refreshes once it has seen the file whole (a
+     * file cut inside the limits page does not fault: the rest of the page reads as zeros, no
+     * limits). The compute limiter reads the same copy. A damaged region is said here too. */
+    vgpu_job_guard(r);
+    const struct vgpu_region_header *k = r->info;
+    seq = atomic_load_explicit(&k->limits_seq, memory_order_acquire);
     bool any = false;
     unsigned n = vgpu_region_device_count(r);
     for (unsigned i = 0; i < n && i < VGPU_REGION_MAX_DEVICES; i++)
-        if (atomic_load(&h->dev[i].core_limit) != 0)
+        if (atomic_load(&k->dev[i].core_limit) != 0)
             any = true;
     atomic_store(&vgpu_gate.one_device, n == 1);
     atomic_store(&vgpu_gate.core_any, any);
@@ -205,8 +217,10 @@ bool vgpu_job_core_limited(void)
 /* A clean exit gives the process's usage back at once instead of waiting for a reaper. */
 __attribute__((destructor)) static void detach_at_exit(void)
 {
-    if (job && atomic_load(&slot_pid) == getpid() && atomic_load(&slot) >= 0)
+    if (job && atomic_load(&slot_pid) == getpid() && atomic_load(&slot) >= 0) {
+        vgpu_job_guard(job);    /* damage nothing faulted on (cut inside page 0) is said at least here */
         vgpu_region_detach(job, atomic_load(&slot));
+    }
 }
 
 /* ---- CUDA ordinals -> job devices, by UUID ----

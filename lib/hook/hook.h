@@ -2,7 +2,8 @@
  *
  * The pieces: real.c finds the real driver/NVML functions (lazily, once); route.c hands our
  * wrappers out through dlsym and cuGetProcAddress; config.c reads the job (VGPU_REGION, or the
- * HAMi-core variables through hami.c); acct.c reserves and releases memory in the job region;
+ * HAMi-core variables through hami.c), and guard.c keeps a truncated job region from killing the
+ * process (SIGBUS); acct.c reserves and releases memory in the job region;
  * ptrtab.c remembers what each allocation charged; mem.c, pool.c, vmm.c, ctx.c, view.c,
  * launch.c and nvml.c are the wrappers. libc, libdl and libpthread only. */
 #ifndef VGPU_HOOK_H
@@ -79,6 +80,10 @@ struct vgpu_region *vgpu_job(void);
 int vgpu_job_slot(void);               /* this process's slot (re-attached after fork) */
 const char *vgpu_job_label(void);      /* "job NAME (ID)" for messages */
 void vgpu_job_guard(struct vgpu_region *r); /* fences a damaged region off, says so once (config.c) */
+/* guard.c: r's mappings are the library's: a SIGBUS fault inside them (the file truncated under
+ * them) replaces them by private memory holding the last limits seen, instead of killing the
+ * process. Installs the library's SIGBUS handler on the first call. */
+void vgpu_guard_region(struct vgpu_region *r);
 /* True when this process has no job and VGPU_FAIL_CLOSED=1: contexts and allocations are refused. */
 bool vgpu_job_refused(void);
 /* Whether any device of the job has a core limit (refreshed when `vgpu limit` changes one). */

@@ -209,9 +209,11 @@ struct limits {
     int prio;
 };
 
+/* From r->info, the copy config.c refreshes (after an fstat) when the gate sees the limits change:
+ * a region cut inside its limits page reads as zeros there, no limit (issue 12 item 3). */
 static struct limits read_limits(const struct vgpu_region *r, int dev)
 {
-    const struct vgpu_region_dev_limits *l = &r->hdr->dev[dev];
+    const struct vgpu_region_dev_limits *l = &r->info->dev[dev];
     struct limits x = { atomic_load(&l->core_limit), atomic_load(&l->core_policy) == VGPU_CORE_SOFT,
                         atomic_load(&l->priority) };
     if (x.cap >= 100)
@@ -600,6 +602,12 @@ static void kick_keeper(void)
     if (!keeper_started) {
         sigset_t all, old;
         sigfillset(&all);
+        /* A fault in a thread that blocks its signal kills the process, whatever the handler:
+         * SIGBUS must reach guard.c's when a truncated region faults here (issue 12 item 3). */
+        sigdelset(&all, SIGBUS);
+        sigdelset(&all, SIGSEGV);
+        sigdelset(&all, SIGFPE);
+        sigdelset(&all, SIGILL);
         pthread_sigmask(SIG_SETMASK, &all, &old);   /* the application's handlers never run on it */
         pthread_t t;
         pthread_attr_t a;
@@ -635,8 +643,9 @@ static uint64_t stall_bound(unsigned cap)
     return 2 * repay > VGPU_SCHED_STALL_NS ? 2 * repay : VGPU_SCHED_STALL_NS;
 }
 
-/* Returns whether the launch was counted in d->inflight (it runs under our lease). */
-static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
+/* Returns whether the launch was counted in d->inflight (it runs under our lease). Never inlined:
+ * in vgpu_limiter_gate it made the fast path spill the stream to the stack and load it back. */
+__attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
 {
     struct vgpu_region *r = vgpu_job();
     if (!r || (unsigned)dev >= vgpu_region_device_count(r))

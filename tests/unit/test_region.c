@@ -2,6 +2,7 @@
  * SIGKILLed process, bounds checks, rejection of bad files, modes and the umask. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -612,6 +613,89 @@ static void test_truncated_fenced(void **state)
     vgpu_region_close(&r);
 }
 
+/* The same damage met first by a load that faults (the launch path reads the mapping without
+ * looking first): a SIGBUS handler calling vgpu_region_fence_fault, as libvgpu.so's does
+ * (lib/hook/guard.c), fences the region, and the retried load reads the last limits seen. */
+static struct vgpu_region *fault_region;
+static volatile int faults_fenced;
+
+static void on_test_bus(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    if (!vgpu_region_fence_fault(fault_region, si->si_addr))
+        _exit(99);                       /* not fenced: the retried load would fault forever */
+    faults_fenced++;
+}
+
+struct fence_wait {
+    struct vgpu_region *r;
+    int rc;
+    bool done;
+};
+
+static void *wait_fence(void *arg)
+{
+    struct fence_wait *w = arg;
+    w->rc = vgpu_region_fence_fault(w->r, &w->r->hdr->limits_seq);
+    __atomic_store_n(&w->done, true, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_truncated_fault(void **state)
+{
+    (void)state;
+    struct vgpu_region r, j;
+    struct vgpu_err e;
+    make_job(&r, 2, 1ULL << 30);
+    assert_int_equal(vgpu_region_open(&j, r.path, VGPU_REGION_JOB, &e), 0);
+    int slot = vgpu_region_attach(&j, &e);
+    assert_true(slot >= 0);
+    assert_int_equal(vgpu_region_fence_fault(&j, &e), 0);              /* not one of its mappings */
+    assert_false(vgpu_region_maps(&j, &e));
+    assert_true(vgpu_region_maps(&j, &j.hdr->limits_seq) && vgpu_region_maps(&j, &j.use->dev[1].used));
+    fault_region = &j;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_test_bus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGBUS, &sa, &old), 0);
+    assert_int_equal(truncate(r.path, 0), 0);
+    /* Nothing looked (no vgpu_region_check): these loads and stores fault, once. */
+    assert_int_equal(atomic_load(&j.hdr->dev[0].mem_limit), 1ULL << 30);
+    assert_int_equal(faults_fenced, 1);
+    atomic_fetch_add(&j.use->dev[0].used, 5);
+    assert_int_equal(atomic_load(&j.use->dev[0].used), 5);
+    assert_int_equal(faults_fenced, 1);
+    assert_int_equal(sigaction(SIGBUS, &old, NULL), 0);
+    assert_true(j.damaged);
+    assert_int_equal(j.fence, VGPU_FENCE_FENCED);
+    assert_non_null(strstr(j.damaged_why, "was truncated under this process (a load of its limits faulted)"));
+    assert_non_null(strstr(j.damaged_why, r.path));
+    assert_int_equal(vgpu_region_check(&j), 2);
+    assert_int_equal(vgpu_region_fence_fault(&j, &j.hdr->limits_seq), 1); /* fenced: retry */
+    assert_int_equal(vgpu_region_reserve(&j, slot, 0, 1ULL << 30), -1);  /* the limit holds */
+    /* Another thread still replacing the mappings: the fault waits until it is done; a
+     * replacement that failed is never retried (0: the caller dies as it would have). */
+    __atomic_store_n(&j.fence, VGPU_FENCE_FENCING, __ATOMIC_RELEASE);
+    struct fence_wait w = { .r = &j };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_fence, &w), 0);
+    struct timespec pause_ts = { 0, 100 * 1000 * 1000 };
+    nanosleep(&pause_ts, NULL);
+    assert_false(__atomic_load_n(&w.done, __ATOMIC_ACQUIRE));          /* still waiting */
+    __atomic_store_n(&j.fence, VGPU_FENCE_FENCED, __ATOMIC_RELEASE);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, 1);
+    j.fence = VGPU_FENCE_FAILED;
+    assert_int_equal(vgpu_region_fence_fault(&j, &j.hdr->limits_seq), 0);
+    j.fence = VGPU_FENCE_FENCED;
+    vgpu_region_close(&j);
+    vgpu_region_remove(&r, &e);
+    vgpu_region_close(&r);
+}
+
 /* The split layout (vgpu run --user): the .region is root's 0640 with the job user's group and
  * holds page 0 only, the .usage is the job user's 0600; a JOB reader maps both, accounts in the
  * usage file, and a truncated usage file is fenced off like a truncated region. Root only. */
@@ -797,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_find_and_stale),
         cmocka_unit_test(test_exited_kept),
         cmocka_unit_test(test_truncated_fenced),
+        cmocka_unit_test(test_truncated_fault),
         cmocka_unit_test(test_split_layout),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -184,7 +184,9 @@ struct vgpu_region {
      * and counts cannot change under a reader that checked them. Its limits are refreshed by
      * vgpu_region_check, and are what the job keeps when the file is damaged. */
     struct vgpu_region_header *info;
-    bool damaged;                       /* vgpu_region_check found the file truncated or replaced */
+    bool damaged;                       /* vgpu_region_check found the file truncated or replaced,
+                                         * or vgpu_region_fence_fault fenced it off */
+    int fence;                          /* VGPU_FENCE_*: who replaces the mappings, and how it went */
     char damaged_why[4200];
     struct vgpu_region_header *hdr_rw;      /* page 0 writable: NULL unless opened ADMIN */
     struct vgpu_region_usage *use;          /* usage part, writable */
@@ -246,6 +248,19 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
  * attach, detach, reap and set_outside check first; reserve and release do not (they are the
  * allocation path: libvgpu.so checks once per driver call, lib/hook/config.c vgpu_job_guard). */
 int vgpu_region_check(struct vgpu_region *r);
+/* r->fence: the mappings are the file's (WHOLE), being replaced by one thread (FENCING: the
+ * others wait), private memory (FENCED), or not all of them could be replaced (FAILED: a fault
+ * there cannot be helped). Only WHOLE -> FENCING -> FENCED|FAILED, once. */
+enum { VGPU_FENCE_WHOLE = 0, VGPU_FENCE_FENCING = 1, VGPU_FENCE_FENCED = 2, VGPU_FENCE_FAILED = 3 };
+/* Whether `addr` lies in one of r's mappings (async-signal-safe). */
+bool vgpu_region_maps(const struct vgpu_region *r, const void *addr);
+/* For a SIGBUS handler (lib/hook/guard.c), after a load or store at `addr`, in one of r's
+ * mappings, faulted (the file was truncated under it): replaces r's mappings in place as
+ * vgpu_region_check does when it finds the damage, and sets r->damaged and r->damaged_why.
+ * Async-signal-safe (system calls and memcpy only; no lock, no allocation). 1: the faulting access
+ * can be retried (the mappings are private memory now, or another thread is replacing them and
+ * the retry waits for it); 0: it cannot (the replacement failed, or addr is not r's). */
+int vgpu_region_fence_fault(struct vgpu_region *r, const void *addr);
 void vgpu_region_close(struct vgpu_region *r);
 /* The uid the job runs as: the region file's owner, or for a split region (vgpu run --user)
  * the job's user recorded in the header. */

@@ -14,7 +14,9 @@
  * Servers: one per user, started when a client appears (or by start_server). A client is a
  * process of the machine with CUDA_MPS_PIPE_DIRECTORY equal to this daemon's pipe directory in
  * its environment and libcuda.so.1 mapped (the daemon scans /proc every 100 ms). A server is a
- * child process named nvidia-cuda-mps-server; it takes the daemon's defaults when it starts and
+ * child process named nvidia-cuda-mps-server, as the user it serves when the daemon is root's (as
+ * the real one; several users' servers run at once here, where the real daemon queues the
+ * clients of a second user until the first one's end); it takes the daemon's defaults when it starts and
  * keeps them. The daemon mirrors its state into the simulated GPU's state file (fs_gpu.mps of
  * each GPU it serves: CUDA_VISIBLE_DEVICES by index or UUID, else all), so the other fakes can
  * see it. VGPU_FAKE_MPS_FAULT (read by -d): "exit" (fails to start: message, exit 1), "die"
@@ -22,7 +24,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -246,6 +250,13 @@ static struct server *start_server(unsigned uid)
             for (int fd = 3; fd < 1024; fd++)
                 close(fd);
             prctl(PR_SET_NAME, "nvidia-cuda-mps-server");
+            /* As the real one: a root daemon's server runs as the user it serves (vgpu mps
+             * status shows its uid). The death signal after, since a uid change clears it. */
+            if (getuid() == 0 && uid != 0) {
+                struct passwd *pw = getpwuid((uid_t)uid);
+                if (setgroups(0, NULL) != 0 || setgid(pw ? pw->pw_gid : (gid_t)uid) != 0 || setuid((uid_t)uid) != 0)
+                    _exit(1);
+            }
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             signal(SIGTERM, SIG_DFL);
             for (;;)
