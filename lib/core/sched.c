@@ -24,6 +24,7 @@
 
 #include "vgpu/exitcode.h"
 #include "vgpu/machinedir.h"
+#include "vgpu/proc.h"
 #include "vgpu/region.h"
 #include "vgpu/sched.h"
 #include "sched_internal.h"
@@ -48,19 +49,29 @@ static bool default_alive(pid_t pid, uint64_t start)
 bool (*vgpu_sched_alive)(pid_t pid, uint64_t start) = default_alive;
 
 /* A process entry is dead when its pid, in our own PID namespace, is gone or reused. An entry
- * of another namespace cannot be judged by pid: it is dead once it has not polled for a minute
- * (a process that never waits holds an entry for nothing). */
+ * of another namespace is judged in that namespace (vgpu_proc_liveness: a walk of our /proc for
+ * its namespace): alive there, it is kept however long it has not polled (a process of a
+ * container that holds no lease and does not wait, between two bursts of work); proven dead, it
+ * goes. When we cannot see its namespace (we live in another container), it is dead once it has
+ * not polled for a minute: a process that never waits holds an entry for nothing, and an entry
+ * we could never free would keep the segment forever. */
 static bool proc_dead(const struct vgpu_sched_proc *p, uint64_t now, uint64_t myns)
 {
     uint64_t pid = atomic_load(&p->pid);
     if (!pid)
         return false;
     uint64_t ns = atomic_load(&p->pidns);
+    if (pid > (uint64_t)INT32_MAX)
+        return true;
     if (ns && myns && ns != myns) {
+        struct vgpu_proc_id id = { .pid = (pid_t)pid, .pidns = (uint32_t)ns, .start = atomic_load(&p->start) };
+        enum vgpu_liveness l = ns <= UINT32_MAX ? vgpu_proc_liveness(&id, NULL) : VGPU_PROC_UNKNOWN;
+        if (l != VGPU_PROC_UNKNOWN)
+            return l == VGPU_PROC_DEAD;
         uint64_t polled = atomic_load(&p->polled);
         return now > polled && now - polled > 60 * 1000000000ULL;
     }
-    return pid > (uint64_t)INT32_MAX || !vgpu_sched_alive((pid_t)pid, atomic_load(&p->start));
+    return !vgpu_sched_alive((pid_t)pid, atomic_load(&p->start));
 }
 
 /* ---- the segment ----------------------------------------------------------------------------------- */

@@ -9,11 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ipc.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/shm.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "vgpu/machinedir.h"
+#include "vgpu/proc.h"
 #include "vgpu/sched.h"
 
 #define MS 1000000ULL
@@ -345,6 +349,85 @@ static void test_segment_life(void **state)
     shmctl(id, IPC_RMID, NULL);
 }
 
+/* A process of the schedule in another PID namespace (vgpu run -- unshare -pf PROG) that has not
+ * polled for minutes is alive all the same: judged in its namespace, its entry is kept (before,
+ * any entry of another namespace silent for 60 s was freed, and its index given to the next
+ * process). Once it is dead, the entry goes. Needs root (a new PID namespace). */
+static void test_other_pidns_entry(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip();
+        return;
+    }
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t mid = fork();
+    assert_true(mid >= 0);
+    if (mid == 0) {   /* a new PID namespace; its first child is pid 1 there and waits */
+        if (unshare(CLONE_NEWPID) != 0)
+            _exit(3);
+        pid_t in = fork();
+        if (in < 0)
+            _exit(4);
+        if (in == 0) {
+            char c;
+            close(go[1]);
+            (void)!read(go[0], &c, 1);
+            _exit(0);
+        }
+        close(go[0]);
+        close(go[1]);   /* only the parent holds the write end: closing it ends the child */
+        int st;
+        waitpid(in, &st, 0);
+        _exit(0);
+    }
+    close(go[0]);
+    /* The namespaced process: mid's only child. */
+    pid_t inner = 0;
+    for (int tries = 0; tries < 200 && !inner; tries++) {
+        char path[64], buf[256];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)mid, (int)mid);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fgets(buf, sizeof buf, f))
+                inner = (pid_t)atoi(buf);
+            fclose(f);
+        }
+        if (!inner)
+            usleep(10000);
+    }
+    if (!inner) {   /* no new PID namespace here (a container without the capability) */
+        close(go[1]);
+        waitpid(mid, NULL, 0);
+        skip();
+        return;
+    }
+    uint32_t ns = vgpu_proc_pidns(inner);
+    uint64_t start = vgpu_proc_start_time(inner);
+    assert_true(ns != 0 && ns != vgpu_proc_pidns(0) && start != 0);
+
+    const char *uuid = "GPU-00000000-1111-2222-3333-555555555555";
+    struct vgpu_sched a;
+    struct vgpu_err e = { 0 };
+    int key = vgpu_sched_key(vgpu_machinedir_path(), uuid);
+    assert_int_equal(vgpu_sched_open(&a, uuid, &e), 0);
+    int j = vgpu_sched_job(&a, 9, 50, false, 0, 1);
+    int p = vgpu_sched_attach(&a, (unsigned)j, 1, start);   /* pid 1 in its own namespace */
+    assert_true(p >= 0);
+    atomic_store(&a.f->procs[p].pidns, (uint64_t)ns);
+    atomic_store(&a.f->procs[p].polled, 1);                 /* silent since boot */
+    shmdt(a.f);                                             /* as a reader that is not in it */
+    assert_int_equal(vgpu_sched_sweep(), 0);                /* alive in its namespace: kept */
+    assert_true(shmget(key, 0, 0) >= 0);
+    close(go[1]);                                           /* it ends */
+    int st;
+    assert_int_equal(waitpid(mid, &st, 0), mid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(vgpu_sched_sweep(), 1);                /* dead (or unseen and silent): freed */
+    assert_true(shmget(key, 0, 0) < 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_same_job_never_preempts),
         cmocka_unit_test(test_garbage_is_bounded),
         cmocka_unit_test(test_segment_life),
+        cmocka_unit_test(test_other_pidns_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
