@@ -88,12 +88,20 @@ except torch.OutOfMemoryError:
 a=torch.randn(4096,4096,device="cuda");b=torch.randn(4096,4096,device="cuda")
 for _ in range(20): c=a@b
 torch.cuda.synchronize();t=time.time();n=0
-while time.time()-t<10: c=a@b;n+=1
+while time.time()-t<5: c=a@b;n+=1
 torch.cuda.synchronize();print(n/(time.time()-t))'
-  bare=$(T python3 -c "$bench" 2>/dev/null | tail -1); hooked=$(T vgpu run --gpu 0 -- python3 -c "$bench" 2>/dev/null | tail -1)
-  ratio=$(python3 -c "print(f'{$hooked/$bare:.4f}')" 2>/dev/null || echo "?")
+  # Three interleaved pairs, the median of their ratios: the GPU slows as it warms up (371 it/s
+  # bare first, 362 a minute later), so one bare run followed by one hooked run read as a 2 %
+  # loss that interleaving showed to be none.
+  ratios="" pairs=""
+  for k in 1 2 3; do
+    bare=$(T python3 -c "$bench" 2>/dev/null | tail -1); hooked=$(T vgpu run --gpu 0 -- python3 -c "$bench" 2>/dev/null | tail -1)
+    ratios="$ratios $(python3 -c "print(f'{$hooked/$bare:.4f}')" 2>/dev/null || echo 0)"
+    pairs="$pairs ${bare%.*}/${hooked%.*}"
+  done
+  ratio=$(printf '%s\n' $ratios | sort -n | sed -n 2p)
   r=$(python3 -c "print('PASS' if $ratio >= 0.99 else 'FAIL')" 2>/dev/null || echo FAIL)
-  row "PyTorch 4096^2 matmul, no limit" $r "bare ${bare:-?} it/s, with libvgpu ${hooked:-?} it/s, ratio $ratio (target >= 0.99)"
+  row "PyTorch 4096^2 matmul, no limit" $r "bare/with libvgpu it/s:$pairs; median ratio $ratio (target >= 0.99)"
 else
   row "PyTorch" SKIP "python3 cannot import torch"
 fi
