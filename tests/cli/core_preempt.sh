@@ -43,24 +43,20 @@ fi
 # client of 8 kernels of 60 us every 5 ms: a preempted holder's drain (two kernels) outlasts the
 # client's request, and often its next one. Before, the client was charged half of every drain
 # (four times what it used), paced each of its launches behind a fence (each waited for a time
-# slice), and the training job ran 82-85 % under its 70 % cap; its p99 was 7.7 ms where plain
-# time-slicing gives 4.3 here.
+# slice), and the training job, undercharged, ran 82-85 % under its 70 % cap (the client's p99
+# was 7.7 ms, 2.5-3.2 after). The latency itself is measured on the GPU (tests/gpu/latency.sh)
+# and in make bench (bench/latency.sh): on a loaded 2-core machine the fake's request latencies
+# move by milliseconds from run to run, too much for a verdict here.
 vgpu run --core 70 --name train -- core_loop -k 2700 -s 64 -t 7 -d 1.5 >"$T_DIR/t.out" 2>&1 &
 sleep 1.5   # the training job runs first, as in the GPU test
 vgpu run --core 30 -- core_loop -m client -k 60 -s 8 -i 5000 -t 4 >"$T_DIR/c.out" 2>&1
 wait
 share=$(sed -n 's/.*late_share=\([0-9.]*\).*/\1/p' "$T_DIR/t.out")
-p99=$(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' "$T_DIR/c.out")
 busy=$(sed -n 's/.*busy=\([0-9.]*\).*/\1/p' "$T_DIR/c.out")
 if awk -v s="${share:-9}" -v b="${busy:-0}" 'BEGIN { exit !(s <= 0.75 && s >= 0.65 - b) }'; then
-  ok "beside a client, long-kernel training keeps its cap ($share of the GPU, client $busy)"
+  ok "beside a client, long-kernel training keeps its cap ($share of the GPU, client $busy; $(grep -o 'p99_ms=[0-9.]*' "$T_DIR/c.out"))"
 else
   not_ok "long-kernel training keeps its cap" "share ${share:-?} (want 0.65-client..0.75); $(cat "$T_DIR/t.out" "$T_DIR/c.out")"
-fi
-if awk -v p="${p99:-99}" 'BEGIN { exit !(p <= 4.0) }'; then
-  ok "the client's p99 beside long-kernel training is at most plain time-slicing's ($p99 ms)"
-else
-  not_ok "client p99 beside long-kernel training" "p99 ${p99:-?} ms (want <= 4.0); $(cat "$T_DIR/c.out")"
 fi
 
 done_testing
