@@ -1,4 +1,5 @@
-/* vgpu top's private pieces: the sampler thread (sampler.c), the job reader (jobs.c), the
+/* vgpu top's private pieces: the sampler thread (sampler.c), host facts (host.c), the job
+ * reader (jobs.c), the
  * text snapshot (text.c) and the ncurses screen (ui.c,
  * ui_draw.c, ui_keys.c: ui.h). The model itself is vgpu/top.h. */
 #ifndef VGPU_CMD_TOP_H
@@ -16,6 +17,8 @@
 
 struct vgpu_nvml;
 struct top_cpu_ent;
+struct top_parent;
+struct pollfd;
 
 struct top_sampler {
     /* shared with the UI thread, under mu */
@@ -34,9 +37,14 @@ struct top_sampler {
     bool shown[VGPU_MAX_GPUS];     /* list positions in the model (--gpu) */
     struct top_gpu hist[VGPU_MAX_GPUS];       /* history carried between samples */
     unsigned long long util_cursor[VGPU_MAX_GPUS];
-    struct top_cpu_ent *cpu;       /* previous CPU times per pid */
+    struct top_cpu_ent *cpu;       /* host facts per pid, sorted (host.c) */
     size_t ncpu, cpu_cap;
-    unsigned nstat_fds;            /* /proc/PID/stat descriptors kept open (sampler.c) */
+    struct top_parent *par;        /* their parents, watched (host.c) */
+    size_t npar, par_cap;
+    struct pollfd *pfd;            /* host.c's poll array */
+    size_t pfd_cap;
+    unsigned nfds;                 /* pidfds kept open (host.c) */
+    int fast;                      /* pidfds and CPU clocks usable (host.c) */
     bool no_kept_fds;              /* a single sample: keep none */
     uint64_t seq;
     long clk_tck;
@@ -74,7 +82,14 @@ int top_job_set_mem(const struct top_job *j, const char *text, struct vgpu_err *
 /* The pids of a job now (for signalling a whole job); returns the count (≤ cap). */
 size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *starts, size_t cap);
 
-/* Host process facts from /proc: start time (clock ticks), uid, command line. */
+/* Host facts of GPU processes (host.c): top_host_poll once per sample, before top_host_facts
+ * for each process, then top_host_sweep. */
+void top_host_init(struct top_sampler *s);
+void top_host_poll(struct top_sampler *s);
+void top_host_facts(struct top_sampler *s, struct top_proc *p, uint64_t mono_ms);
+void top_host_sweep(struct top_sampler *s);
+void top_host_fini(struct top_sampler *s);
+/* A process's start time (clock ticks since boot), from /proc. */
 bool top_proc_start(pid_t pid, unsigned long long *start);
 /* Sends sig to pid only if it still is the process that started at `start`. 0 or -errno
  * (-ESRCH when it is gone or was replaced). */
