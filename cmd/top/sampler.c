@@ -91,6 +91,8 @@ void top_sampler_fini(struct top_sampler *s)
         vgpu_nvml_close(s->nv);
     free(s->list);
     top_host_fini(s);
+    free(s->pbuf);
+    free(s->ubuf);
     top_model_free(s->latest);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -180,7 +182,8 @@ static void gpu_sample(struct top_sampler *s, const struct vgpu_gpu *lg, struct 
         g->valid |= TOP_GV_MIG;
 }
 
-/* NVML's two-call protocol with headroom (nvitop: 2n+5); the count may grow between calls. */
+/* NVML's two-call protocol with headroom (nvitop: 2n+5); the count may grow between calls. The
+ * buffer is the sampler's, kept: one call per GPU while it is large enough. */
 static unsigned list_procs(struct vgpu_nvml *nv, nvmlDevice_t h, nvmlProcessInfo_v2_t **buf, unsigned *cap)
 {
     if (!nv->nvmlDeviceGetComputeRunningProcesses_v3)
@@ -202,43 +205,50 @@ static unsigned list_procs(struct vgpu_nvml *nv, nvmlDevice_t h, nvmlProcessInfo
     return 0;
 }
 
-/* Per-process SM % over the last interval, newest sample per pid; none on MIG (N/A). */
+/* Per-process SM % over the last interval, newest sample per pid; none on MIG (N/A). The buffer
+ * is kept from one sample to the next (NVML's two-call protocol, a count and then the samples,
+ * asked the driver twice per GPU per refresh): one call while it is large enough. */
 static void proc_util(struct top_sampler *s, unsigned pos, nvmlDevice_t h, struct top_model *m, size_t first,
                       size_t last, int gi)
 {
     struct vgpu_nvml *nv = s->nv;
     if (!nv->nvmlDeviceGetProcessUtilization || m->gpus[gi].is_mig)
         return;
-    unsigned n = 0;
-    nvmlReturn_t rc = nv->nvmlDeviceGetProcessUtilization(h, NULL, &n, s->util_cursor[pos]);
-    bool any = rc == NVML_ERROR_NOT_FOUND;   /* no samples newer than the cursor: everyone 0 % */
-    nvmlProcessUtilizationSample_t *smp = NULL;
-    if (rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < 100000 && (smp = calloc(n, sizeof *smp))) {
-        rc = nv->nvmlDeviceGetProcessUtilization(h, smp, &n, s->util_cursor[pos]);
-        if (rc == NVML_SUCCESS) {
-            any = true;
-            unsigned long long newest = s->util_cursor[pos];
-            struct top_pid_ix *ix;
-            size_t nix = top_pid_index(m, first, last, &ix);
-            for (unsigned k = 0; k < n; k++) {
-                if (smp[k].timeStamp > newest)
-                    newest = smp[k].timeStamp;
-                if (smp[k].smUtil > 100)     /* garbage seen in the wild (nvtop #110) */
-                    continue;
-                pid_t pid = (pid_t)smp[k].pid;
-                for (const struct top_pid_ix *x = top_pid_find(ix, nix, pid); x && x < ix + nix && x->pid == pid; x++) {
-                    struct top_proc *p = &m->procs[x->at];
-                    p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
-                    p->valid |= TOP_PV_SM;
-                }
-            }
-            free(ix);
-            s->util_cursor[pos] = newest;
-        } else if (rc == NVML_ERROR_NOT_FOUND) {
-            any = true;
-        }
+    unsigned n = s->ucap;
+    nvmlReturn_t rc = nv->nvmlDeviceGetProcessUtilization(h, s->ucap ? s->ubuf : NULL, &n, s->util_cursor[pos]);
+    for (int tries = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < 100000 && tries < 3; tries++) {
+        unsigned want = n > s->ucap ? n : s->ucap * 2;
+        nvmlProcessUtilizationSample_t *nb = realloc(s->ubuf, want * sizeof *nb);
+        if (!nb)
+            return;
+        s->ubuf = nb;
+        s->ucap = want;
+        n = want;
+        rc = nv->nvmlDeviceGetProcessUtilization(h, s->ubuf, &n, s->util_cursor[pos]);
     }
-    free(smp);
+    /* NOT_FOUND: no samples newer than the cursor, everyone 0 % */
+    bool any = rc == NVML_ERROR_NOT_FOUND;
+    if (rc == NVML_SUCCESS && n <= s->ucap) {
+        any = true;
+        const nvmlProcessUtilizationSample_t *smp = s->ubuf;
+        unsigned long long newest = s->util_cursor[pos];
+        struct top_pid_ix *ix;
+        size_t nix = top_pid_index(m, first, last, &ix);
+        for (unsigned k = 0; k < n; k++) {
+            if (smp[k].timeStamp > newest)
+                newest = smp[k].timeStamp;
+            if (smp[k].smUtil > 100)     /* garbage seen in the wild (nvtop #110) */
+                continue;
+            pid_t pid = (pid_t)smp[k].pid;
+            for (const struct top_pid_ix *x = top_pid_find(ix, nix, pid); x && x < ix + nix && x->pid == pid; x++) {
+                struct top_proc *p = &m->procs[x->at];
+                p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
+                p->valid |= TOP_PV_SM;
+            }
+        }
+        free(ix);
+        s->util_cursor[pos] = newest;
+    }
     if (any)
         for (size_t i = first; i < last; i++)
             m->procs[i].valid |= TOP_PV_SM;   /* NVML lists only processes above 0 % */
@@ -260,8 +270,6 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
             snprintf(m->cuda_version, sizeof m->cuda_version, "%d.%d", s->nv->cuda_version / 1000,
                      s->nv->cuda_version % 1000 / 10);
     }
-    nvmlProcessInfo_v2_t *pbuf = NULL;
-    unsigned pcap = 0;
     for (unsigned i = 0; s->list && i < s->list->count && m->ngpu < TOP_MAX_GPUS; i++) {
         if (!s->shown[i])
             continue;
@@ -281,22 +289,21 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
         /* processes: MIG GPUs list theirs under their MIG devices */
         if (!lg->is_mig && lg->has_mig_mode && lg->mig_current)
             continue;
-        unsigned n = list_procs(s->nv, lg->handle, &pbuf, &pcap);
+        unsigned n = list_procs(s->nv, lg->handle, &s->pbuf, &s->pcap);
         size_t first = m->nproc;
         for (unsigned k = 0; k < n; k++) {
             struct top_proc *p = top_model_add_proc(m);
             if (!p)
                 break;
-            p->pid = (pid_t)pbuf[k].pid;
+            p->pid = (pid_t)s->pbuf[k].pid;
             p->gpu = gi;
-            if (pbuf[k].usedGpuMemory != ~0ULL) {
-                p->gpu_mem = pbuf[k].usedGpuMemory;
+            if (s->pbuf[k].usedGpuMemory != ~0ULL) {
+                p->gpu_mem = s->pbuf[k].usedGpuMemory;
                 p->valid |= TOP_PV_MEM;
             }
         }
         proc_util(s, i, lg->handle, m, first, m->nproc, gi);
     }
-    free(pbuf);
     /* NVML's processes first: their /proc/PID/stat gives the job reader their parents too. */
     size_t nvml_procs = m->nproc;
     top_host_poll(s);

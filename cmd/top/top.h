@@ -14,6 +14,7 @@
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
 #include "vgpu/top.h"
+#include "vgpu_nvml.h"
 
 struct vgpu_nvml;
 struct top_cpu_ent;
@@ -37,6 +38,10 @@ struct top_sampler {
     bool shown[VGPU_MAX_GPUS];     /* list positions in the model (--gpu) */
     struct top_gpu hist[VGPU_MAX_GPUS];       /* history carried between samples */
     unsigned long long util_cursor[VGPU_MAX_GPUS];
+    nvmlProcessInfo_v2_t *pbuf;    /* NVML's process list, kept between samples */
+    unsigned pcap;
+    nvmlProcessUtilizationSample_t *ubuf;   /* NVML's per-process utilisation, kept */
+    unsigned ucap;
     struct top_cpu_ent *cpu;       /* host facts per pid, sorted (host.c) */
     size_t ncpu, cpu_cap;
     struct top_parent *par;        /* their parents, watched (host.c) */

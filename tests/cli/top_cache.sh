@@ -1,7 +1,7 @@
 # vgpu top reads a GPU process's /proc entry once, and again only when something says it may
 # have changed (cmd/top/host.c): the process exited (its pid may now be another's) or its
 # parent exited (it has a new parent). These are the changes that must still show, at a refresh
-# interval (-d), where what was read is kept: CPU % goes on moving, a process reparented when
+# interval (-d), where what was read is kept: CPU % and SM % go on moving, a process reparented when
 # its parent exits stops counting as its old job's, and a pid taken by a new process shows the
 # new process.
 . "$(dirname "$0")/lib.sh"
@@ -33,6 +33,23 @@ if poll_until 10 stopped_ok "$T_DIR/cpu.jsonl" "$busy"; then ok "the busy proces
 else not_ok "the busy process, asleep now, drops under 5 %" "$(top_pid "$T_DIR/cpu.jsonl" "$busy")"; fi
 kill -KILL "$busy" "$idle" "$top1" 2>/dev/null
 wait "$busy" "$idle" "$top1" 2>/dev/null
+
+# SM %: NVML's per-process samples, asked with a buffer kept between refreshes. A process
+# saturating the GPU shows it refresh after refresh; an idle one shows 0 (not N/A).
+core_loop -t 20 > /dev/null 2>&1 & loop=$!
+alloc_probe alloc 64M hold > "$T_DIR/idle2.out" 2>&1 & idle=$!
+wait_until 20 grep -q holding "$T_DIR/idle2.out"
+vgpu top --json -d 0.3 -n 200 > "$T_DIR/sm.jsonl" 2>&1 & top4=$!
+sm_busy() { top_pid "$1" "$2" | jq -e '.sm_percent > 50' >/dev/null; }
+export -f sm_busy
+if poll_until 20 sm_busy "$T_DIR/sm.jsonl" "$loop"; then ok "a process saturating the GPU shows its SM %"
+else not_ok "a process saturating the GPU shows its SM %" "$(top_pid "$T_DIR/sm.jsonl" "$loop")"; fi
+n0=$(wc -l < "$T_DIR/sm.jsonl")
+wait_until 10 lines_gt "$T_DIR/sm.jsonl" $((n0 + 2))
+assert_eq "... still, three refreshes later" true "$(top_pid "$T_DIR/sm.jsonl" "$loop" | jq '.sm_percent > 50')"
+assert_eq "an idle process shows 0 %" 0 "$(top_pid "$T_DIR/sm.jsonl" "$idle" | jq '.sm_percent')"
+kill -KILL "$loop" "$idle" "$top4" 2>/dev/null
+wait "$loop" "$idle" "$top4" 2>/dev/null
 
 # The parent. P, a GPU process that left the limiter, is its job's while its parent Q
 # descends from the job. Q exits and stays a zombie (the job's main process never reaps it):
