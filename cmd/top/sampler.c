@@ -4,6 +4,7 @@
 #include "top.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ static enum top_nvml_status status_of(int code)
 int top_sampler_init(struct top_sampler *s, const char *gpusel, struct vgpu_err *e)
 {
     memset(s, 0, sizeof *s);
+    s->notify[0] = s->notify[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->clk_tck = sysconf(_SC_CLK_TCK);
@@ -87,6 +89,9 @@ int top_sampler_init(struct top_sampler *s, const char *gpusel, struct vgpu_err 
 void top_sampler_fini(struct top_sampler *s)
 {
     top_sampler_stop(s);
+    for (int i = 0; i < 2; i++)
+        if (s->notify[i] >= 0)
+            close(s->notify[i]);
     if (s->nv)
         vgpu_nvml_close(s->nv);
     free(s->list);
@@ -364,6 +369,9 @@ static void *sampler_main(void *arg)
         if (m) {
             top_model_free(s->latest);   /* the UI did not take it: drop it */
             s->latest = m;
+            /* the UI sleeps in poll(2) until this (or a key); a full pipe has a wake-up pending */
+            if (s->notify[1] >= 0 && write(s->notify[1], "", 1) < 0 && errno != EAGAIN)
+                vgpu_debug("vgpu top: waking the screen: %s", strerror(errno));
         }
         s->wake = false;
         struct timespec until;
@@ -389,6 +397,8 @@ int top_sampler_start(struct top_sampler *s, unsigned delay_ms)
     pthread_condattr_destroy(&ca);
     s->delay_ms = delay_ms;
     s->stop = false;
+    if (s->notify[0] < 0 && pipe2(s->notify, O_CLOEXEC | O_NONBLOCK) < 0)
+        s->notify[0] = s->notify[1] = -1;   /* the UI then looks every 50 ms, as it did */
     int rc = pthread_create(&s->thread, NULL, sampler_main, s);
     if (rc != 0)
         return -rc;
@@ -403,6 +413,11 @@ struct top_model *top_sampler_take(struct top_sampler *s)
     s->latest = NULL;
     pthread_mutex_unlock(&s->mu);
     return m;
+}
+
+int top_sampler_notify_fd(const struct top_sampler *s)
+{
+    return s->notify[0];
 }
 
 void top_sampler_set_delay(struct top_sampler *s, unsigned delay_ms)

@@ -30,6 +30,7 @@ struct top_sampler {
     unsigned delay_ms;
     bool started;
     pthread_t thread;
+    int notify[2];                 /* a byte written for each new sample (pipe; -1: none) */
     /* the sampler's own state (only the sampler thread touches it once started) */
     struct vgpu_nvml *nv;
     enum top_nvml_status nvml;
@@ -66,6 +67,9 @@ struct top_model *top_sampler_sample(struct top_sampler *s);
  * top_sampler_take (NULL when nothing new). */
 int top_sampler_start(struct top_sampler *s, unsigned delay_ms);
 struct top_model *top_sampler_take(struct top_sampler *s);
+/* Readable when a new sample may be there (after top_sampler_start; -1 when there is no such
+ * descriptor): the screen sleeps on it and on the terminal, not waking up to look. */
+int top_sampler_notify_fd(const struct top_sampler *s);
 void top_sampler_set_delay(struct top_sampler *s, unsigned delay_ms);
 void top_sampler_wake(struct top_sampler *s);   /* sample again now (after a limit change) */
 void top_sampler_stop(struct top_sampler *s);

@@ -6,6 +6,7 @@
 
 #include <curses.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,8 +135,22 @@ int top_ui_run(struct top_sampler *s, const struct top_ui_opts *o)
     }
     ui_draw(u);   /* at once, before the first sample */
     long refreshes = 0;
-    timeout(50);
+    /* Sleeps in poll(2) until a key or a new sample (the sampler's pipe); getch() then only
+     * collects what has come. It looked every 50 ms, 20 wake-ups a second with nothing to do.
+     * Signals (SIGWINCH for KEY_RESIZE, the quit signals) interrupt the poll. */
+    int wake = top_sampler_notify_fd(s);
+    timeout(wake >= 0 ? 0 : 50);
+    bool first = true;
     while (!u->quit && !got_quit) {
+        if (!first && wake >= 0) {
+            struct pollfd pf[2] = { { .fd = STDIN_FILENO, .events = POLLIN }, { .fd = wake, .events = POLLIN } };
+            if (poll(pf, 2, 1000) > 0 && (pf[1].revents & POLLIN)) {
+                char drain[64];
+                while (read(wake, drain, sizeof drain) > 0) {
+                }
+            }
+        }
+        first = false;
         struct top_model *nm = top_sampler_take(s);
         bool dirty = false;
         if (nm) {
@@ -152,11 +167,14 @@ int top_ui_run(struct top_sampler *s, const struct top_ui_opts *o)
                 }
             }
         }
-        int ch = getch();
-        if (ch != ERR) {
+        for (int ch; !u->quit && (ch = getch()) != ERR;) {
+            if (dirty)
+                ui_draw(u);             /* each key acts on the screen as drawn */
             ui_key(u, ch);
             ui_refresh_rows(u);
             dirty = true;
+            if (wake < 0)
+                break;                  /* one key per look, as getch() waited 50 ms */
         }
         if (dirty)
             ui_draw(u);
