@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 struct json_object *vgpu_json_doc(void)
 {
@@ -14,19 +13,11 @@ struct json_object *vgpu_json_doc(void)
 
 int vgpu_json_emit(struct json_object *doc, bool pretty)
 {
+    int flags = pretty ? JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED : JSON_C_TO_STRING_PLAIN;
+    const char *s = json_object_to_json_string_ext(doc, flags | JSON_C_TO_STRING_NOSLASHESCAPE);
     int rc = 0;
-    size_t len;
-    char *line = pretty ? NULL : vgpu_json_plain(doc, &len);   /* json-c's text, faster (json_write.c) */
-    if (line) {
-        if (fwrite(line, 1, len, stdout) != len || fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
-            rc = -1;
-        free(line);
-    } else {
-        int flags = pretty ? JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED : JSON_C_TO_STRING_PLAIN;
-        const char *s = json_object_to_json_string_ext(doc, flags | JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (fputs(s, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
-            rc = -1;
-    }
+    if (fputs(s, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) == EOF)
+        rc = -1;
     json_object_put(doc);
     return rc;
 }

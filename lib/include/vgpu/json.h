@@ -15,10 +15,6 @@ struct json_object *vgpu_json_doc(void);
 /* Prints the document on stdout (pretty when `pretty`, else one line), frees it.
  * Returns 0, or -1 when stdout could not be written (errno set). */
 int vgpu_json_emit(struct json_object *doc, bool pretty);
-/* The document on one line, exactly as json-c writes it with JSON_C_TO_STRING_PLAIN |
- * JSON_C_TO_STRING_NOSLASHESCAPE, only faster (json_write.c): malloc'd, NUL-terminated, its
- * length in *len. NULL when out of memory. */
-char *vgpu_json_plain(struct json_object *doc, size_t *len);
 
 void vgpu_json_str(struct json_object *o, const char *key, const char *val);   /* NULL → null */
 void vgpu_json_u64(struct json_object *o, const char *key, uint64_t val);
