@@ -263,20 +263,15 @@ static bool job_due(const struct vgpu_region *r, bool careful)
     return careful && !vgpu_region_creator_alive(r);
 }
 
-/* The open region of a listed, readable job (opened on first use), or NULL. */
+/* The open region of a listed, readable job (opened on first use), or NULL. An open region has
+ * just been checked against truncation by top_jobs_read, in this sample: not again here (an
+ * fstat(2) per job per refresh). */
 static struct vgpu_region *job_region(const struct vgpu_job_ref *ref)
 {
     struct open_job *free_slot = NULL;
     for (unsigned i = 0; i < TOP_MAX_JOBS; i++) {
-        if (open_jobs[i].open && strcmp(open_jobs[i].path, ref->path) == 0) {
-            /* Truncated since we opened it: touching the mapping would kill vgpu top (SIGBUS). */
-            if (vgpu_region_check(&open_jobs[i].r) == 0)
-                return &open_jobs[i].r;
-            vgpu_debug("%s; not shown", open_jobs[i].r.damaged_why);
-            vgpu_region_close(&open_jobs[i].r);
-            open_jobs[i].open = false;
-            return NULL;
-        }
+        if (open_jobs[i].open && strcmp(open_jobs[i].path, ref->path) == 0)
+            return &open_jobs[i].r;
         if (!open_jobs[i].open && !free_slot)
             free_slot = &open_jobs[i];
     }
@@ -304,26 +299,58 @@ static void close_unlisted(void)
         }
 }
 
+/* NVML's processes of each GPU that may be outside the limiter (no job, memory known), as
+ * positions in m->procs: gathered once per sample, not scanned again for every job. */
+struct outside_cands {
+    size_t *at;                         /* grouped by GPU: at[first[g] .. first[g + 1]) */
+    size_t first[TOP_MAX_GPUS + 1];
+};
+
+static bool outside_cands(const struct top_model *m, struct outside_cands *c)
+{
+    size_t count[TOP_MAX_GPUS] = { 0 };
+    for (size_t i = 0; i < m->nproc; i++)
+        if (m->procs[i].job < 0 && (m->procs[i].valid & TOP_PV_MEM) && m->procs[i].gpu >= 0 &&
+            m->procs[i].gpu < TOP_MAX_GPUS)
+            count[m->procs[i].gpu]++;
+    c->first[0] = 0;
+    for (unsigned g = 0; g < TOP_MAX_GPUS; g++)
+        c->first[g + 1] = c->first[g] + count[g];
+    c->at = malloc((c->first[TOP_MAX_GPUS] ? c->first[TOP_MAX_GPUS] : 1) * sizeof *c->at);
+    if (!c->at)
+        return false;
+    size_t fill[TOP_MAX_GPUS];
+    memcpy(fill, c->first, sizeof fill);
+    for (size_t i = 0; i < m->nproc; i++)
+        if (m->procs[i].job < 0 && (m->procs[i].valid & TOP_PV_MEM) && m->procs[i].gpu >= 0 &&
+            m->procs[i].gpu < TOP_MAX_GPUS)
+            c->at[fill[m->procs[i].gpu]++] = i;
+    return true;
+}
+
 /* The job's GPU processes outside the limiter (vgpu/outside.h): NVML's processes on its GPUs
  * that belong to no job yet and descend from it. Marked as the job's, summed, and recorded in
  * the region, where the job's own processes count them against the limit. */
-static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r, struct vgpu_outside_memo *memo)
+static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r, const struct outside_cands *c,
+                        struct vgpu_outside_memo *memo)
 {
     const struct vgpu_region_header *info = r->info;
     unsigned ndev = vgpu_region_device_count(r);
     struct top_job *jb = &m->jobs[j];
     for (unsigned d = 0; d < ndev; d++) {
         int g = find_gpu(m, info->dev[d].uuid);
-        if (g < 0)
+        if (g < 0 || g >= TOP_MAX_GPUS)
             continue;
         unsigned pids[128];
         uint64_t bytes[128];
         unsigned n = 0;
-        for (size_t i = 0; i < m->nproc && n < 128; i++)
-            if (m->procs[i].job < 0 && m->procs[i].gpu == g && (m->procs[i].valid & TOP_PV_MEM)) {
-                pids[n] = (unsigned)m->procs[i].pid;
-                bytes[n++] = m->procs[i].gpu_mem;
+        for (size_t k = c->first[g]; k < c->first[g + 1] && n < 128; k++) {
+            const struct top_proc *p = &m->procs[c->at[k]];
+            if (p->job < 0) {           /* an earlier job may have taken it */
+                pids[n] = (unsigned)p->pid;
+                bytes[n++] = p->gpu_mem;
             }
+        }
         struct vgpu_outside o;
         if (!vgpu_outside_find_memo(r, pids, bytes, n, memo, &o))
             return;                     /* NVML's pids are not ours to read (another PID namespace) */
@@ -331,11 +358,13 @@ static void job_outside(struct top_model *m, unsigned j, struct vgpu_region *r, 
         if (!o.count)
             continue;
         for (unsigned k = 0; k < o.count && k < VGPU_OUTSIDE_MAX_PIDS; k++)
-            for (size_t i = 0; i < m->nproc; i++)
-                if (m->procs[i].job < 0 && m->procs[i].gpu == g && m->procs[i].pid == o.pid[k]) {
-                    m->procs[i].job = (int)j;
-                    m->procs[i].outside = true;
+            for (size_t x = c->first[g]; x < c->first[g + 1]; x++) {
+                struct top_proc *p = &m->procs[c->at[x]];
+                if (p->job < 0 && p->pid == o.pid[k]) {
+                    p->job = (int)j;
+                    p->outside = true;
                 }
+            }
         jb->mem_outside += o.bytes;
         if (!jb->outside_count)
             jb->outside_pid = o.pid[0];
@@ -439,10 +468,13 @@ void top_jobs_read(struct top_model *m)
     free(ix);
     memcpy(prev_tab, next, nnext * sizeof next[0]);
     nprev = nnext;
-    if (m->nvml == TOP_NVML_OK)
+    struct outside_cands cands;
+    if (m->nvml == TOP_NVML_OK && outside_cands(m, &cands)) {
         for (unsigned j = 0; j < m->njob; j++)
             if (regions[j])
-                job_outside(m, j, regions[j], &parents);
+                job_outside(m, j, regions[j], &cands, &parents);
+        free(cands.at);
+    }
     vgpu_outside_memo_reset(&parents);   /* parents change: the next sample reads them again */
 }
 

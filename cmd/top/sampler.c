@@ -5,289 +5,20 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
 #include "vgpu/nvml.h"
 
-/* Per-process host facts carried between samples: CPU time for CPU %, and the user and
- * command, read once per (pid, start time). */
-struct top_cpu_ent {
-    pid_t pid;
-    unsigned long long start, ticks;
-    uint64_t at_ms;
-    uid_t uid;
-    char user[32];
-    char cmd[160];
-    bool seen;
-    int fd;                 /* /proc/PID/stat kept open (-1: none): see host_facts */
-};
-
-/* At most this many /proc/PID/stat descriptors are kept open (see host_facts). */
-#define TOP_STAT_FDS 512
-
 static uint64_t now_ms(clockid_t c)
 {
     struct timespec ts;
     clock_gettime(c, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* ---- /proc ---- */
-
-/* Parses /proc/PID/stat from fd (at offset 0): utime+stime and start time (fields 14, 15, 22),
- * and the parent (4). */
-static bool parse_stat_fd(int fd, unsigned long long *ticks, unsigned long long *start, pid_t *ppid)
-{
-    char buf[1024];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0)
-        return false;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');   /* the command may hold spaces and parentheses */
-    if (!p)
-        return false;
-    p += 2;
-    unsigned long long ut = 0, st = 0, start_t = 0;
-    /* after ")": field 3 is state; utime is field 14, stime 15, starttime 22 */
-    int field = 3;
-    for (char *tok = p; tok && *tok; field++) {
-        if (field == 4 && ppid)
-            *ppid = (pid_t)strtol(tok, NULL, 10);
-        else if (field == 14)
-            ut = strtoull(tok, NULL, 10);
-        else if (field == 15)
-            st = strtoull(tok, NULL, 10);
-        else if (field == 22) {
-            start_t = strtoull(tok, NULL, 10);
-            break;
-        }
-        tok = strchr(tok, ' ');
-        if (tok)
-            tok++;
-    }
-    if (ticks)
-        *ticks = ut + st;
-    if (start)
-        *start = start_t;
-    return field == 22;
-}
-
-static bool read_stat(pid_t pid, unsigned long long *ticks, unsigned long long *start)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    bool ok = parse_stat_fd(fd, ticks, start, NULL);
-    close(fd);
-    return ok;
-}
-
-bool top_proc_start(pid_t pid, unsigned long long *start)
-{
-    return read_stat(pid, NULL, start);
-}
-
-int top_signal_checked(pid_t pid, unsigned long long start, int sig)
-{
-    unsigned long long now_start;
-    if (pid <= 0)
-        return -EINVAL;
-    if (!top_proc_start(pid, &now_start) || (start && now_start != start))
-        return -ESRCH;   /* gone, or the pid now belongs to another process */
-    if (kill(pid, sig) < 0)
-        return -errno;
-    return 0;
-}
-
-static void read_cmdline(pid_t pid, char *out, size_t len)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    out[0] = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, out, len - 1);
-    close(fd);
-    if (n <= 0) {
-        out[0] = 0;
-        snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            n = read(fd, out + 1, len - 3);
-            close(fd);
-            if (n > 0) {
-                out[0] = '[';
-                if (out[n] == '\n')
-                    n--;
-                out[n + 1] = ']';
-                out[n + 2] = 0;
-            }
-        }
-        return;
-    }
-    out[n] = 0;
-    while (n > 0 && out[n - 1] == 0)
-        n--;
-    for (ssize_t i = 0; i < n; i++)
-        if (out[i] == 0)
-            out[i] = ' ';
-    top_sanitize(out);
-}
-
-static void user_name(uid_t uid, char *out, size_t len)
-{
-    struct passwd pw, *res = NULL;
-    char buf[1024];
-    if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
-        snprintf(out, len, "%s", res->pw_name);
-    else
-        snprintf(out, len, "%u", (unsigned)uid);
-}
-
-/* s->cpu is kept sorted by pid: a lookup per process per sample, a scan made it grow with the
- * square of the processes. Where pid is, or would be inserted. */
-static size_t cpu_pos(const struct top_sampler *s, pid_t pid)
-{
-    size_t lo = 0, hi = s->ncpu;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->cpu[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static struct top_cpu_ent *cpu_find(struct top_sampler *s, pid_t pid)
-{
-    size_t at = cpu_pos(s, pid);
-    return at < s->ncpu && s->cpu[at].pid == pid ? &s->cpu[at] : NULL;
-}
-
-static void cpu_close(struct top_sampler *s, struct top_cpu_ent *e)
-{
-    if (e->fd >= 0) {
-        close(e->fd);
-        e->fd = -1;
-        s->nstat_fds--;
-    }
-}
-
-/* Fills the host side of a process: user, command, CPU %.
- * /proc/PID/stat is read every sample for every GPU process (CPU %, and the parent for the job
- * reader). Its descriptor is kept open from one sample to the next: opening and closing it was
- * half of the cost, 300 processes a second. A kept descriptor names that process and no other:
- * once it has gone, reads fail (ESRCH) even if its pid has been reused, and the pid is looked
- * up again by path. */
-static void host_facts(struct top_sampler *s, struct top_proc *p, uint64_t mono_ms)
-{
-    unsigned long long ticks, start;
-    pid_t ppid = 0;
-    struct top_cpu_ent *e = cpu_find(s, p->pid);
-    bool ok = false;
-    if (e && e->fd >= 0 && !(ok = parse_stat_fd(e->fd, &ticks, &start, &ppid)))
-        cpu_close(s, e);                /* that process has gone */
-    int fd = -1;
-    if (!ok) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)p->pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        ok = fd >= 0 && parse_stat_fd(fd, &ticks, &start, &ppid);
-        if (!ok && fd >= 0)
-            close(fd), fd = -1;
-    }
-    if (!ok) {
-        snprintf(p->user, sizeof p->user, "?");
-        snprintf(p->cmd, sizeof p->cmd, "(no such process on this host)");
-        return;
-    }
-    p->start = start;
-    top_jobs_note_parent(p->pid, ppid);   /* the job reader's parent chains start here */
-    if (e && e->start != start)
-        e->user[0] = e->cmd[0] = 0, e->at_ms = 0;
-    if (!e) {
-        if (s->ncpu == s->cpu_cap) {
-            size_t cap = s->cpu_cap ? s->cpu_cap * 2 : 64;
-            struct top_cpu_ent *n = realloc(s->cpu, cap * sizeof *n);
-            if (!n) {
-                if (fd >= 0)
-                    close(fd);
-                return;
-            }
-            s->cpu = n;
-            s->cpu_cap = cap;
-        }
-        size_t at = cpu_pos(s, p->pid);
-        memmove(&s->cpu[at + 1], &s->cpu[at], (s->ncpu - at) * sizeof *s->cpu);
-        s->ncpu++;
-        e = &s->cpu[at];
-        memset(e, 0, sizeof *e);
-        e->pid = p->pid;
-        e->fd = -1;
-    }
-    if (fd >= 0) {
-        if (e->fd < 0 && s->nstat_fds < TOP_STAT_FDS && !s->no_kept_fds) {
-            e->fd = fd;
-            s->nstat_fds++;
-        } else {
-            close(fd);
-        }
-    }
-    if (!e->cmd[0] || e->start != start) {
-        char path[64];
-        struct stat st;
-        snprintf(path, sizeof path, "/proc/%d", (int)p->pid);
-        e->uid = stat(path, &st) == 0 ? st.st_uid : (uid_t)-1;
-        user_name(e->uid, e->user, sizeof e->user);
-        read_cmdline(p->pid, e->cmd, sizeof e->cmd);
-        if (!e->cmd[0])
-            snprintf(e->cmd, sizeof e->cmd, "?");
-    }
-    double tck = (double)(s->clk_tck > 0 ? s->clk_tck : 100);
-    if (e->at_ms && e->start == start && mono_ms > e->at_ms && e->at_ms != mono_ms) {
-        p->cpu_pct = (double)(ticks - e->ticks) / tck * 1000.0 / (double)(mono_ms - e->at_ms) * 100.0;
-    } else {
-        /* first sight: the lifetime average, as ps(1) shows it */
-        /* mono_ms is CLOCK_BOOTTIME, start is in ticks since boot */
-        double age_ms = (double)mono_ms - (double)start / tck * 1000.0;
-        p->cpu_pct = age_ms > 0 ? (double)ticks / tck * 1000.0 / age_ms * 100.0 : 0;
-    }
-    if (p->cpu_pct < 0)
-        p->cpu_pct = 0;
-    p->valid |= TOP_PV_CPU;
-    e->start = start;
-    e->ticks = ticks;
-    e->at_ms = mono_ms;
-    e->seen = true;
-    p->uid = e->uid;
-    snprintf(p->user, sizeof p->user, "%s", e->user);
-    snprintf(p->cmd, sizeof p->cmd, "%s", e->cmd);
-}
-
-/* Forgets processes not seen in this sample. */
-static void cpu_sweep(struct top_sampler *s)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < s->ncpu; i++) {
-        if (s->cpu[i].seen) {
-            s->cpu[i].seen = false;
-            s->cpu[o++] = s->cpu[i];
-        } else {
-            cpu_close(s, &s->cpu[i]);
-        }
-    }
-    s->ncpu = o;
 }
 
 /* ---- NVML ---- */
@@ -305,10 +36,12 @@ static enum top_nvml_status status_of(int code)
 int top_sampler_init(struct top_sampler *s, const char *gpusel, struct vgpu_err *e)
 {
     memset(s, 0, sizeof *s);
+    s->notify[0] = s->notify[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->clk_tck = sysconf(_SC_CLK_TCK);
     s->delay_ms = 1000;
+    top_host_init(s);
     struct vgpu_err ne;
     s->nv = vgpu_nvml_open(&ne);
     if (!s->nv) {
@@ -356,12 +89,15 @@ int top_sampler_init(struct top_sampler *s, const char *gpusel, struct vgpu_err 
 void top_sampler_fini(struct top_sampler *s)
 {
     top_sampler_stop(s);
+    for (int i = 0; i < 2; i++)
+        if (s->notify[i] >= 0)
+            close(s->notify[i]);
     if (s->nv)
         vgpu_nvml_close(s->nv);
     free(s->list);
-    for (size_t i = 0; i < s->ncpu; i++)
-        cpu_close(s, &s->cpu[i]);
-    free(s->cpu);
+    top_host_fini(s);
+    free(s->pbuf);
+    free(s->ubuf);
     top_model_free(s->latest);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -451,7 +187,8 @@ static void gpu_sample(struct top_sampler *s, const struct vgpu_gpu *lg, struct 
         g->valid |= TOP_GV_MIG;
 }
 
-/* NVML's two-call protocol with headroom (nvitop: 2n+5); the count may grow between calls. */
+/* NVML's two-call protocol with headroom (nvitop: 2n+5); the count may grow between calls. The
+ * buffer is the sampler's, kept: one call per GPU while it is large enough. */
 static unsigned list_procs(struct vgpu_nvml *nv, nvmlDevice_t h, nvmlProcessInfo_v2_t **buf, unsigned *cap)
 {
     if (!nv->nvmlDeviceGetComputeRunningProcesses_v3)
@@ -473,43 +210,50 @@ static unsigned list_procs(struct vgpu_nvml *nv, nvmlDevice_t h, nvmlProcessInfo
     return 0;
 }
 
-/* Per-process SM % over the last interval, newest sample per pid; none on MIG (N/A). */
+/* Per-process SM % over the last interval, newest sample per pid; none on MIG (N/A). The buffer
+ * is kept from one sample to the next (NVML's two-call protocol, a count and then the samples,
+ * asked the driver twice per GPU per refresh): one call while it is large enough. */
 static void proc_util(struct top_sampler *s, unsigned pos, nvmlDevice_t h, struct top_model *m, size_t first,
                       size_t last, int gi)
 {
     struct vgpu_nvml *nv = s->nv;
     if (!nv->nvmlDeviceGetProcessUtilization || m->gpus[gi].is_mig)
         return;
-    unsigned n = 0;
-    nvmlReturn_t rc = nv->nvmlDeviceGetProcessUtilization(h, NULL, &n, s->util_cursor[pos]);
-    bool any = rc == NVML_ERROR_NOT_FOUND;   /* no samples newer than the cursor: everyone 0 % */
-    nvmlProcessUtilizationSample_t *smp = NULL;
-    if (rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < 100000 && (smp = calloc(n, sizeof *smp))) {
-        rc = nv->nvmlDeviceGetProcessUtilization(h, smp, &n, s->util_cursor[pos]);
-        if (rc == NVML_SUCCESS) {
-            any = true;
-            unsigned long long newest = s->util_cursor[pos];
-            struct top_pid_ix *ix;
-            size_t nix = top_pid_index(m, first, last, &ix);
-            for (unsigned k = 0; k < n; k++) {
-                if (smp[k].timeStamp > newest)
-                    newest = smp[k].timeStamp;
-                if (smp[k].smUtil > 100)     /* garbage seen in the wild (nvtop #110) */
-                    continue;
-                pid_t pid = (pid_t)smp[k].pid;
-                for (const struct top_pid_ix *x = top_pid_find(ix, nix, pid); x && x < ix + nix && x->pid == pid; x++) {
-                    struct top_proc *p = &m->procs[x->at];
-                    p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
-                    p->valid |= TOP_PV_SM;
-                }
-            }
-            free(ix);
-            s->util_cursor[pos] = newest;
-        } else if (rc == NVML_ERROR_NOT_FOUND) {
-            any = true;
-        }
+    unsigned n = s->ucap;
+    nvmlReturn_t rc = nv->nvmlDeviceGetProcessUtilization(h, s->ucap ? s->ubuf : NULL, &n, s->util_cursor[pos]);
+    for (int tries = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < 100000 && tries < 3; tries++) {
+        unsigned want = n > s->ucap ? n : s->ucap * 2;
+        nvmlProcessUtilizationSample_t *nb = realloc(s->ubuf, want * sizeof *nb);
+        if (!nb)
+            return;
+        s->ubuf = nb;
+        s->ucap = want;
+        n = want;
+        rc = nv->nvmlDeviceGetProcessUtilization(h, s->ubuf, &n, s->util_cursor[pos]);
     }
-    free(smp);
+    /* NOT_FOUND: no samples newer than the cursor, everyone 0 % */
+    bool any = rc == NVML_ERROR_NOT_FOUND;
+    if (rc == NVML_SUCCESS && n <= s->ucap) {
+        any = true;
+        const nvmlProcessUtilizationSample_t *smp = s->ubuf;
+        unsigned long long newest = s->util_cursor[pos];
+        struct top_pid_ix *ix;
+        size_t nix = top_pid_index(m, first, last, &ix);
+        for (unsigned k = 0; k < n; k++) {
+            if (smp[k].timeStamp > newest)
+                newest = smp[k].timeStamp;
+            if (smp[k].smUtil > 100)     /* garbage seen in the wild (nvtop #110) */
+                continue;
+            pid_t pid = (pid_t)smp[k].pid;
+            for (const struct top_pid_ix *x = top_pid_find(ix, nix, pid); x && x < ix + nix && x->pid == pid; x++) {
+                struct top_proc *p = &m->procs[x->at];
+                p->sm_pct = smp[k].smUtil;   /* later samples overwrite earlier ones */
+                p->valid |= TOP_PV_SM;
+            }
+        }
+        free(ix);
+        s->util_cursor[pos] = newest;
+    }
     if (any)
         for (size_t i = first; i < last; i++)
             m->procs[i].valid |= TOP_PV_SM;   /* NVML lists only processes above 0 % */
@@ -531,8 +275,6 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
             snprintf(m->cuda_version, sizeof m->cuda_version, "%d.%d", s->nv->cuda_version / 1000,
                      s->nv->cuda_version % 1000 / 10);
     }
-    nvmlProcessInfo_v2_t *pbuf = NULL;
-    unsigned pcap = 0;
     for (unsigned i = 0; s->list && i < s->list->count && m->ngpu < TOP_MAX_GPUS; i++) {
         if (!s->shown[i])
             continue;
@@ -552,31 +294,31 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
         /* processes: MIG GPUs list theirs under their MIG devices */
         if (!lg->is_mig && lg->has_mig_mode && lg->mig_current)
             continue;
-        unsigned n = list_procs(s->nv, lg->handle, &pbuf, &pcap);
+        unsigned n = list_procs(s->nv, lg->handle, &s->pbuf, &s->pcap);
         size_t first = m->nproc;
         for (unsigned k = 0; k < n; k++) {
             struct top_proc *p = top_model_add_proc(m);
             if (!p)
                 break;
-            p->pid = (pid_t)pbuf[k].pid;
+            p->pid = (pid_t)s->pbuf[k].pid;
             p->gpu = gi;
-            if (pbuf[k].usedGpuMemory != ~0ULL) {
-                p->gpu_mem = pbuf[k].usedGpuMemory;
+            if (s->pbuf[k].usedGpuMemory != ~0ULL) {
+                p->gpu_mem = s->pbuf[k].usedGpuMemory;
                 p->valid |= TOP_PV_MEM;
             }
         }
         proc_util(s, i, lg->handle, m, first, m->nproc, gi);
     }
-    free(pbuf);
     /* NVML's processes first: their /proc/PID/stat gives the job reader their parents too. */
     size_t nvml_procs = m->nproc;
+    top_host_poll(s);
     for (size_t i = 0; i < nvml_procs; i++)
-        host_facts(s, &m->procs[i], mono);
+        top_host_facts(s, &m->procs[i], mono);
     top_jobs_read(m);
     top_migration_update(s, m);
     for (size_t i = nvml_procs; i < m->nproc; i++)
-        host_facts(s, &m->procs[i], mono);
-    cpu_sweep(s);
+        top_host_facts(s, &m->procs[i], mono);
+    top_host_sweep(s);
     /* Per-job sums of NVML memory and SM % over the job's host pids, in one pass over the
      * processes sorted by pid (a pass per job, with a scan for duplicates, grew as jobs x
      * processes); distinct pids are counted for a job whose region did not say. */
@@ -628,6 +370,9 @@ static void *sampler_main(void *arg)
         if (m) {
             top_model_free(s->latest);   /* the UI did not take it: drop it */
             s->latest = m;
+            /* the UI sleeps in poll(2) until this (or a key); a full pipe has a wake-up pending */
+            if (s->notify[1] >= 0 && write(s->notify[1], "", 1) < 0 && errno != EAGAIN)
+                vgpu_debug("vgpu top: waking the screen: %s", strerror(errno));
         }
         s->wake = false;
         struct timespec until;
@@ -653,6 +398,8 @@ int top_sampler_start(struct top_sampler *s, unsigned delay_ms)
     pthread_condattr_destroy(&ca);
     s->delay_ms = delay_ms;
     s->stop = false;
+    if (s->notify[0] < 0 && pipe2(s->notify, O_CLOEXEC | O_NONBLOCK) < 0)
+        s->notify[0] = s->notify[1] = -1;   /* the UI then looks every 50 ms, as it did */
     int rc = pthread_create(&s->thread, NULL, sampler_main, s);
     if (rc != 0)
         return -rc;
@@ -667,6 +414,11 @@ struct top_model *top_sampler_take(struct top_sampler *s)
     s->latest = NULL;
     pthread_mutex_unlock(&s->mu);
     return m;
+}
+
+int top_sampler_notify_fd(const struct top_sampler *s)
+{
+    return s->notify[0];
 }
 
 void top_sampler_set_delay(struct top_sampler *s, unsigned delay_ms)

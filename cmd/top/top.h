@@ -1,5 +1,7 @@
-/* vgpu top's private pieces: the sampler thread (sampler.c), the job reader (jobs.c), the
- * text snapshot (text.c) and the ncurses screen (ui.c). The model itself is vgpu/top.h. */
+/* vgpu top's private pieces: the sampler thread (sampler.c), host facts (host.c), the job
+ * reader (jobs.c), the
+ * text snapshot (text.c) and the ncurses screen (ui.c,
+ * ui_draw.c, ui_keys.c: ui.h). The model itself is vgpu/top.h. */
 #ifndef VGPU_CMD_TOP_H
 #define VGPU_CMD_TOP_H
 
@@ -12,9 +14,12 @@
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
 #include "vgpu/top.h"
+#include "vgpu_nvml.h"
 
 struct vgpu_nvml;
 struct top_cpu_ent;
+struct top_parent;
+struct pollfd;
 
 struct top_sampler {
     /* shared with the UI thread, under mu */
@@ -25,6 +30,7 @@ struct top_sampler {
     unsigned delay_ms;
     bool started;
     pthread_t thread;
+    int notify[2];                 /* a byte written for each new sample (pipe; -1: none) */
     /* the sampler's own state (only the sampler thread touches it once started) */
     struct vgpu_nvml *nv;
     enum top_nvml_status nvml;
@@ -33,9 +39,18 @@ struct top_sampler {
     bool shown[VGPU_MAX_GPUS];     /* list positions in the model (--gpu) */
     struct top_gpu hist[VGPU_MAX_GPUS];       /* history carried between samples */
     unsigned long long util_cursor[VGPU_MAX_GPUS];
-    struct top_cpu_ent *cpu;       /* previous CPU times per pid */
+    nvmlProcessInfo_v2_t *pbuf;    /* NVML's process list, kept between samples */
+    unsigned pcap;
+    nvmlProcessUtilizationSample_t *ubuf;   /* NVML's per-process utilisation, kept */
+    unsigned ucap;
+    struct top_cpu_ent *cpu;       /* host facts per pid, sorted (host.c) */
     size_t ncpu, cpu_cap;
-    unsigned nstat_fds;            /* /proc/PID/stat descriptors kept open (sampler.c) */
+    struct top_parent *par;        /* their parents, watched (host.c) */
+    size_t npar, par_cap;
+    struct pollfd *pfd;            /* host.c's poll array */
+    size_t pfd_cap;
+    unsigned nfds;                 /* pidfds kept open (host.c) */
+    int fast;                      /* pidfds and CPU clocks usable (host.c) */
     bool no_kept_fds;              /* a single sample: keep none */
     uint64_t seq;
     long clk_tck;
@@ -52,6 +67,9 @@ struct top_model *top_sampler_sample(struct top_sampler *s);
  * top_sampler_take (NULL when nothing new). */
 int top_sampler_start(struct top_sampler *s, unsigned delay_ms);
 struct top_model *top_sampler_take(struct top_sampler *s);
+/* Readable when a new sample may be there (after top_sampler_start; -1 when there is no such
+ * descriptor): the screen sleeps on it and on the terminal, not waking up to look. */
+int top_sampler_notify_fd(const struct top_sampler *s);
 void top_sampler_set_delay(struct top_sampler *s, unsigned delay_ms);
 void top_sampler_wake(struct top_sampler *s);   /* sample again now (after a limit change) */
 void top_sampler_stop(struct top_sampler *s);
@@ -77,7 +95,14 @@ int top_job_set_mem(const struct top_job *j, const char *text, struct vgpu_err *
 /* The pids of a job now (for signalling a whole job); returns the count (≤ cap). */
 size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *starts, size_t cap);
 
-/* Host process facts from /proc: start time (clock ticks), uid, command line. */
+/* Host facts of GPU processes (host.c): top_host_poll once per sample, before top_host_facts
+ * for each process, then top_host_sweep. */
+void top_host_init(struct top_sampler *s);
+void top_host_poll(struct top_sampler *s);
+void top_host_facts(struct top_sampler *s, struct top_proc *p, uint64_t mono_ms);
+void top_host_sweep(struct top_sampler *s);
+void top_host_fini(struct top_sampler *s);
+/* A process's start time (clock ticks since boot), from /proc. */
 bool top_proc_start(pid_t pid, unsigned long long *start);
 /* Sends sig to pid only if it still is the process that started at `start`. 0 or -errno
  * (-ESRCH when it is gone or was replaced). */

@@ -181,15 +181,19 @@ static int resolve(const struct fs_proc *p, pid_t *host)
 /* Whether the record's process lives, judged where it can be: in its own namespace, or from the
  * host (which sees every namespace). A reader that can see neither keeps it, as the driver does
  * while the process lives. Resolves host pids on the way. */
-static bool record_alive(struct fs_proc *p)
+static bool proc_alive(pid_t pid, unsigned long long start_time, bool own);
+
+/* me: self_id(), asked once per reap by the caller (it costs a getpid(2), and a reap looks at
+ * every record of a GPU: two per record were most of the simulator's system calls in vgpu top). */
+static bool record_alive(struct fs_proc *p, const struct self_id *me)
 {
-    const struct self_id *me = self_id();
+    bool own = me->view_ns == me->pidns;
     if (!p->pidns || p->pidns == me->view_ns)
-        return fs_proc_alive(p->ns_pid, p->start_time);
+        return proc_alive(p->ns_pid, p->start_time, own);
     if (!me->host_proc)
         return true;
     if (p->resolved)
-        return fs_proc_alive(p->pid, p->start_time);
+        return proc_alive(p->pid, p->start_time, own);
     pid_t host = 0;
     int rc = resolve(p, &host);
     if (rc == 1) {
@@ -202,8 +206,14 @@ static bool own_proc(void);
 
 bool fs_proc_alive(pid_t pid, unsigned long long start_time)
 {
+    return proc_alive(pid, start_time, own_proc());
+}
+
+/* own: /proc shows our own namespace (own_proc()). */
+static bool proc_alive(pid_t pid, unsigned long long start_time, bool own)
+{
     /* kill(2) takes pids of our own namespace: a shortcut only when /proc shows that one. */
-    if (own_proc() && kill(pid, 0) != 0 && errno == ESRCH)
+    if (own && kill(pid, 0) != 0 && errno == ESRCH)
         return false;
     /* kill(2) cannot tell a zombie, or a new process that got the pid, from the process: /proc
      * can, but reading it for hundreds of processes at every query costs milliseconds (a real
@@ -232,9 +242,10 @@ void fs_reap_gpu(unsigned gpu)
     struct fs_state *st = fs_state();
     if (gpu >= st->ngpus)
         return;
+    const struct self_id *me = self_id();
     for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
         struct fs_proc *p = &st->gpu[gpu].procs[i];
-        if (p->used && !record_alive(p)) {
+        if (p->used && !record_alive(p, me)) {
             fs_drop_work(gpu, i);    /* a dead process's queued work never runs */
             memset(p, 0, sizeof *p);
         }
