@@ -155,3 +155,9 @@ uint64_t vgpu_sched_used_preempted(uint64_t start, uint64_t tp, uint64_t busy, u
         busy = now - tp;
     return (now - start) - busy / 2;
 }
+
+uint64_t vgpu_sched_idle_need(uint64_t busy)
+{
+    uint64_t need = busy / 10;
+    return need < VGPU_SCHED_IDLE_NS ? VGPU_SCHED_IDLE_NS : need > VGPU_SCHED_IDLE_MAX_NS ? VGPU_SCHED_IDLE_MAX_NS : need;
+}

@@ -356,7 +356,11 @@ static void drain_and_release(struct dstate *d, int dev, bool at_deadline, uint6
         used = vgpu_sched_used_overlapped(start, ov, d->busy_in_ov, d->busy_ns, now);
         vgpu_sched_note_busy(&d->s, lease, d->busy_ns, 0);   /* for a holder we preempted, still draining */
     }
-    vgpu_sched_note_end(&d->s, d->proc, at_deadline && !preempted, now);
+    /* It had work to the end when the lease ran out, and when a preemptor took it: either way its
+     * next launch, right after, is more of the same work, not a request that can preempt (a
+     * preempted job that counted as new work took the lease straight back, and two saturating
+     * --core 60 jobs preempted each other hundreds of times a second: core_preempt.sh). */
+    vgpu_sched_note_end(&d->s, d->proc, at_deadline || preempted, now);
     if (!vgpu_sched_release(&d->s, lease, used, now)) {
         vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
         vgpu_lt_record(VGPU_LT_PREEMPTED, dev, now, used);
@@ -544,8 +548,8 @@ static void *keeper(void *arg)
                             vgpu_sched_note_busy(&d->s, lease, d->busy_ns, 0);
                             vgpu_lt_record(VGPU_LT_IDLE, (int)i, now, 1);
                         }
-                    } else if (wanted && now - atomic_load(&d->idle_since) >= VGPU_SCHED_IDLE_NS) {
-                        give_back = true;
+                    } else if (wanted && now - atomic_load(&d->idle_since) >= vgpu_sched_idle_need(d->busy_ns)) {
+                        give_back = true;   /* idle long enough for the work it did (vgpu_sched_idle_need) */
                     }
                     if (d->in_overlap && !vgpu_sched_overlapping(&d->s, now)) {
                         d->in_overlap = false;   /* the holder we preempted drained */

@@ -31,9 +31,12 @@ if wait_until 5 test -s "$T_DIR/a.pid" && wait_until 5 test -s "$T_DIR/b.pid"; t
   in_band "the client stays under its cap" "$sb" 0 35 "$(cat "$T_DIR/b.out")"
   in_band "the saturating --core 70 job keeps its cap next to a preempting client" "$sa" 65 75 \
     "client $sb%; $(cat "$T_DIR/a.out" "$T_DIR/b.out")"
-  # What the limiter charged the holder (the region's gpu_time_ns) against what it used.
+  # What the limiter charged the holder (the region's gpu_time_ns) against what it used, within
+  # 7 points: the holder's share of each overlap follows the client's busy time as the client's
+  # helper thread sees it (every 0.2 ms, later on a loaded machine); 6-7 points over were seen
+  # under ASan on a busy 2-core machine. Paying all of it, the holder was charged 79 % for 60 %.
   sc=$(( (c1 - c0) * 100 / (t1 - t0) ))
-  in_band "the holder is charged the GPU time it used (charged $sc% of the wall time, used $sa%)" "$(( sc - sa + 50 ))" 45 55 \
+  in_band "the holder is charged the GPU time it used (charged $sc% of the wall time, used $sa%)" "$(( sc - sa + 50 ))" 43 57 \
     "charged-used+50 points"
 else
   not_ok "both jobs started" "$(cat "$T_DIR/a.out" "$T_DIR/b.out")"; wait
@@ -58,5 +61,22 @@ if awk -v s="${share:-9}" -v b="${busy:-0}" 'BEGIN { exit !(s <= 0.75 && s >= 0.
 else
   not_ok "long-kernel training keeps its cap" "share ${share:-?} (want 0.65-client..0.75); $(cat "$T_DIR/t.out" "$T_DIR/c.out")"
 fi
+
+# Two saturating --core 60 jobs (caps adding up to more than the GPU) whose loops pause 0.5 ms
+# after every 8 ms of work, as a loop does when a loaded machine deschedules it between its
+# synchronize and its next launch. A pause longer than VGPU_SCHED_IDLE_NS gave the lease back,
+# which made the next launch new work that preempted the other job: they took the lease from
+# each other at every turn. The pause must be long for the work done (vgpu_sched_idle_need).
+UUID_P=$(fakegpu-ctl show | jq -r '.gpus[0].uuid')
+p0=$(sched_peek "$UUID_P" | tr ' ' '\n' | sed -n 's/^preemptions=//p')
+vgpu run --core 60 -- core_loop -m client -k 1000 -s 8 -i 500 -t 3 >"$T_DIR/s1.out" 2>&1 &
+vgpu run --core 60 -- core_loop -m client -k 1000 -s 8 -i 500 -t 3 >"$T_DIR/s2.out" 2>&1 &
+sleep 2.5   # inside the runs: the schedule is kept while its jobs live
+peek=$(sched_peek "$UUID_P")
+wait
+p1=$(printf '%s\n' "$peek" | tr ' ' '\n' | sed -n 's/^preemptions=//p')
+n=$(( ${p1:-0} - ${p0:-0} ))
+if [ "$n" -le 10 ]; then ok "two saturating --core 60 jobs that pause between bursts do not preempt each other ($n preemptions)"
+else not_ok "two saturating --core 60 jobs that pause between bursts do not preempt each other" "$n preemptions: $peek"; fi
 
 done_testing

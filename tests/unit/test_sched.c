@@ -324,6 +324,18 @@ static void test_overlap_charges(void **state)
     assert_int_equal(holder + preemptor, 17 * ms);
 }
 
+/* A holder asked to yield waits, before giving the lease back, for a tenth of the work it did
+ * (a service's short request: the usual 0.2 ms). */
+static void test_idle_need(void **state)
+{
+    (void)state;
+    const uint64_t ms = 1000000ULL;
+    assert_int_equal(vgpu_sched_idle_need(0), VGPU_SCHED_IDLE_NS);
+    assert_int_equal(vgpu_sched_idle_need(ms), VGPU_SCHED_IDLE_NS);            /* a request */
+    assert_int_equal(vgpu_sched_idle_need(20 * ms), 2 * ms);                   /* a saturating lease */
+    assert_int_equal(vgpu_sched_idle_need(1000 * ms), VGPU_SCHED_IDLE_MAX_NS); /* bounded */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_file_lease),
         cmocka_unit_test(test_file_cap_change),
         cmocka_unit_test(test_overlap_charges),
+        cmocka_unit_test(test_idle_need),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

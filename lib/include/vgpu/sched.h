@@ -64,7 +64,9 @@
 #define VGPU_SCHED_MAX_LEASE_NS (2 * VGPU_SCHED_PERIOD_NS) /* no valid lease is longer (two quanta of 100%) */
 #define VGPU_SCHED_DEBT_NS     (4 * VGPU_SCHED_PERIOD_NS)  /* the most debt a job carries (overruns) */
 #define VGPU_SCHED_IDLE_NS     200000ULL     /* a holder asked to yield gives the lease back after
-                                                * launching nothing for this long */
+                                                * launching nothing for this long, at least
+                                                * (vgpu_sched_idle_need) */
+#define VGPU_SCHED_IDLE_MAX_NS 5000000ULL    /* ... and never needs longer */
 #define VGPU_SCHED_STALL_NS    3000000000ULL /* a launch never waits longer: past it, the schedule is
                                                 * taken as damaged and the process runs unscheduled */
 
@@ -216,8 +218,8 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns);
  * capped to a few ms so that a lease freed without a wake-up is never missed for long). */
 uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
 
-/* Process `proc` gave its lease back at `now`: at its deadline (`held_out`, it had work
- * throughout), or early (idle, preempted, exiting). A waiter under its cap preempts only with new
+/* Process `proc` gave its lease back at `now`: with work to the end (`held_out`: its deadline
+ * passed, or a preemptor took the lease), or early (idle, exiting). A waiter under its cap preempts only with new
  * work: not when its last lease ran out and it wants again within VGPU_SCHED_NEW_WORK_NS. */
 void vgpu_sched_note_end(struct vgpu_sched *s, int proc, bool held_out, uint64_t now);
 /* Process `proc` began to want the GPU at `t` (a launch arrived then; it may have waited for the
@@ -248,6 +250,15 @@ uint64_t vgpu_sched_used_overlapped(uint64_t start, uint64_t ov, uint64_t busy_i
  * but half the time the preemptor had work during the overlap (`busy`, at most now - tp). An
  * out-of-range tp (garbage) reads as start. Pure. */
 uint64_t vgpu_sched_used_preempted(uint64_t start, uint64_t tp, uint64_t busy, uint64_t now);
+/* How long a holder asked to yield must have been idle before it gives the lease back, after
+ * `busy` ns of work in the lease: VGPU_SCHED_IDLE_NS, or a tenth of its busy time when that is
+ * longer (at most VGPU_SCHED_IDLE_MAX_NS). A loaded machine deschedules a saturating loop between
+ * its synchronize and its next launch for longer than VGPU_SCHED_IDLE_NS; giving the lease back
+ * then made its next launch new work that preempted the job it had yielded to, and two --core 60
+ * jobs took the lease from each other at every turn (70 % + 70 % on machine_wide.sh's two
+ * simulated GPUs). A request of a service is short: its lease goes back after the usual 0.2 ms.
+ * Pure. */
+uint64_t vgpu_sched_idle_need(uint64_t busy);
 /* The overlap mark (see vgpu_sched_used_overlapped). */
 uint64_t vgpu_sched_overlap_mark(struct vgpu_sched *s);
 /* True while a holder preempted by the current lease is still draining (the mark ahead of now,
