@@ -24,6 +24,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -167,15 +168,6 @@ static void read_cmdline(pid_t pid, char *out, size_t len)
     top_sanitize(out);
 }
 
-static void user_name(uid_t uid, char *out, size_t len)
-{
-    struct passwd pw, *res = NULL;
-    char buf[1024];
-    if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
-        snprintf(out, len, "%s", res->pw_name);
-    else
-        snprintf(out, len, "%u", (unsigned)uid);
-}
 
 /* The process's CPU time (all its threads, those gone included), in ns: its CPU clock,
  * MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) as clock_getcpuclockid(3) makes it, without the
@@ -197,19 +189,30 @@ static int pidfd_open(pid_t pid)
 
 /* ---- the tables ---- */
 
-/* s->cpu is kept sorted by pid: a lookup per process per sample, a scan made it grow with the
- * square of the processes. Where pid is, or would be inserted. */
-static size_t cpu_pos(const struct top_sampler *s, pid_t pid)
+/* s->cpu and s->par are kept sorted by pid (each entry starts with its pid): a lookup per
+ * process per sample, a scan made it grow with the square of the processes. Where pid is, or
+ * would be inserted, among n entries of `size` bytes. */
+static size_t pid_pos(const void *base, size_t n, size_t size, pid_t pid)
 {
-    size_t lo = 0, hi = s->ncpu;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->cpu[mid].pid < pid)
+        pid_t at;
+        memcpy(&at, (const char *)base + mid * size, sizeof at);
+        if (at < pid)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+_Static_assert(offsetof(struct top_cpu_ent, pid) == 0 && offsetof(struct top_parent, pid) == 0,
+               "pid_pos reads the pid at the start of each entry");
+
+static size_t cpu_pos(const struct top_sampler *s, pid_t pid)
+{
+    return pid_pos(s->cpu, s->ncpu, sizeof *s->cpu, pid);
 }
 
 static struct top_cpu_ent *cpu_find(struct top_sampler *s, pid_t pid)
@@ -229,15 +232,7 @@ static void cpu_unwatch(struct top_sampler *s, struct top_cpu_ent *e)
 
 static size_t par_pos(const struct top_sampler *s, pid_t pid)
 {
-    size_t lo = 0, hi = s->npar;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->par[mid].pid < pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return pid_pos(s->par, s->npar, sizeof *s->par, pid);
 }
 
 static struct top_parent *par_find(struct top_sampler *s, pid_t pid)
@@ -428,7 +423,7 @@ void top_host_facts(struct top_sampler *s, struct top_proc *p, uint64_t mono_ms)
         struct stat st;
         snprintf(path, sizeof path, "/proc/%d", (int)p->pid);
         e->uid = stat(path, &st) == 0 ? st.st_uid : (uid_t)-1;
-        user_name(e->uid, e->user, sizeof e->user);
+        top_owner_name(e->uid, e->user, sizeof e->user);
         read_cmdline(p->pid, e->cmd, sizeof e->cmd);
         if (!e->cmd[0])
             snprintf(e->cmd, sizeof e->cmd, "?");

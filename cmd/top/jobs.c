@@ -35,7 +35,7 @@ static uint64_t mono_ns(void)
 }
 
 /* uid -> name, cached: getpwuid_r reads /etc/passwd (or asks NSS) every time. */
-static void owner_name(uid_t uid, char *out, size_t len)
+void top_owner_name(uid_t uid, char *out, size_t len)
 {
     static struct { uid_t uid; char name[32]; } cache[16];
     static unsigned ncache;
@@ -137,7 +137,7 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
     snprintf(jb->name, sizeof jb->name, "%s", k->name[0] ? k->name : k->id);
     top_sanitize(jb->name);
     jb->uid = k->owner_uid;
-    owner_name(jb->uid, jb->owner, sizeof jb->owner);
+    top_owner_name(jb->uid, jb->owner, sizeof jb->owner);
     job_gpus_text(m, k, jb->gpus, sizeof jb->gpus);
     bool all_limited = ndev > 0;
     uint64_t gpu_ns = 0, thr_ns = 0;
@@ -453,7 +453,7 @@ void top_jobs_read(struct top_model *m)
             snprintf(jb->name, sizeof jb->name, "%s", ref->name[0] ? ref->name : ref->id);
             top_sanitize(jb->name);
             jb->uid = ref->owner;
-            owner_name(jb->uid, jb->owner, sizeof jb->owner);
+            top_owner_name(jb->uid, jb->owner, sizeof jb->owner);
             m->njob++;
             continue;
         }

@@ -118,4 +118,7 @@ struct top_ui_opts {
 };
 int top_ui_run(struct top_sampler *s, const struct top_ui_opts *o);
 
+/* uid -> user name (the uid as a number when it has none), cached (jobs.c). */
+void top_owner_name(uid_t uid, char *out, size_t len);
+
 #endif
