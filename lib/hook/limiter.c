@@ -529,8 +529,14 @@ static void *keeper(void *arg)
                 /* Idle is no launch and nothing in flight for a whole VGPU_SCHED_IDLE_NS, so that a
                  * process between a synchronize and its next launch is not taken for idle. */
                 bool quiet = atomic_exchange(&d->touched, 0) == 0;
-                pthread_mutex_lock(&d->mu);
-                if (atomic_load(&d->lease) == lease) {
+                /* Launched since the last look, seen busy then too, and no overlap that just
+                 * ended: nothing changes, and d->mu (which a launch holds through a fence wait) is
+                 * not taken. Within a lease idle_since == 0 exactly while busy_from != 0. */
+                bool look = quiet || atomic_load(&d->idle_since) ||
+                            (d->in_overlap && !vgpu_sched_overlapping(&d->s, now));
+                if (look)
+                    pthread_mutex_lock(&d->mu);
+                if (look && atomic_load(&d->lease) == lease) {
                     if (quiet)
                         quiet = !work_in_flight(d);
                     if (!quiet) {
@@ -556,7 +562,8 @@ static void *keeper(void *arg)
                         d->busy_in_ov = d->busy_ns + (d->busy_from ? now - d->busy_from : 0);
                     }
                 }
-                pthread_mutex_unlock(&d->mu);
+                if (look)
+                    pthread_mutex_unlock(&d->mu);
                 if (!give_back && now + VGPU_SCHED_IDLE_NS < next)
                     next = now + VGPU_SCHED_IDLE_NS;
                 if (give_back)
