@@ -352,9 +352,9 @@ int vgpu_region_reap_maybe(struct vgpu_region *r)
         return 0;
     uint64_t now = region_monotonic_ns();
     uint64_t last = atomic_load_explicit(&r->use->last_reap_ns, memory_order_relaxed);
-    if (now - last < 1000000000ULL && last <= now)
+    if (now - last < VGPU_REGION_REAP_NS && last <= now)
         return 0;
-    /* One process per second does the walk; the others go on. */
+    /* One process per period does the walk; the others go on. */
     if (!atomic_compare_exchange_strong(&r->use->last_reap_ns, &last, now))
         return 0;
     return vgpu_region_reap(r);

@@ -41,4 +41,16 @@ static inline const struct vgpu_sched_job *ld_job_of(const struct vgpu_sched_fil
     return jn < VGPU_SCHED_MAX_JOBS ? &f->jobs[jn] : NULL;
 }
 
+/* A waiter of job `w` may preempt a holder of job `h` whose lease began at `start`
+ * (sched_lease.c); `new_work`: its work arrived during that lease; `request`: and its last lease
+ * was given back idle. */
+bool vgpu_sched_outranks(const struct vgpu_sched_job *w, const struct vgpu_sched_job *h, uint64_t start,
+                         uint64_t now, bool new_work, bool request);
+/* Job `j`, holding a lease since `start` (or not: start = now), is under its cap: its credit, less
+ * the lease not yet settled, is near its burst (one and a half quanta). */
+bool vgpu_sched_under_cap(const struct vgpu_sched_job *j, uint64_t start, uint64_t now);
+/* Job `j`'s credit at `now`, less the lease held since `start` (not settled yet); *quantum its
+ * quantum. */
+int64_t vgpu_sched_credit_now(const struct vgpu_sched_job *j, uint64_t start, uint64_t now, int64_t *quantum);
+
 #endif

@@ -77,9 +77,58 @@ void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
         atomic_store(&s->f->overlap_until, now + VGPU_SCHED_OVERLAP_NS);
 }
 
-/* A waiter of another job: take the lease from the holder at once (entitled, and with higher
- * priority or credit near its burst), or ask it to give the lease back once idle (see
- * vgpu/sched.h). true when the lease is now ours (*lease_out, *end). */
+/* Whether a waiter of job `w` may preempt a holder of job `h` whose lease began at `start` (see
+ * vgpu/sched.h). Only an entitled waiter (credit of a quantum) preempts: one of higher priority
+ * always; one of equal priority with new work (it began to wait during this lease) when its last
+ * lease was given back idle (`request`: a service's, not a saturating job's), or else when its
+ * credit is near its burst (under its cap) and the holder's is not. Caps adding up to more than
+ * 100 % leave two saturating jobs both under their caps: they would take the lease from each
+ * other at every turn. A service's request needed the same until a holder that keeps clear of it
+ * (vgpu_sched_keep_clear) fell under its cap now and then, or one slow request spent the
+ * service's credit: the next request then waited for the whole lease, 14-48 ms on the simulated
+ * GPU (core_clear.sh). */
+bool vgpu_sched_outranks(const struct vgpu_sched_job *w, const struct vgpu_sched_job *h, uint64_t start,
+                         uint64_t now, bool new_work, bool request)
+{
+    unsigned cap = ld_cap(w);
+    if (!cap)
+        return false;
+    int64_t cr;
+    uint64_t ct;
+    ld_credit(w, cap, now, &cr, &ct);
+    int64_t credit = vgpu_sched_credit_at(cr, ct, cap, now);
+    int64_t q = (int64_t)vgpu_sched_quantum(cap);
+    if (credit < q)
+        return false;   /* only an entitled waiter preempts */
+    if (ld_prio(w) > ld_prio(h))
+        return true;
+    if (!new_work || ld_prio(w) != ld_prio(h))
+        return false;
+    if (request)
+        return true;
+    return credit >= 2 * q - q / 2 && !vgpu_sched_under_cap(h, start, now);
+}
+
+int64_t vgpu_sched_credit_now(const struct vgpu_sched_job *j, uint64_t start, uint64_t now, int64_t *quantum)
+{
+    unsigned cap = ld_cap(j);
+    int64_t cr;
+    uint64_t ct;
+    ld_credit(j, cap, now, &cr, &ct);
+    *quantum = (int64_t)vgpu_sched_quantum(cap);
+    int64_t held = start < now ? (int64_t)(now - start) : 0;
+    return vgpu_sched_credit_at(cr, ct, cap, now) - held;   /* not settled yet */
+}
+
+bool vgpu_sched_under_cap(const struct vgpu_sched_job *j, uint64_t start, uint64_t now)
+{
+    int64_t q;
+    return vgpu_sched_credit_now(j, start, now, &q) >= 2 * q - q / 2;
+}
+
+/* A waiter of another job: take the lease from the holder at once (vgpu_sched_outranks), or ask
+ * it to give the lease back once idle (see vgpu/sched.h). true when the lease is now ours
+ * (*lease_out, *end). */
 static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, uint64_t now, uint64_t *lease_out,
                            uint64_t *end)
 {
@@ -95,33 +144,23 @@ static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, 
     ld_credit(mine, cap, now, &cr, &ct);
     int64_t credit = vgpu_sched_credit_at(cr, ct, cap, now);
     int64_t q = (int64_t)vgpu_sched_quantum(cap);
-    /* Only an entitled waiter preempts; anyone waiting asks the holder to give back a lease it is
-     * not using (idle lease time is charged, and would be lost to everyone). "Under its cap" is
-     * credit near the burst; a waiter under its cap preempts only a holder that is not (caps
-     * adding up to more than 100 % leave two saturating jobs both under their caps: they would
-     * take the lease from each other at every turn). */
-    bool urgent = credit >= q && ld_prio(mine) > ld_prio(theirs);
-    /* Under its cap, it preempts only with work that arrived during this lease (it began to
-     * wait after the grant): a request of a service. A job that was already waiting when the
-     * lease was granted is a saturating one kept to its cap; taking the lease from a holder
-     * whose queue is full makes the two overlap for the whole drain (tens of ms with long
-     * kernels), and two such jobs then take it from each other at every turn (on the H100, a
-     * 30/70 pair of 15 ms kernels reached 75 % of the GPU together, every lease preempted). */
+    /* Anyone waiting who may not preempt asks the holder to give back a lease it is not using
+     * (idle lease time is charged, and would be lost to everyone). New work arrived during this
+     * lease: a job that was already waiting when the lease was granted is a saturating one kept
+     * to its cap; taking the lease from a holder whose queue is full makes the two overlap for
+     * the whole drain (tens of ms with long kernels), and two such jobs then take it from each
+     * other at every turn (on the H100, a 30/70 pair of 15 ms kernels reached 75 % of the GPU
+     * together, every lease preempted). */
     uint64_t ws = atomic_load(&f->procs[proc].want_since);
     uint64_t rel = atomic_load(&f->procs[proc].released);
-    bool saturating = atomic_load(&f->procs[proc].held_out) && ws < rel + VGPU_SCHED_NEW_WORK_NS;
-    bool new_work = ws >= atomic_load(&f->lease_start) && !saturating;
-    if (!urgent && new_work && credit >= q && credit >= 2 * q - q / 2 && ld_prio(mine) == ld_prio(theirs)) {
-        unsigned hcap = ld_cap(theirs);
-        int64_t hcr;
-        uint64_t hct;
-        ld_credit(theirs, hcap, now, &hcr, &hct);
-        int64_t hq = (int64_t)vgpu_sched_quantum(hcap);
-        uint64_t start = atomic_load(&f->lease_start);
-        int64_t held = start < now ? (int64_t)(now - start) : 0;
-        int64_t theirs_now = vgpu_sched_credit_at(hcr, hct, hcap, now) - held;   /* not settled yet */
-        urgent = theirs_now < 2 * hq - hq / 2;
-    }
+    bool held_out = atomic_load(&f->procs[proc].held_out) != 0;
+    bool saturating = held_out && ws < rel + VGPU_SCHED_NEW_WORK_NS;
+    uint64_t start = atomic_load(&f->lease_start);
+    bool new_work = ws >= start && !saturating;
+    /* A request: its last lease was given back idle (a process that never had one is not yet
+     * known to be a service). */
+    bool request = new_work && !held_out && rel != 0;
+    bool urgent = vgpu_sched_outranks(mine, theirs, start, now, new_work, request);
     if (urgent) {
         /* The lease passes now; the holder sees it gone at its next launch (or its helper, woken
          * below), stops launching and charges its time until its queued work is done. That work

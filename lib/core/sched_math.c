@@ -161,3 +161,18 @@ uint64_t vgpu_sched_idle_need(uint64_t busy)
     uint64_t need = busy / 10;
     return need < VGPU_SCHED_IDLE_NS ? VGPU_SCHED_IDLE_NS : need > VGPU_SCHED_IDLE_MAX_NS ? VGPU_SCHED_IDLE_MAX_NS : need;
 }
+
+/* ---- keeping clear of a job expected back ------------------------------------------------------ */
+
+uint64_t vgpu_sched_clear_until(uint64_t now, uint64_t work_ns, uint64_t new_ns, uint64_t back_at, uint64_t gap,
+                                uint64_t tol)
+{
+    if (!back_at || !gap || back_at + tol <= now || back_at > now + VGPU_SCHED_CLEAR_AHEAD_NS)
+        return 0;   /* no guess, past (it came back, or it did not), or not believable */
+    uint64_t until = back_at + tol;
+    if (work_ns <= until - now)
+        return 0;   /* ends in time */
+    if (new_ns > gap + tol)
+        return 0;   /* would not fit between two of its requests either: waiting only idles the GPU */
+    return until;
+}

@@ -48,7 +48,7 @@ __attribute__((destructor)) static void lt_write(void)
 {
     if (!recs)
         return;
-    static const char *const names[] = { "want", "grant", "end", "release", "preempted", "fence", "idle" };
+    static const char *const names[] = { "want", "grant", "end", "release", "preempted", "fence", "idle", "clear" };
     char path[4096];
     snprintf(path, sizeof path, "%s/lease.%d", dir, (int)getpid());
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

@@ -18,6 +18,7 @@ enum vgpu_lt_event {
     VGPU_LT_PREEMPTED, /* drained after a preemptor took the lease */
     VGPU_LT_FENCE,     /* a launch waited for a pacing fence (ARG: how long) */
     VGPU_LT_IDLE,      /* the helper saw the lease idle (ARG 1), or busy again after that (ARG 0) */
+    VGPU_LT_CLEAR,     /* gave the lease back to keep clear of a job due back (ARG: for how long) */
 };
 
 void vgpu_lt_record(enum vgpu_lt_event ev, int dev, uint64_t t, uint64_t arg);

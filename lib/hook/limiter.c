@@ -67,6 +67,8 @@
  * drains (see pace). */
 #define OVERLAP_FENCES 2
 #define MAX_FENCES (2 + OVERLAP_FENCES)
+/* Idle gaps remembered for the guess of our next return (expected_gap). */
+#define GAPS 8
 
 struct dstate {
     pthread_mutex_t mu;
@@ -101,6 +103,14 @@ struct dstate {
     unsigned max_fences;         /* outstanding fences allowed: 2, or 1 when one launch alone is
                                   * longer than two intervals' worth (long kernels) */
     bool have_done;              /* `done` was recorded in this lease and has completed */
+    uint64_t interval_ns;        /* GPU time of the last interval measured while the GPU was behind */
+    /* keeping clear (vgpu/sched.h): */
+    uint64_t clear_until;        /* queue nothing before this: a job we keep clear of is due */
+    uint64_t gone_idle_at;       /* our last lease was given back idle then (0: it was not) */
+    uint64_t gaps[GAPS];         /* our recent idle gaps: from gone_idle_at to the next want */
+    unsigned ngaps, gap_next;
+    _Atomic bool service;        /* we publish expected returns: give the lease back once idle,
+                                  * wanted or not, so that the time we went idle is seen */
 };
 
 static struct dstate devs[MAX_DEV];
@@ -296,6 +306,50 @@ static void track(struct dstate *d, CUstream stream, bool ptsz)
         d->whole_ctx = true;
 }
 
+/* The idle gap we expect before our next want: the second shortest of the last GAPS (one early
+ * request does not move it), once there are four; 0 before. */
+static uint64_t expected_gap(const struct dstate *d)
+{
+    if (d->ngaps < 4)
+        return 0;
+    uint64_t a = UINT64_MAX, b = UINT64_MAX;   /* shortest, second shortest */
+    for (unsigned i = 0; i < d->ngaps; i++) {
+        uint64_t g = d->gaps[i];
+        if (g < a) {
+            b = a;
+            a = g;
+        } else if (g < b) {
+            b = g;
+        }
+    }
+    return b;
+}
+
+static void note_gap(struct dstate *d, uint64_t arrived)
+{
+    if (d->gone_idle_at && arrived > d->gone_idle_at && arrived - d->gone_idle_at < VGPU_SCHED_CLEAR_AHEAD_NS) {
+        d->gaps[d->gap_next] = arrived - d->gone_idle_at;
+        d->gap_next = (d->gap_next + 1) % GAPS;
+        if (d->ngaps < GAPS)
+            d->ngaps++;
+        atomic_store(&d->service, expected_gap(d) != 0);
+    }
+    d->gone_idle_at = 0;
+}
+
+/* GPU work that would be queued with one more interval launched now: the outstanding fences'
+ * intervals, the launches since the last fence (when the lease launched anything) and the new
+ * interval, each as long as the last one measured. */
+static uint64_t interval_of(const struct dstate *d)
+{
+    return d->interval_ns ? d->interval_ns : FENCE_TARGET_NS;
+}
+
+static uint64_t queued_after(const struct dstate *d)
+{
+    return (d->nfence + (d->nstreams || d->whole_ctx ? 2 : 1)) * interval_of(d);
+}
+
 /* Waits for the lease's work and passes the lease on. Called with d->mu held. */
 /* at_deadline: the lease ran out (rather than being given back idle); see vgpu_sched_note_end.
  * idle_at: when the helper first saw the lease idle, for a lease given back idle (else 0). */
@@ -361,6 +415,13 @@ static void drain_and_release(struct dstate *d, int dev, bool at_deadline, uint6
      * preempted job that counted as new work took the lease straight back, and two saturating
      * --core 60 jobs preempted each other hundreds of times a second: core_preempt.sh). */
     vgpu_sched_note_end(&d->s, d->proc, at_deadline || preempted, now);
+    /* Given back idle: our next want measures the gap, and holders we would preempt keep clear
+     * of our expected return (published before the release wakes them). */
+    d->gone_idle_at = idle_at && !at_deadline && !preempted ? idle_at : 0;
+    if (d->gone_idle_at) {
+        uint64_t gap = expected_gap(d);
+        vgpu_sched_expect(&d->s, d->proc, gap ? idle_at + gap : 0, gap);
+    }
     if (!vgpu_sched_release(&d->s, lease, used, now)) {
         vgpu_sched_drained(&d->s, now);   /* preempted: our work ran until now */
         vgpu_lt_record(VGPU_LT_PREEMPTED, dev, now, used);
@@ -400,16 +461,17 @@ static bool work_in_flight(struct dstate *d)
 
 /* ---- pacing: bound the work in flight under a lease ------------------------------------------------- */
 
-/* Called with d->mu held, by a launch under our lease, every F-th launch. */
-static void pace(struct dstate *d, CUstream stream, bool ptsz)
+/* Called with d->mu held, by a launch under our lease, every F-th launch: waits until one more
+ * fence may be outstanding. true when pace_record should then record it on `rec` (*ovl: recorded
+ * during an overlap). */
+static bool pace_wait(struct dstate *d, CUstream rec, bool *ovl_out)
 {
     if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx || !keeper_started)
-        return;
-    CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
+        return false;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     /* An event recorded on a capturing stream would become a node of the application's graph. */
     if (drv.capturing && (drv.capturing(rec, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE))
-        return;
+        return false;
     /* While a holder we preempted drains, our work shares the GPU with its queued kernels under
      * the driver's time-slicing: a fence then completes only after the holder's time slice, so
      * waiting for one made each of our launches wait a slice (an inference request of 8 kernels
@@ -418,9 +480,10 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
      * may be outstanding (still bounded: without any fence an unsynchronized preemptor queued
      * 1.4 s of work in the 10 ms of a drain), and no interval recorded then is measured. */
     bool ovl = vgpu_sched_overlapping(&d->s, vgpu_now_ns());
+    *ovl_out = ovl;
     CUcontext ctx = NULL;
     if (drv.get_ctx(&ctx) != CUDA_SUCCESS || !ctx)
-        return;
+        return false;
     if (ctx != d->fence_ctx) {
         /* Events belong to a context: make new ones, and free the old ones (a process that
          * alternates between two contexts would otherwise leak events at every switch; an
@@ -441,7 +504,7 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
         if (made < MAX_FENCES + 1) {
             while (made > 0 && drv.ev_destroy)
                 drv.ev_destroy(ev[--made]);
-            return;
+            return false;
         }
         for (unsigned i = 0; i < MAX_FENCES; i++)
             d->fence[i] = ev[i];
@@ -470,6 +533,8 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
              * then it may raise F, never lower it (lowering it there put a fence on every
              * launch of a bursty loop, at a microsecond each). */
             uint64_t took = ms > 0 ? (uint64_t)((double)ms * 1e6) : 0;
+            if (waited && took)
+                d->interval_ns = took;   /* the GPU was behind: the interval's work, for keeping clear */
             uint64_t want = took ? (uint64_t)every * FENCE_TARGET_NS / took : (uint64_t)every * 4;
             if (want > (uint64_t)every * 4)
                 want = (uint64_t)every * 4;   /* grow gently: one short interval proves little */
@@ -495,6 +560,11 @@ static void pace(struct dstate *d, CUstream stream, bool ptsz)
         d->fence[d->nfence - 1] = free_ev;
         d->nfence--;
     }
+    return true;
+}
+
+static void pace_record(struct dstate *d, CUstream rec, bool ovl)
+{
     d->fence_ovl[d->nfence] = ovl;
     if (drv.ev_record(d->fence[d->nfence], rec) == CUDA_SUCCESS)
         d->nfence++;
@@ -520,7 +590,11 @@ static void *keeper(void *arg)
                 continue;
             uint64_t end = vgpu_sched_deadline(&d->s, lease);
             bool give_back = now >= end;
-            bool wanted = !give_back && vgpu_sched_wanted(&d->s, atomic_load_explicit(&d->start, memory_order_relaxed));
+            /* A service (it publishes when it expects its next request) gives the lease back
+             * once idle whether or not anyone asks: holders keeping clear of it do not ask, and
+             * the time it went idle must be seen when it happens, not when someone next asks. */
+            bool wanted = !give_back && (atomic_load(&d->service) ||
+                                         vgpu_sched_wanted(&d->s, atomic_load_explicit(&d->start, memory_order_relaxed)));
             /* Watched for idleness: when someone of another job waits (we give the lease back once
              * idle), and while a holder we preempted still drains (it pays the part of its drain
              * during which we had no work: vgpu_sched_note_busy). */
@@ -679,16 +753,33 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         if (!lease && now < d->bypass_until)
             break;                       /* the schedule looked damaged: unscheduled for now */
         if (lease && now < vgpu_sched_deadline(&d->s, lease)) {
+            if (t_since_fence[dev] + 1 >= atomic_load_explicit(&d->fence_every, memory_order_relaxed)) {
+                CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
+                bool ovl = false, fenced = pace_wait(d, rec, &ovl);
+                now = vgpu_now_ns();
+                if (now >= vgpu_sched_deadline(&d->s, lease))
+                    continue;            /* preempted (or out of time) while we waited: queue no more */
+                /* A job that would preempt us is due back before this work would end: give the
+                 * lease back now and queue nothing until then (vgpu/sched.h, "Keeping clear"). */
+                uint64_t until = vgpu_sched_keep_clear(&d->s, d->proc, now, queued_after(d), interval_of(d));
+                if (until) {
+                    vgpu_lt_record(VGPU_LT_CLEAR, dev, now, until - now);
+                    d->clear_until = until;
+                    drain_and_release(d, dev, true, 0);
+                    continue;
+                }
+                if (fenced)
+                    pace_record(d, rec, ovl);
+                t_since_fence[dev] = 0;
+            } else {
+                t_since_fence[dev]++;
+            }
             atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
             atomic_fetch_add(&d->inflight, 1);   /* under d->mu: a drain waits for it */
             counted = true;
             track(d, stream, ptsz);
             t_lease[dev] = lease;
             t_stream[dev] = stream;
-            if (++t_since_fence[dev] >= atomic_load_explicit(&d->fence_every, memory_order_relaxed)) {
-                t_since_fence[dev] = 0;
-                pace(d, stream, ptsz);
-            }
             break;
         }
         if (lease)
@@ -699,8 +790,18 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             break;
         }
         now = vgpu_now_ns();
+        if (now < d->clear_until) {
+            /* Keeping clear: the job we gave way to has its turn first. A lease freed meanwhile
+             * (its request done) ends the wait early. */
+            uint32_t seq = atomic_load(&d->s.f->seq);
+            vgpu_sched_wait(&d->s, d->clear_until - now);
+            if (atomic_load(&d->s.f->seq) != seq || vgpu_now_ns() >= d->clear_until)
+                d->clear_until = 0;
+            continue;
+        }
         if (!waited_from) {
             waited_from = now;
+            note_gap(d, arrived);
             vgpu_lt_record(VGPU_LT_WANT, dev, now, 0);
         }
         if (now - waited_from > stall_bound(x.cap)) {

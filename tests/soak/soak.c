@@ -30,8 +30,8 @@
  *                   process, within 200 ms): the usage may be above the new limit by what it
  *                   was then plus 4 x 96 MiB for 200 ms, and after that it may only fall,
  *                   until it is under the limit
- *   reclaim_late    a dead process's slot is freed (its usage returned) within 1.25 s while the
- *                   job has a live process to reap it (reaping runs once a second per job, at
+ *   reclaim_late    a dead process's slot is freed (its usage returned) within 1 s while the
+ *                   job has a live process to reap it (reaping runs every 250 ms per job, at
  *                   an allocation call). Not for a process that was alone in its own PID
  *                   namespace: its death is proven only once the namespace is gone and a reader
  *                   that sees it looks, and until then its usage stays counted (an over-count;

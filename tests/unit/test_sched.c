@@ -336,6 +336,120 @@ static void test_idle_need(void **state)
     assert_int_equal(vgpu_sched_idle_need(1000 * ms), VGPU_SCHED_IDLE_MAX_NS); /* bounded */
 }
 
+/* Keeping clear of a job expected back (vgpu/sched.h): a holder queues no work that would still
+ * run when a job it would yield to returns, unless that work could never fit between two of the
+ * job's requests, and no guess that is past or too far ahead is believed. */
+static void test_clear_until(void **state)
+{
+    (void)state;
+    const uint64_t ms = 1000000ULL, now = 1000 * ms, tol = VGPU_SCHED_CLEAR_TOL_NS;
+    assert_int_equal(vgpu_sched_clear_until(now, 2 * ms, ms, 0, 0, tol), 0);                  /* no guess */
+    assert_int_equal(vgpu_sched_clear_until(now, 2 * ms, ms, now + 5 * ms, 5 * ms, tol), 0);  /* ends in time */
+    assert_int_equal(vgpu_sched_clear_until(now, 5 * ms + tol, ms, now + 5 * ms, 5 * ms, tol), 0); /* just */
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 5 * ms, tol), now + 5 * ms + tol);
+    /* the new work alone is longer than its gaps: keeping clear would only idle the GPU */
+    assert_int_equal(vgpu_sched_clear_until(now, 12 * ms, 6 * ms, now + 5 * ms, 5 * ms, tol), 0);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol, 5 * ms, tol), 0);     /* past */
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol + 1, 5 * ms, tol), now + 1);
+    assert_int_equal(vgpu_sched_clear_until(now, 200 * ms, ms, now + VGPU_SCHED_CLEAR_AHEAD_NS + 1, 5 * ms, tol), 0);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 0, tol), 0);       /* no gap: garbage */
+}
+
+/* On a schedule: a --core 70 holder keeps clear of a --priority high service due back, of an equal
+ * one only while that one is under its cap, never of a low one, and not at all once it is under
+ * its own cap. */
+static void test_keep_clear(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/vgpu-test-sched.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_sched s;
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(&s, path, &e), 0);
+    const uint64_t ms = 1000000ULL;
+    uint64_t now = 5000 * ms;
+    int jt = vgpu_sched_job(&s, 1, 70, false, VGPU_PRIO_LOW, now);
+    int jc = vgpu_sched_job(&s, 2, 30, true, VGPU_PRIO_HIGH, now);
+    int pt = vgpu_sched_attach(&s, (unsigned)jt, getpid(), 1);
+    int pc = vgpu_sched_attach(&s, (unsigned)jc, getpid(), 2);
+    assert_true(jt >= 0 && jc >= 0 && pt >= 0 && pc >= 0);
+    uint64_t lease, end;
+    assert_true(vgpu_sched_try_acquire(&s, pt, now, &lease, &end));
+    now += 30 * ms;                         /* the holder has used most of its credit */
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), 0);   /* no guess yet */
+    vgpu_sched_expect(&s, pc, now + 3 * ms, 5 * ms);
+    uint64_t until = now + 3 * ms + VGPU_SCHED_CLEAR_TOL_NS;
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), until);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 3 * ms, 2 * ms), 0);   /* ends in time */
+    /* the service never clears for the holder: it outranks it, not the other way round */
+    assert_int_equal(vgpu_sched_keep_clear(&s, pc, now, 50 * ms, 2 * ms), 0);
+    /* equal priority: the service would preempt only while it is under its cap and the holder not */
+    vgpu_sched_job(&s, 2, 30, true, VGPU_PRIO_NORMAL, now);
+    vgpu_sched_job(&s, 1, 70, false, VGPU_PRIO_NORMAL, now);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), until);
+    atomic_store(&s.f->jobs[jc].credit, 0);  /* the service spent its credit: no preemption */
+    atomic_store(&s.f->jobs[jc].credit_t, now);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), 0);
+    vgpu_sched_job(&s, 2, 30, true, VGPU_PRIO_HIGH, now);
+    atomic_store(&s.f->jobs[jc].credit, 30 * ms);
+    /* a holder under its own cap (credit past one and a half quanta) may end its work later */
+    atomic_store(&s.f->jobs[jt].credit, 60 * ms);
+    atomic_store(&s.f->jobs[jt].credit_t, now);
+    atomic_store(&s.f->lease_start, now);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), now + 3 * ms + VGPU_SCHED_CLEAR_LATE_NS);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 3 * ms + VGPU_SCHED_CLEAR_LATE_NS, 2 * ms), 0);
+    /* one whose credit is at its burst (losing what it is owed) goes ahead */
+    atomic_store(&s.f->jobs[jt].credit, 70 * ms);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), 0);
+    /* a low-priority service is never kept clear of */
+    atomic_store(&s.f->jobs[jt].credit, 0);
+    vgpu_sched_job(&s, 2, 30, true, VGPU_PRIO_LOW, now);
+    vgpu_sched_job(&s, 1, 70, false, VGPU_PRIO_NORMAL, now);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), 0);
+    vgpu_sched_close(&s);
+    unlink(path);
+}
+
+/* At equal priority, a service's request (its last lease given back idle) preempts with a quantum
+ * of credit even a holder under its cap; a saturating job's next want (its lease ran out) and a
+ * process that never had a lease do not. */
+static void test_request_preempts(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/vgpu-test-sched.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_sched s;
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(&s, path, &e), 0);
+    const uint64_t ms = 1000000ULL;
+    uint64_t now = 5000 * ms;
+    int jt = vgpu_sched_job(&s, 1, 70, false, VGPU_PRIO_NORMAL, now);
+    int jc = vgpu_sched_job(&s, 2, 30, false, VGPU_PRIO_NORMAL, now);
+    int pt = vgpu_sched_attach(&s, (unsigned)jt, getpid(), 1);
+    int pc = vgpu_sched_attach(&s, (unsigned)jc, getpid(), 2);
+    uint64_t lt, lc, end;
+    /* the holder is under its cap (credit at its burst), the waiter has one quantum */
+    atomic_store(&s.f->jobs[jt].credit, 70 * ms);
+    atomic_store(&s.f->jobs[jt].credit_t, now);
+    atomic_store(&s.f->jobs[jc].credit, 15 * ms);
+    atomic_store(&s.f->jobs[jc].credit_t, now);
+    assert_true(vgpu_sched_try_acquire(&s, pt, now, &lt, &end));
+    assert_false(vgpu_sched_try_acquire(&s, pc, now + ms, &lc, &end));   /* never had a lease */
+    vgpu_sched_unwant(&s, pc);
+    vgpu_sched_note_end(&s, pc, true, now);                              /* ran out: saturating */
+    assert_false(vgpu_sched_try_acquire(&s, pc, now + 2 * ms, &lc, &end));
+    vgpu_sched_unwant(&s, pc);
+    vgpu_sched_note_end(&s, pc, false, now);                             /* given back idle */
+    assert_true(vgpu_sched_try_acquire(&s, pc, now + 3 * ms, &lc, &end));
+    assert_int_equal(vgpu_lease_holder(atomic_load(&s.f->lease)), (unsigned)pc + 1);
+    vgpu_sched_close(&s);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +464,9 @@ int main(void)
         cmocka_unit_test(test_file_cap_change),
         cmocka_unit_test(test_overlap_charges),
         cmocka_unit_test(test_idle_need),
+        cmocka_unit_test(test_clear_until),
+        cmocka_unit_test(test_keep_clear),
+        cmocka_unit_test(test_request_preempts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

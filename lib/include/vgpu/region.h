@@ -308,8 +308,12 @@ int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t 
  * A reader in the creator's namespace records the host pid of slots it resolves. Returns the
  * number of slots reclaimed. Safe to call from any number of processes at once. */
 int vgpu_region_reap(struct vgpu_region *r);
-/* reap() at most once a second per job (across all processes): cheap enough to call from the
- * allocation path (one atomic load when it is not time). */
+/* reap() at most once per VGPU_REGION_REAP_NS per job (across all processes): cheap enough to
+ * call from the allocation path (one atomic load when it is not time). A quarter of a second, so
+ * that a dead process's memory is usable again within a second of its death even on a loaded
+ * machine (issue 11; once a second, a soak measured 1209 ms); a walk is a few microseconds per
+ * live process (a kill(2) and a read of /proc/PID/stat). */
+#define VGPU_REGION_REAP_NS 250000000ULL
 int vgpu_region_reap_maybe(struct vgpu_region *r);
 
 /* --- reading -------------------------------------------------------------------------------- */

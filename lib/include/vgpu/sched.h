@@ -14,6 +14,19 @@
  * lease on, the holder waits for its own work to finish, so a lease's wall time is the GPU time
  * it used, whatever its kernels look like.
  *
+ * Keeping clear (reference/latency.md): the GPU switches contexts at its own pace, so a preemptor
+ * still waits for the holder's queued kernels (on an H200, a request waited for the whole
+ * 2.45 ms matmul the training job had just started: p99 2.8 ms). A job that gives the lease back
+ * idle publishes when it expects to want it again (its recent idle gaps). A holder that job would
+ * preempt does not queue work that would still run then: it gives the lease back and waits until
+ * that moment, so the request finds the GPU free. Bounded: its work may end 0.5 ms after that
+ * moment, 1 ms once the holder is under its own cap (credit above one and a half quanta: keeping
+ * clear has cost it), and the holder stops keeping clear while its credit is at its burst (it
+ * would lose what it is owed); and only for work that fits in such a gap at all (longer work
+ * cannot keep clear, it would only idle the GPU). The H200 showed why a holder under its cap
+ * still keeps clear, later: one that simply went ahead then let 1-3 % of requests wait a whole
+ * kernel (p99 2.76 ms).
+ *
  * Budget ("credit", ns): each job earns cap% of wall time, capped at a burst of two quanta
  * (quantum = cap% of the 50 ms period); a lease costs the time it was held (overruns included,
  * so they are paid back by the next turns). A hard job may take the lease once its credit
@@ -67,6 +80,10 @@
                                                 * launching nothing for this long, at least
                                                 * (vgpu_sched_idle_need) */
 #define VGPU_SCHED_IDLE_MAX_NS 5000000ULL    /* ... and never needs longer */
+#define VGPU_SCHED_CLEAR_TOL_NS 500000ULL    /* keeping clear: queued work may end this long after a
+                                                * job's expected return (its request waits that much) */
+#define VGPU_SCHED_CLEAR_LATE_NS 1000000ULL  /* ... or this long, by a holder under its own cap */
+#define VGPU_SCHED_CLEAR_AHEAD_NS 100000000ULL /* an expected return further ahead is not believed */
 #define VGPU_SCHED_STALL_NS    3000000000ULL /* a launch never waits longer: past it, the schedule is
                                                 * taken as damaged and the process runs unscheduled */
 
@@ -82,7 +99,11 @@ struct vgpu_sched_job {
     _Atomic uint64_t credit_t;     /* CLOCK_MONOTONIC of that value */
     _Atomic uint64_t used_ns;      /* GPU time charged so far */
     _Atomic uint64_t seen_ns;      /* last time a process of the job touched the entry */
-    uint64_t reserved[2];
+    /* When the job is expected to want the GPU again, and the idle gap that guess is made of
+     * (a service between requests; 0: no guess). Holders it would preempt keep clear of it
+     * (vgpu_sched_keep_clear). Once reserved words: the layout is unchanged. */
+    _Atomic uint64_t back_at;
+    _Atomic uint64_t back_gap;
 };
 
 struct vgpu_sched_proc {
@@ -148,6 +169,15 @@ int64_t vgpu_sched_settle(int64_t credit, uint64_t credit_t, unsigned cap, uint6
                           bool borrowed);
 /* When a job with this credit reaches one quantum (now when it already has). */
 uint64_t vgpu_sched_eligible_at(int64_t credit, uint64_t credit_t, unsigned cap);
+
+/* Keeping clear of a job expected back at `back_at` after idle gaps of `gap` ns: 0 when `new_ns`
+ * of work may be queued now, behind which `work_ns` in all would be queued, else the time until
+ * which the holder should queue nothing (back_at + tol: how late after that return the work may
+ * end). Go ahead when there is no guess, when it is past (the job came back, or did not) or too
+ * far ahead to believe, when all the work ends in time, and when the new work would not fit in
+ * the job's gap anyway. Pure. */
+uint64_t vgpu_sched_clear_until(uint64_t now, uint64_t work_ns, uint64_t new_ns, uint64_t back_at, uint64_t gap,
+                                uint64_t tol);
 
 /* One waiting process, as the picker sees it. */
 struct vgpu_sched_cand {
@@ -273,6 +303,14 @@ void vgpu_sched_note_busy(struct vgpu_sched *s, uint64_t lease, uint64_t busy_ns
 /* For a holder preempted at `tp`, draining until `now`: the preemptor's busy time since, as it
  * published it, at most now - tp (garbage reads as busy throughout). */
 uint64_t vgpu_sched_preemptor_busy(struct vgpu_sched *s, uint64_t tp, uint64_t now);
+/* Process `proc` gave its lease back idle and expects to want the GPU again at `back_at`, after
+ * an idle gap like its recent ones (`gap`); 0, 0: no guess. */
+void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_t gap);
+/* For the holder `proc`, about to queue `new_ns` of GPU work at `now` (`work_ns` queued in all
+ * then): 0 to go ahead, else keep clear until the time returned (vgpu_sched_clear_until) of the
+ * soonest job expected back that would preempt it, while the holder is not under its own cap
+ * (see "Keeping clear"). */
+uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uint64_t work_ns, uint64_t new_ns);
 /* For the holder's helper thread: true when a waiter of another job asked for the GPU after
  * `since` (the holder should give the lease back once it is idle). */
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since);

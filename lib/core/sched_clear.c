@@ -1,0 +1,50 @@
+/* sched_clear.c: keeping clear of a job expected back (vgpu/sched.h, "Keeping clear"). A service
+ * between requests publishes when it expects its next one; a holder it would preempt then queues
+ * no work that would still run at that moment. The guesses are read from a segment every user
+ * may write: each is validated (vgpu_sched_clear_until believes none further ahead than
+ * VGPU_SCHED_CLEAR_AHEAD_NS), and a holder keeps clear only while it is not under its own cap, so
+ * a garbage guess costs it nothing it is owed. */
+#include "sched_internal.h"
+
+void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_t gap)
+{
+    if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
+        return;
+    struct vgpu_sched_job *j = (struct vgpu_sched_job *)ld_job_of(s->f, (unsigned)proc);
+    if (!j)
+        return;
+    /* The gap first: a reader that sees the new time with the old gap is off by one guess only. */
+    atomic_store(&j->back_gap, gap);
+    atomic_store(&j->back_at, back_at);
+}
+
+uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uint64_t work_ns, uint64_t new_ns)
+{
+    struct vgpu_sched_file *f = s->f;
+    if (!f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
+        return 0;
+    const struct vgpu_sched_job *mine = ld_job_of(f, (unsigned)proc);
+    if (!mine)
+        return 0;
+    uint64_t start = atomic_load(&f->lease_start);
+    if (start > now)
+        start = now;
+    /* How late its work may end after a return: the usual slack, more once the holder is under
+     * its own cap (it has been getting less than it is owed, keeping clear), and none at all
+     * once its credit is at its burst (it is losing what it is owed): it goes ahead. */
+    int64_t q, credit = vgpu_sched_credit_now(mine, start, now, &q);
+    if (credit >= 2 * q - (int64_t)VGPU_SCHED_MIN_LEASE_NS)
+        return 0;
+    uint64_t tol = credit >= 2 * q - q / 2 ? VGPU_SCHED_CLEAR_LATE_NS : VGPU_SCHED_CLEAR_TOL_NS;
+    uint64_t soonest = 0;
+    for (unsigned i = 0; i < VGPU_SCHED_MAX_JOBS; i++) {
+        const struct vgpu_sched_job *j = &f->jobs[i];
+        if (j == mine || !atomic_load(&j->key))
+            continue;
+        uint64_t until = vgpu_sched_clear_until(now, work_ns, new_ns, atomic_load(&j->back_at), atomic_load(&j->back_gap), tol);
+        /* Its return is a request: new work after a lease it gave back idle. */
+        if (until && (!soonest || until < soonest) && vgpu_sched_outranks(j, mine, start, now, true, true))
+            soonest = until;
+    }
+    return soonest;
+}
