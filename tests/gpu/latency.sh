@@ -92,6 +92,10 @@ verdict_row() { # label key verdict
   printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$p50" "$p99" "$(get "$ROW_OUT" max_ms)" "$(get "$ROW_OUT" requests)" "$ROW_SHARES" "$3"
 }
 run_row "client alone" "" "" alone; verdict_row "client alone" alone "(reference)"
+# The same alone under vgpu: what the limiter itself adds to a request (its lease, given back
+# idle between requests and taken again by the next one).
+run_row "client alone under vgpu --core 30 --priority high" "" "vgpu run --gpu 0 --core 30 --priority high --core-policy soft --" valone
+verdict_row "client alone under vgpu --core 30 --priority high" valone "(reference)"
 run_row "beside training, plain time-slicing" plain "" plain; verdict_row "beside training, plain time-slicing" plain "(reference)"
 run_row "vgpu: training --core 70, client --core 30" "vgpu run --gpu 0 --core 70 --" "vgpu run --gpu 0 --core 30 --" capped
 # training within 5 points of 70 minus the client's GPU use, in every window

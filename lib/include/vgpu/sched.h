@@ -20,7 +20,8 @@
  * idle publishes when it expects to want it again (its recent idle gaps). A holder that job would
  * preempt does not queue work that would still run then: it gives the lease back and waits until
  * that moment, so the request finds the GPU free. Bounded: its work may end 0.5 ms after that
- * moment, 1 ms once the holder is under its own cap (credit above one and a half quanta: keeping
+ * moment (at most a quarter of a pacing interval), 1 ms (half an interval) once the holder is
+ * under its own cap (credit above one and a half quanta: keeping
  * clear has cost it), and the holder stops keeping clear while its credit is at its burst (it
  * would lose what it is owed); and only for work that fits in such a gap at all (longer work
  * cannot keep clear, it would only idle the GPU). The H200 showed why a holder under its cap
