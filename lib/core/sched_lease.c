@@ -90,14 +90,9 @@ void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
 bool vgpu_sched_outranks(const struct vgpu_sched_job *w, const struct vgpu_sched_job *h, uint64_t start,
                          uint64_t now, bool new_work, bool request)
 {
-    unsigned cap = ld_cap(w);
-    if (!cap)
+    if (!ld_cap(w))
         return false;
-    int64_t cr;
-    uint64_t ct;
-    ld_credit(w, cap, now, &cr, &ct);
-    int64_t credit = vgpu_sched_credit_at(cr, ct, cap, now);
-    int64_t q = (int64_t)vgpu_sched_quantum(cap);
+    int64_t q, credit = vgpu_sched_credit_now(w, now, now, &q);
     if (credit < q)
         return false;   /* only an entitled waiter preempts */
     if (ld_prio(w) > ld_prio(h))
@@ -122,8 +117,8 @@ int64_t vgpu_sched_credit_now(const struct vgpu_sched_job *j, uint64_t start, ui
 
 bool vgpu_sched_under_cap(const struct vgpu_sched_job *j, uint64_t start, uint64_t now)
 {
-    int64_t q;
-    return vgpu_sched_credit_now(j, start, now, &q) >= 2 * q - q / 2;
+    int64_t q, credit = vgpu_sched_credit_now(j, start, now, &q);   /* q is set by the call: read it after */
+    return credit >= 2 * q - q / 2;
 }
 
 /* A waiter of another job: take the lease from the holder at once (vgpu_sched_outranks), or ask
@@ -136,14 +131,9 @@ static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, 
     const struct vgpu_sched_job *mine = ld_job_of(f, (unsigned)proc), *theirs = ld_job_of(f, h);
     if (!mine || !theirs || mine == theirs)
         return false;   /* processes of one job share its turn */
-    unsigned cap = ld_cap(mine);
-    if (!cap)
+    if (!ld_cap(mine))
         return false;
-    int64_t cr;
-    uint64_t ct;
-    ld_credit(mine, cap, now, &cr, &ct);
-    int64_t credit = vgpu_sched_credit_at(cr, ct, cap, now);
-    int64_t q = (int64_t)vgpu_sched_quantum(cap);
+    int64_t q, credit = vgpu_sched_credit_now(mine, now, now, &q);
     /* Anyone waiting who may not preempt asks the holder to give back a lease it is not using
      * (idle lease time is charged, and would be lost to everyone). New work arrived during this
      * lease: a job that was already waiting when the lease was granted is a saturating one kept

@@ -260,7 +260,7 @@ print("rate=%.2f" % (n / (time.time() - t)))
 '
   beside() { # fit|spill -> the plain job's matmuls/s
     local how=$1 h="" ns=()
-    if [ "$how" = spill ]; then h=$(hold_leaving 11); ns=(--oversubscribe=5G); fi
+    if [ "$how" = spill ]; then h=$(hold_leaving 11); ns=(--oversubscribe=5G ${OVERSUB_SPILL_FLAGS:-}); fi
     T vgpu run --gpu 0 --mem 8G "${ns[@]}" -- python3 -c "$toucher" 16 >"$tmp/n1.$how" 2>&1 & local n1=$!
     T vgpu run --gpu 0 --mem 8G "${ns[@]}" -- python3 -c "$toucher" 16 >"$tmp/n2.$how" 2>&1 & local n2=$!
     sleep 4
