@@ -238,6 +238,8 @@ fi
 # each spills and migrates. The plain job's
 # matmuls per second must stay within 5 % (issue 15: spilling neighbours must not cost it more
 # than neighbours that fit). Each setting twice, interleaved; the medians compared.
+# OVERSUB_SPILL_FLAGS="--core 33" gives the spilling jobs those vgpu run flags too (H200: 98.6
+# matmuls/s without, 206 with --core 33, 101 with --core 99 --core-policy soft; fitting: 114.7).
 if want 8 && python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
   toucher='
 import sys, time, torch
