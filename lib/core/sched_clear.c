@@ -51,5 +51,12 @@ uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uin
         if (until && (!soonest || until < soonest) && vgpu_sched_outranks(j, mine, start, now, true, true))
             soonest = until;
     }
+    /* Never past the moment our credit reaches the burst while we wait (it accrues at the cap's
+     * rate): a guess always 100 ms ahead, written by someone hostile, would otherwise let us run
+     * a millisecond in a hundred. */
+    unsigned cap = ld_cap(mine);
+    uint64_t fill = cap ? (uint64_t)(2 * q - credit) * 100 / cap : 0;
+    if (soonest > now + fill)
+        soonest = now + fill;
     return soonest;
 }

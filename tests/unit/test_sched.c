@@ -400,6 +400,9 @@ static void test_keep_clear(void **state)
     atomic_store(&s.f->lease_start, now);
     assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), now + 3 * ms + VGPU_SCHED_CLEAR_LATE_NS);
     assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 3 * ms + VGPU_SCHED_CLEAR_LATE_NS, 2 * ms), 0);
+    /* the wait ends where the credit would reach the burst: (70 - 69.5) ms at 70 % */
+    atomic_store(&s.f->jobs[jt].credit, 69 * ms + ms / 2 - VGPU_SCHED_MIN_LEASE_NS);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), now + (ms / 2 + VGPU_SCHED_MIN_LEASE_NS) * 100 / 70);
     /* one whose credit is at its burst (losing what it is owed) goes ahead */
     atomic_store(&s.f->jobs[jt].credit, 70 * ms);
     assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), 0);
