@@ -219,15 +219,51 @@ struct limits {
     int prio;
 };
 
+/* ---- the fair share of a spilling job (issue 15) ------------------------------------------------
+ * A job with --oversubscribe and no --core of its own is held, while it has memory spilled off a
+ * GPU that other processes keep busy, to an equal share of that GPU's time: 100 / (1 + the busy
+ * processes outside the job), a hard cap. Its kernels wait for page faults inside its own time
+ * slices, so time-slicing alone let it take more than its turn: on an H200 a job beside two
+ * spilling jobs kept 86 % of the throughput it had beside jobs that fit, and ran faster than
+ * that with --core 33 on each of them. The leases charge the stalled kernels as GPU time. The
+ * count comes from NVML's per-process utilisation, at most once a second per device. */
+#define FAIR_REFRESH_NS 1000000000ULL
+static struct {
+    _Atomic uint64_t at;   /* last count (0: never) */
+    _Atomic unsigned cap;  /* the cap then, 0: none (nobody else busy, or NVML cannot tell) */
+} fair[MAX_DEV];
+
+static unsigned fair_cap(const struct vgpu_region *r, int dev)
+{
+    if (!vgpu_region_oversub(r, (unsigned)dev, NULL) || vgpu_region_mem_spilled(r, (unsigned)dev) == 0)
+        return 0;
+    uint64_t now = vgpu_now_ns(), at = atomic_load(&fair[dev].at);
+    if ((at == 0 || now - at >= FAIR_REFRESH_NS) && atomic_compare_exchange_strong(&fair[dev].at, &at, now)) {
+        int others = vgpu_nvml_busy_others(dev);
+        atomic_store(&fair[dev].cap, others > 0 ? 100u / (unsigned)(others + 1) : 0u);
+    }
+    return atomic_load(&fair[dev].cap);
+}
+
+/* The job's own core limit on `dev` as set: 0 none (a spilling job's fair share applies), 100 no
+ * limit asked for explicitly (`--core 100`: no fair share either). */
+static unsigned own_cap(const struct vgpu_region *r, int dev)
+{
+    unsigned c = atomic_load(&r->info->dev[dev].core_limit);
+    return c > 100 ? 100 : c;
+}
+
 /* From r->info, the copy config.c refreshes (after an fstat) when the gate sees the limits change:
- * a region cut inside its limits page reads as zeros there, no limit (issue 12 item 3). */
+ * a region cut inside its limits page reads as zeros there, no limit (issue 12 item 3). Without a
+ * core limit of its own, a spilling job's fair share (fair_cap). */
 static struct limits read_limits(const struct vgpu_region *r, int dev)
 {
     const struct vgpu_region_dev_limits *l = &r->info->dev[dev];
-    struct limits x = { atomic_load(&l->core_limit), atomic_load(&l->core_policy) == VGPU_CORE_SOFT,
-                        atomic_load(&l->priority) };
-    if (x.cap >= 100)
+    struct limits x = { own_cap(r, dev), atomic_load(&l->core_policy) == VGPU_CORE_SOFT, atomic_load(&l->priority) };
+    if (x.cap == 100)
         x.cap = 0;   /* 100% is no limit: nothing to schedule */
+    else if (!x.cap && (x.cap = fair_cap(r, dev)) != 0)
+        x.soft = false;
     x.prio = x.prio > 0 ? VGPU_PRIO_HIGH : x.prio < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
     return x;
 }
@@ -886,6 +922,14 @@ int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
             }
             atomic_fetch_sub(&d->inflight, 1);
         }
+    }
+    /* A job gated only for its fair share while it spills (no core limit of its own): nothing to
+     * do unless it spills now beside busy processes (a few loads; NVML once a second). */
+    if (!lease) {
+        struct vgpu_region *r = vgpu_job();
+        unsigned own = r && (unsigned)dev < vgpu_region_device_count(r) ? own_cap(r, dev) : 1;
+        if (own == 100 || (own == 0 && !fair_cap(r, dev)))
+            return -1;
     }
     return slow_path(dev, d, stream, ptsz) ? dev : -1;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hook.h"
 #include "vgpu/outside.h"
@@ -418,4 +419,49 @@ void vgpu_nvml_reconcile_maybe(int dev)
         vgpu_acct_release(dev, over - want);
         atomic_fetch_sub(&overhead[dev], over - want);
     }
+}
+
+/* ---- who else keeps the GPU busy (the fair share of a spilling job, limiter.c) ---- */
+
+int vgpu_nvml_busy_others(int dev)
+{
+    pthread_once(&init_once, nvml_init);
+    vgpu_nvmlDeviceGetProcessUtilization_fn util = NV(nvmlDeviceGetProcessUtilization);
+    struct vgpu_region *r = vgpu_job();
+    nvmlDevice_t h;
+    if (!nvml_ok || !util || !r || !handle_of_dev(dev, &h))
+        return -1;
+    pid_t pids[VGPU_REGION_MAX_SLOTS];
+    int32_t host[VGPU_REGION_MAX_SLOTS];
+    unsigned mine = vgpu_region_pids(r, pids, host, VGPU_REGION_MAX_SLOTS);
+    if (mine > VGPU_REGION_MAX_SLOTS)
+        mine = VGPU_REGION_MAX_SLOTS;
+    /* Samples of the last second (NVML's timestamps are wall-clock microseconds). */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long since = (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000 -
+                               1000000ULL;
+    nvmlProcessUtilizationSample_t s[MAX_NVML_PROCS];
+    unsigned n = MAX_NVML_PROCS;
+    nvmlReturn_t rc = util(h, s, &n, since);
+    if (rc == NVML_ERROR_NOT_FOUND)
+        return 0;                       /* no samples: nobody busy */
+    if (rc != NVML_SUCCESS)
+        return -1;
+    if (n > MAX_NVML_PROCS)
+        n = MAX_NVML_PROCS;
+    unsigned seen[MAX_NVML_PROCS], others = 0;
+    unsigned self = (unsigned)vgpu_proc_host_pid();
+    for (unsigned i = 0; i < n; i++) {
+        if (s[i].smUtil == 0 || s[i].smUtil > 100 || s[i].pid == self)
+            continue;
+        bool ours = false;
+        for (unsigned k = 0; k < mine && !ours; k++)
+            ours = s[i].pid == (unsigned)pids[k] || (host[k] > 0 && s[i].pid == (unsigned)host[k]);
+        for (unsigned k = 0; k < others && !ours; k++)
+            ours = seen[k] == s[i].pid;   /* several samples of one process: counted once */
+        if (!ours)
+            seen[others++] = s[i].pid;
+    }
+    return (int)others;
 }

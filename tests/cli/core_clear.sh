@@ -4,10 +4,12 @@
 # launches, --core 70. Client: requests of 8 kernels of 60 us and a synchronize, 5 ms idle
 # between them, --core 30. The simulated GPU time-slices contexts in 2 ms slices, so a request
 # that arrives while the training job has kernels queued waits for them; on the H200 it waited
-# for the whole kernel. Before keeping clear: p99 2.5 ms here in both rows (p50 1.05 ms); the
+# for the whole kernel. Before keeping clear: p50 1.05 ms, p99 2.5 ms here in both rows; the
 # client alone takes about 0.5 ms. Now the training job gives the lease back before a request is
-# due and queues nothing until it has come: p99 about 1.0-1.2 ms, and the training job still
-# gets 68 % (70 % minus what the client used, within 5 points).
+# due and queues nothing until it has come: p50 0.6 ms, p99 about 1.0-1.2 ms, and the training
+# job still gets 68 % (70 % minus what the client used, within 5 points). Checked at p90 (1 ms):
+# at p99 (the 10th slowest request of 1000), a CI machine busy with a build for a moment failed
+# the run (2.15 ms), and the code before fails at p90 all the same (it is above 1 ms from p50 on).
 source "$(dirname "$0")/lib.sh"
 
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
@@ -16,7 +18,7 @@ in_band() { # desc value lo hi detail
   if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then ok "$1 ($2)"; else not_ok "$1" "got $2, want $3..$4: $5"; fi
 }
 
-row() { # label p99-bound (hundredths of a ms) train-prefix... :: client-prefix...
+row() { # label p90-bound (hundredths of a ms) train-prefix... :: client-prefix...
   local label=$1 bound=$2; shift 2
   local tp=() cp=()
   while [ "$1" != :: ]; do tp+=("$1"); shift; done; shift
@@ -30,7 +32,7 @@ row() { # label p99-bound (hundredths of a ms) train-prefix... :: client-prefix.
   wait $t
   local train; train=$(cat "$T_DIR/train")
   local clears; clears=$(cat "$tr"/lease.* 2>/dev/null | grep -c '^clear ')
-  in_band "$label: client p99 in hundredths of a ms" "$(ms100 "$(field "$out" p99_ms)")" 1 "$bound" \
+  in_band "$label: client p90 in hundredths of a ms" "$(ms100 "$(field "$out" p90_ms)")" 1 "$bound" \
     "$out; training: $train; $clears clears"
   local busy; busy=$(ms100 "$(field "$out" busy)")
   in_band "$label: the training job keeps 70 % minus what the client used, within 5 points" \
@@ -39,6 +41,6 @@ row() { # label p99-bound (hundredths of a ms) train-prefix... :: client-prefix.
   else not_ok "$label: the training job kept clear of requests" "no clear event in its lease trace"; fi
 }
 
-row "priority" 150 vgpu run --core 70 --priority low -- :: vgpu run --core 30 --priority high --core-policy soft --
-row "equal priority" 200 vgpu run --core 70 -- :: vgpu run --core 30 --
+row "priority" 100 vgpu run --core 70 --priority low -- :: vgpu run --core 30 --priority high --core-policy soft --
+row "equal priority" 100 vgpu run --core 70 -- :: vgpu run --core 30 --
 done_testing
