@@ -1,4 +1,5 @@
-/* sched_clear.c: keeping clear of a job expected back (vgpu/sched.h, "Keeping clear"). A service
+/* sched_clear.c: keeping clear of a job expected back (vgpu/sched.h, "Keeping clear"), and the
+ * spilling marks of jobs (limiter.c, "fair share"). A service
  * between requests publishes when it expects its next one; a holder it would preempt then queues
  * no work that would still run at that moment. The guesses are read from a segment every user
  * may write: each is validated (vgpu_sched_clear_until believes none further ahead than
@@ -59,4 +60,28 @@ uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uin
     if (soonest > now + fill)
         soonest = now + fill;
     return soonest;
+}
+
+/* ---- spilling jobs (a spilling job's fair share, limiter.c) ----------------------------------------- */
+
+void vgpu_sched_set_spilling(struct vgpu_sched *s, int job, bool spilling)
+{
+    if (s->f && job >= 0 && job < VGPU_SCHED_MAX_JOBS &&
+        atomic_load_explicit(&s->f->jobs[job].spilling, memory_order_relaxed) != (spilling ? 1u : 0u))
+        atomic_store(&s->f->jobs[job].spilling, spilling ? 1u : 0u);
+}
+
+bool vgpu_sched_pid_spilling(struct vgpu_sched *s, pid_t pid)
+{
+    struct vgpu_sched_file *f = s->f;
+    if (!f || pid <= 0)
+        return false;
+    for (unsigned i = 0; i < VGPU_SCHED_MAX_PROCS; i++) {
+        if (atomic_load(&f->procs[i].pid) != (uint64_t)pid)
+            continue;
+        const struct vgpu_sched_job *j = ld_job_of(f, i);
+        if (j && atomic_load(&j->spilling) == 1)
+            return true;
+    }
+    return false;
 }

@@ -171,9 +171,10 @@ void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
 /* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of
  * this process on `dev` and what it has been charged beyond its allocations. */
 void vgpu_nvml_reconcile_maybe(int dev);
-/* nvml.c: how many processes outside this job kept CUDA device `dev` busy in the last second
- * (NVML's per-process utilisation samples above 0 %); -1 when NVML cannot tell (none, MIG). */
-int vgpu_nvml_busy_others(int dev);
+/* nvml.c: the processes outside this job that kept CUDA device `dev` busy in the last second
+ * (NVML's per-process utilisation samples above 0 %), their pids into out[] (at most max); the
+ * count, or -1 when NVML cannot tell (none, MIG). */
+int vgpu_nvml_busy_others(int dev, unsigned *out, int max);
 
 /* ---- spill.c: allocations past an oversubscribed job's device share ------------------------------ */
 

@@ -231,18 +231,34 @@ struct limits {
 static struct {
     _Atomic uint64_t at;   /* last count (0: never) */
     _Atomic unsigned cap;  /* the cap then, 0: none (nobody else busy, or NVML cannot tell) */
+    _Atomic(struct vgpu_sched *) sched;  /* the GPU's schedule once joined (setup), for the marks */
+    _Atomic int job;       /* our job's entry there */
 } fair[MAX_DEV];
 
 static unsigned fair_cap(const struct vgpu_region *r, int dev)
 {
-    if (!vgpu_region_oversub(r, (unsigned)dev, NULL) || vgpu_region_mem_spilled(r, (unsigned)dev) == 0)
+    if (!vgpu_region_oversub(r, (unsigned)dev, NULL))
         return 0;
+    bool spilling = vgpu_region_mem_spilled(r, (unsigned)dev) != 0;
     uint64_t now = vgpu_now_ns(), at = atomic_load(&fair[dev].at);
     if ((at == 0 || now - at >= FAIR_REFRESH_NS) && atomic_compare_exchange_strong(&fair[dev].at, &at, now)) {
-        int others = vgpu_nvml_busy_others(dev);
-        atomic_store(&fair[dev].cap, others > 0 ? 100u / (unsigned)(others + 1) : 0u);
+        unsigned cap = 0;
+        struct vgpu_sched *s = atomic_load(&fair[dev].sched);
+        if (s)
+            vgpu_sched_set_spilling(s, atomic_load(&fair[dev].job), spilling);
+        unsigned pids[64];
+        int others = spilling ? vgpu_nvml_busy_others(dev, pids, 64) : 0;
+        /* Held only while someone busy beside it does not spill; then to an equal share among
+         * all of them. Spilling jobs beside each other only time-slice freely: taking turns
+         * would lose the overlap of one's page faults with the other's work. */
+        int plain = 0;
+        for (int i = 0; i < others; i++)
+            plain += !(s && vgpu_sched_pid_spilling(s, (pid_t)pids[i]));
+        if (others > 0 && plain > 0)
+            cap = 100u / (unsigned)(others + 1);
+        atomic_store(&fair[dev].cap, cap);
     }
-    return atomic_load(&fair[dev].cap);
+    return spilling ? atomic_load(&fair[dev].cap) : 0;
 }
 
 /* The job's own core limit on `dev` as set: 0 none (a spilling job's fair share applies), 100 no
@@ -324,6 +340,8 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
         return false;
     }
     d->ready = 1;
+    atomic_store(&fair[dev].job, d->job);
+    atomic_store(&fair[dev].sched, &d->s);   /* a spilling job marks itself there (fair_cap) */
     return true;
 }
 

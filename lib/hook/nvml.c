@@ -423,7 +423,7 @@ void vgpu_nvml_reconcile_maybe(int dev)
 
 /* ---- who else keeps the GPU busy (the fair share of a spilling job, limiter.c) ---- */
 
-int vgpu_nvml_busy_others(int dev)
+int vgpu_nvml_busy_others(int dev, unsigned *out, int max)
 {
     pthread_once(&init_once, nvml_init);
     vgpu_nvmlDeviceGetProcessUtilization_fn util = NV(nvmlDeviceGetProcessUtilization);
@@ -463,5 +463,7 @@ int vgpu_nvml_busy_others(int dev)
         if (!ours)
             seen[others++] = s[i].pid;
     }
-    return (int)others;
+    for (unsigned k = 0; k < others && (int)k < max; k++)
+        out[k] = seen[k];
+    return (int)others < max ? (int)others : max;
 }

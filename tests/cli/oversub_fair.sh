@@ -37,4 +37,21 @@ in_band "--core 100 opts a spilling job out of its fair share (%)" "$late" 56 10
 wait $b
 busy=$(awk -v s="$(field "$(cat "$T_DIR/busy")" busy)" 'BEGIN { printf "%d", 100 * s + 0.5 }')
 in_band "the busy job gets about its 40 %" "$busy" 30 45 "$(cat "$T_DIR/busy")"
+
+# Two spilling jobs side by side, nothing else: neither is held for long. Each is held at first
+# (the other one looks like any busy process), joins the GPU's schedule and marks itself there as
+# spilling; from then on each sees that the only one busy beside it spills too, and they
+# time-slice freely (held, they would take turns and lose the overlap of one's page faults with
+# the other's work). So the lease grants of their schedule stop within about 2 s; the check
+# allows 3.5 s.
+mkdir "$T_DIR/tr"
+VGPU_LEASE_TRACE=$T_DIR/tr vgpu run --mem 3G --oversubscribe=1G -- core_loop -a 2048 -k 1000 -s 8 -t 6 >"$T_DIR/s1" 2>&1 &
+s1=$!
+VGPU_LEASE_TRACE=$T_DIR/tr vgpu run --mem 3G --oversubscribe=1G -- core_loop -a 2048 -k 1000 -s 8 -t 6 >"$T_DIR/s2" 2>&1
+wait $s1
+late=$(cat "$T_DIR"/tr/lease.* 2>/dev/null | awk '$1 == "grant" { print $3 }' | sort -n |
+  awk 'NR == 1 { f = $1 } $1 > f + 3500000000 { n++ } END { print n + 0 }')
+first=$(cat "$T_DIR"/tr/lease.* 2>/dev/null | grep -c '^grant ')
+if [ "$first" -gt 0 ] && [ "$late" = 0 ]; then ok "two spilling jobs side by side stop taking turns ($first grants, all in the first 3.5 s)"
+else not_ok "two spilling jobs side by side stop taking turns" "$first grants, $late of them after 3.5 s; $(cat "$T_DIR/s1" "$T_DIR/s2")"; fi
 done_testing

@@ -95,7 +95,10 @@ struct vgpu_sched_job {
     _Atomic uint32_t cap;          /* percent 1..100 */
     _Atomic uint32_t soft;         /* 1: may borrow idle time */
     _Atomic int32_t prio;          /* enum vgpu_sched_prio */
-    uint32_t reserved0;
+    _Atomic uint32_t spilling;     /* 1: the job has memory spilled off this GPU (--oversubscribe):
+                                    * another spilling job does not count it among the busy
+                                    * processes it yields to (limiter.c, "fair share"). Was
+                                    * reserved (0) */
     _Atomic int64_t credit;        /* ns of GPU time owed to the job at credit_t */
     _Atomic uint64_t credit_t;     /* CLOCK_MONOTONIC of that value */
     _Atomic uint64_t used_ns;      /* GPU time charged so far */
@@ -312,6 +315,11 @@ void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_
  * soonest job expected back that would preempt it, while the holder is not under its own cap
  * (see "Keeping clear"). */
 uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uint64_t work_ns, uint64_t new_ns);
+/* Job `job` has memory spilled off this GPU (or no longer). */
+void vgpu_sched_set_spilling(struct vgpu_sched *s, int job, bool spilling);
+/* True when a process `pid` (as this process sees pids) is in the schedule under a job marked
+ * spilling. */
+bool vgpu_sched_pid_spilling(struct vgpu_sched *s, pid_t pid);
 /* For the holder's helper thread: true when a waiter of another job asked for the GPU after
  * `since` (the holder should give the lease back once it is idle). */
 bool vgpu_sched_wanted(struct vgpu_sched *s, uint64_t since);
