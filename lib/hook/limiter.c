@@ -235,13 +235,20 @@ static struct {
     _Atomic int job;       /* our job's entry there */
 } fair[MAX_DEV];
 
+/* fair_cap runs at every launch of an oversubscribed job that is not held: a thread reads the
+ * clock (to see whether the count is due) at one call in FAIR_LOOK_EVERY only. */
+#define FAIR_LOOK_EVERY 64
+LAUNCH_TLS unsigned t_fair_calls[MAX_DEV];
+
 static unsigned fair_cap(const struct vgpu_region *r, int dev)
 {
     if (!vgpu_region_oversub(r, (unsigned)dev, NULL))
         return 0;
     bool spilling = vgpu_region_mem_spilled(r, (unsigned)dev) != 0;
-    uint64_t now = vgpu_now_ns(), at = atomic_load(&fair[dev].at);
-    if ((at == 0 || now - at >= FAIR_REFRESH_NS) && atomic_compare_exchange_strong(&fair[dev].at, &at, now)) {
+    uint64_t now = 0, at = atomic_load(&fair[dev].at);
+    if (t_fair_calls[dev]++ % FAIR_LOOK_EVERY == 0)
+        now = vgpu_now_ns();
+    if (now && (at == 0 || now - at >= FAIR_REFRESH_NS) && atomic_compare_exchange_strong(&fair[dev].at, &at, now)) {
         unsigned cap = 0;
         struct vgpu_sched *s = atomic_load(&fair[dev].sched);
         if (s)

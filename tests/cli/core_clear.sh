@@ -18,6 +18,9 @@ in_band() { # desc value lo hi detail
   if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then ok "$1 ($2)"; else not_ok "$1" "got $2, want $3..$4: $5"; fi
 }
 
+UUID=GPU-4f6c2a51-93b1-4c7e-8d2a-0b5e6f7a8c91   # GPU 0 of h100.json
+training_holds() { case $(sched_peek $UUID) in *held=1*) return 0 ;; esac; return 1; }
+
 row() { # label p90-bound (hundredths of a ms) train-prefix... :: client-prefix...
   local label=$1 bound=$2; shift 2
   local tp=() cp=()
@@ -27,7 +30,7 @@ row() { # label p90-bound (hundredths of a ms) train-prefix... :: client-prefix.
   mkdir -p "$tr"
   VGPU_LEASE_TRACE=$tr "${tp[@]}" core_loop -k 2400 -s 64 -t 8 >"$T_DIR/train" 2>&1 &
   local t=$!
-  sleep 1.5   # the training job reaches its steady state (not a synchronization)
+  wait_until 20 training_holds   # the client starts beside a training job that has the GPU
   local out; out=$(VGPU_LEASE_TRACE=$tr "${cp[@]}" core_loop -m client -k 60 -s 8 -i 5000 -t 6 2>&1)
   wait $t
   local train; train=$(cat "$T_DIR/train")

@@ -30,6 +30,7 @@
 #     driver's PCIe byte counters (VGPU_LOG=debug vgpu ps), which nvml.h does not document.
 set -u
 B=$(cd "${1:-build}" && pwd) || exit 2
+HERE=$(cd "$(dirname "$0")" && pwd)
 export PATH="$B:$B/tests/progs:$PATH"
 unset LD_PRELOAD VGPU_REGION CUDA_VISIBLE_DEVICES LD_LIBRARY_PATH
 tmp=$(mktemp -d)
@@ -245,28 +246,20 @@ if want 8 && python3 -c "import torch; assert torch.cuda.is_available()" >/dev/n
 import sys, time, torch
 ts = [torch.full((1 << 28,), 1.0, device="cuda") for i in range(6)]   # 6 x 1 GiB and w: 7 GiB
 w = torch.ones(1 << 28, device="cuda")
+print("touching", flush=True)
 t0 = time.time()
 while time.time() - t0 < float(sys.argv[1]):
     for t in ts: t.mul_(0.999).add_(w, alpha=0.001)
     torch.cuda.synchronize()
-'
-  mm='
-import sys, time, torch
-a = torch.randn(4096, 4096, device="cuda"); b = torch.randn(4096, 4096, device="cuda")
-for _ in range(10): c = a @ b
-torch.cuda.synchronize(); t = time.time(); n = 0
-while time.time() - t < float(sys.argv[1]):
-    for _ in range(8): c = a @ b
-    torch.cuda.synchronize(); n += 8
-print("rate=%.2f" % (n / (time.time() - t)))
 '
   beside() { # fit|spill -> the plain job's matmuls/s
     local how=$1 h="" ns=()
     if [ "$how" = spill ]; then h=$(hold_leaving 11); ns=(--oversubscribe=5G ${OVERSUB_SPILL_FLAGS:-}); fi
     T vgpu run --gpu 0 --mem 8G "${ns[@]}" -- python3 -c "$toucher" 16 >"$tmp/n1.$how" 2>&1 & local n1=$!
     T vgpu run --gpu 0 --mem 8G "${ns[@]}" -- python3 -c "$toucher" 16 >"$tmp/n2.$how" 2>&1 & local n2=$!
-    sleep 4
-    T vgpu run --gpu 0 --mem 4G -- python3 -c "$mm" 8 2>/dev/null | sed -n 's/^rate=//p'
+    # The plain job starts once both touch their memory (spilling, when they spill).
+    wait_for "$tmp/n1.$how" touching && wait_for "$tmp/n2.$how" touching
+    T vgpu run --gpu 0 --mem 4G -- python3 "$HERE/mm_rate.py" 8 2>/dev/null | sed -n 's/^rate=//p'
     wait $n1 $n2 2>/dev/null
     [ -n "$h" ] && { kill "$h"; wait "$h"; } 2>/dev/null
   }

@@ -80,18 +80,8 @@ ms=$(sed -n 's/^usable_ms=//p' "$T/kill")
 row "SIGKILL holding 3 GiB of 4, then 3 GiB again" $v "usable again after ${ms:-?} ms (target <= 1500)"
 
 # ---- HAMi-core's variables alone: CUDA_DEVICE_SM_LIMIT=30 ----
-cat > "$T/mm.py" <<'PY'
-import sys, time, torch
-a = torch.randn(4096, 4096, device="cuda"); b = torch.randn(4096, 4096, device="cuda")
-for _ in range(10): c = a @ b
-torch.cuda.synchronize(); t = time.time(); n = 0
-while time.time() - t < float(sys.argv[1]):
-    for _ in range(8): c = a @ b
-    torch.cuda.synchronize(); n += 8
-print(n / (time.time() - t))
-PY
-bare=$(python3 "$T/mm.py" 5 2>/dev/null | tail -1)
-hami=$(CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/hami.cache LD_PRELOAD=$B/libvgpu.so python3 "$T/mm.py" 8 2>"$T/hami.err" | tail -1)
+bare=$(python3 tests/gpu/mm_rate.py 5 2>/dev/null | sed -n 's/^rate=//p')
+hami=$(CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/hami.cache LD_PRELOAD=$B/libvgpu.so python3 tests/gpu/mm_rate.py 8 2>"$T/hami.err" | sed -n 's/^rate=//p')
 pct=$(awk -v h="$hami" -v b="$bare" 'BEGIN { if (b > 0 && h != "") printf "%.1f", 100 * h / b; else print "?" }')
 v=$(awk -v p="$pct" 'BEGIN { d = p - 30; if (d < 0) d = -d; print (p != "?" && d <= 5 ? "PASS" : "FAIL") }')
 row "CUDA_DEVICE_SM_LIMIT=30 (HAMi variables only)" $v "${pct}% of bare ${bare} matmul/s; $(head -c 150 "$T/hami.err" | tr '\n' ' ')"

@@ -355,6 +355,24 @@ static void test_clear_until(void **state)
     assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 0, tol), 0);       /* no gap: garbage */
 }
 
+/* A schedule in a new file at `path` (a mkstemp template) with a --core 70 training job (key 1,
+ * priority tprio) and a --core 30 service (key 2, soft when it has high priority), one process
+ * each. */
+static void training_and_service(struct vgpu_sched *s, char *path, uint64_t now, int tprio, int cprio, int *jt,
+                                 int *jc, int *pt, int *pc)
+{
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(s, path, &e), 0);
+    *jt = vgpu_sched_job(s, 1, 70, false, tprio, now);
+    *jc = vgpu_sched_job(s, 2, 30, cprio == VGPU_PRIO_HIGH, cprio, now);
+    *pt = vgpu_sched_attach(s, (unsigned)*jt, getpid(), 1);
+    *pc = vgpu_sched_attach(s, (unsigned)*jc, getpid(), 2);
+    assert_true(*jt >= 0 && *jc >= 0 && *pt >= 0 && *pc >= 0);
+}
+
 /* On a schedule: a --core 70 holder keeps clear of a --priority high service due back, of an equal
  * one only while that one is under its cap, never of a low one, and not at all once it is under
  * its own cap. */
@@ -362,19 +380,11 @@ static void test_keep_clear(void **state)
 {
     (void)state;
     char path[] = "/tmp/vgpu-test-sched.XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
     struct vgpu_sched s;
-    struct vgpu_err e = { 0 };
-    assert_int_equal(vgpu_sched_open_path(&s, path, &e), 0);
     const uint64_t ms = 1000000ULL;
     uint64_t now = 5000 * ms;
-    int jt = vgpu_sched_job(&s, 1, 70, false, VGPU_PRIO_LOW, now);
-    int jc = vgpu_sched_job(&s, 2, 30, true, VGPU_PRIO_HIGH, now);
-    int pt = vgpu_sched_attach(&s, (unsigned)jt, getpid(), 1);
-    int pc = vgpu_sched_attach(&s, (unsigned)jc, getpid(), 2);
-    assert_true(jt >= 0 && jc >= 0 && pt >= 0 && pc >= 0);
+    int jt, jc, pt, pc;
+    training_and_service(&s, path, now, VGPU_PRIO_LOW, VGPU_PRIO_HIGH, &jt, &jc, &pt, &pc);
     uint64_t lease, end;
     assert_true(vgpu_sched_try_acquire(&s, pt, now, &lease, &end));
     now += 30 * ms;                         /* the holder has used most of its credit */
@@ -422,18 +432,11 @@ static void test_request_preempts(void **state)
 {
     (void)state;
     char path[] = "/tmp/vgpu-test-sched.XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
     struct vgpu_sched s;
-    struct vgpu_err e = { 0 };
-    assert_int_equal(vgpu_sched_open_path(&s, path, &e), 0);
     const uint64_t ms = 1000000ULL;
     uint64_t now = 5000 * ms;
-    int jt = vgpu_sched_job(&s, 1, 70, false, VGPU_PRIO_NORMAL, now);
-    int jc = vgpu_sched_job(&s, 2, 30, false, VGPU_PRIO_NORMAL, now);
-    int pt = vgpu_sched_attach(&s, (unsigned)jt, getpid(), 1);
-    int pc = vgpu_sched_attach(&s, (unsigned)jc, getpid(), 2);
+    int jt, jc, pt, pc;
+    training_and_service(&s, path, now, VGPU_PRIO_NORMAL, VGPU_PRIO_NORMAL, &jt, &jc, &pt, &pc);
     uint64_t lt, lc, end;
     /* the holder is under its cap (credit at its burst), the waiter has one quantum */
     atomic_store(&s.f->jobs[jt].credit, 70 * ms);
