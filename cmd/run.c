@@ -8,7 +8,8 @@ static const char usage[] =
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
     "UUIDs, and NVML is filtered to match), and libvgpu.so (preloaded) holds its GPU memory under\n"
-    "the limit. Every process the command starts belongs to the job and shares its limit.\n"
+    "the limit. Every process the command starts belongs to the job and shares its limit; while\n"
+    "it waits, vgpu run reclaims the memory of the job's processes that die (every 250 ms).\n"
     "\n"
     "  --gpu SEL      the job's GPUs: an index, a UUID or its unique start, a PCI bus id, a MIG\n"
     "                 UUID, a comma list of those (each GPU once), or 'all' (default: all)\n"
@@ -72,6 +73,7 @@ static const char usage[] =
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +97,7 @@ static const char usage[] =
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
 #include "vgpu/placement.h"
+#include "vgpu/proc.h"
 #include "vgpu/region.h"
 #include "vgpu/userjobs.h"
 #include "vgpu/sched.h"
@@ -333,6 +336,49 @@ static int prepare_environment(const char *region_path, const char *library, con
     return rc ? VGPU_EXIT_RUN_FAILED : 0;
 }
 
+/* Waits for the command, and meanwhile walks the job's slots once per reap period, reaping dead
+ * processes. The job's processes also reap, at their allocation calls, at most once a period
+ * between them all; but a job whose processes are busy elsewhere or starved of CPU, or whose walker
+ * that period sat in a container that cannot see the dead process, kept a dead process's memory
+ * counted (a soak on a loaded machine: over a second). This process sleeps between walks, so the
+ * scheduler wakes it promptly, and it lives in the namespace the job was created in: it sees every
+ * process of the job, records the host pid of container processes while they live, and so proves
+ * such a process dead once it ends (vgpu/proc.h). Its own walk, not the shared period's: a
+ * walk is a few microseconds per live process. Without pidfds (Linux before 5.3, some seccomp
+ * filters) it just waits. */
+static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
+{
+    int fd = vgpu_proc_pidfd(pid);
+    for (;;) {
+        if (fd >= 0) {
+            struct pollfd p = { .fd = fd, .events = POLLIN };
+            int n = poll(&p, 1, (int)(VGPU_REGION_REAP_NS / 1000000ULL));
+            if (n == 0) {
+                (void)vgpu_region_reap(r);
+                continue;
+            }
+            if (n < 0 && errno == EINTR)
+                continue;               /* a forwarded signal */
+            if (n < 0) {                /* poll itself failed: wait the plain way */
+                close(fd);
+                fd = -1;
+            }
+        }
+        if (waitpid(pid, status, 0) == pid)
+            break;
+        if (errno != EINTR) {
+            int err = errno;
+            if (fd >= 0)
+                close(fd);
+            errno = err;
+            return -1;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
 static int run_child(struct vgpu_region *r, char **argv)
 {
     struct vgpu_err e;
@@ -368,11 +414,10 @@ static int run_child(struct vgpu_region *r, char **argv)
     vgpu_region_set_state(r, VGPU_JOB_RUNNING, 0, 0, &e);
     sigprocmask(SIG_SETMASK, &old, NULL);
     int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) {
-            vgpu_error("lost the command (pid %d): waitpid: %s", (int)pid, strerror(errno));
-            return VGPU_EXIT_RUN_FAILED;
-        }
+    if (wait_reaping(r, pid, &status) < 0) {
+        vgpu_error("lost the command (pid %d): waitpid: %s", (int)pid, strerror(errno));
+        return VGPU_EXIT_RUN_FAILED;
+    }
     child_pid = 0;
     restore_signals();
     /* A region damaged meanwhile (truncated) is fenced off by set_state: the command's status

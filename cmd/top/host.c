@@ -27,15 +27,11 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "vgpu/proc.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434              /* the same number on every architecture */
-#endif
 
 /* Per-process host facts carried between samples: CPU time for CPU %, the user and command
  * (read once per (pid, start time)), and the parent. */
@@ -182,11 +178,6 @@ static bool cpu_clock(pid_t pid, uint64_t *ns)
     return true;
 }
 
-static int pidfd_open(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 /* ---- the tables ---- */
 
 /* s->cpu and s->par are kept sorted by pid (each entry starts with its pid): a lookup per
@@ -251,7 +242,7 @@ static bool par_watch(struct top_sampler *s, pid_t ppid)
         return true;
     if (s->nfds >= TOP_HOST_FDS)
         return false;
-    int fd = pidfd_open(ppid);
+    int fd = vgpu_proc_pidfd(ppid);
     if (fd < 0)
         return false;
     if (p) {                            /* an exited parent whose pid was taken again */
@@ -286,7 +277,7 @@ static void cpu_watch(struct top_sampler *s, struct top_cpu_ent *e, int statfd)
 {
     if (s->fast <= 0 || s->no_kept_fds || s->nfds + 2 > TOP_HOST_FDS)
         return;
-    int fd = pidfd_open(e->pid);
+    int fd = vgpu_proc_pidfd(e->pid);
     if (fd < 0) {
         if (errno == ENOSYS || errno == EPERM || errno == EACCES)
             s->fast = 0;                /* no pidfds here (old kernel, seccomp): as before */

@@ -11,7 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434              /* the same number on every architecture */
+#endif
 
 /* Reads a small /proc file into buf (NUL-terminated). -1 with errno on failure. */
 static ssize_t read_small(const char *path, char *buf, size_t len)
@@ -126,6 +131,11 @@ static int nspid(pid_t pid, pid_t *first, pid_t *last)
         p = end;
     }
     return n;
+}
+
+int vgpu_proc_pidfd(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
 pid_t vgpu_proc_host_pid(void)

@@ -17,7 +17,7 @@ held=$((3 * 1073741824 + 536870912))
 
 # Whatever happens, no process of this test outlives it (unshare --kill-child takes the
 # process in the namespace with it).
-trap 'kill -KILL $(cat "$T_DIR/unshare.pid" "$T_DIR/unshare2.pid" 2>/dev/null) 2>/dev/null; t_cleanup' EXIT
+trap 'kill -KILL $(cat "$T_DIR/unshare.pid" "$T_DIR/unshare2.pid" "$T_DIR/unshare3.pid" 2>/dev/null) 2>/dev/null; t_cleanup' EXIT
 mkfifo "$T_DIR/go"
 vgpu run --name ns --mem 4G -- sh -c '
   unshare -pf --kill-child --mount-proc alloc_probe alloc 3G hold > "$0/inner" 2>&1 & echo $! > "$0/unshare.pid"
@@ -49,6 +49,31 @@ poll_until 10 job_used_is 0
 u=$(job_used)
 assert_eq "a killed process in a PID namespace has its usage reclaimed" 0 "$u"
 timeout 10 sh -c 'echo go > "$0/go"' "$T_DIR"
+wait "$runner"
+
+# A job whose only process is in a container, and no reader comes: `vgpu run` itself walks the
+# job every 250 ms, records the process's host pid while it lives, and so proves it dead once it
+# is gone. (Before, only the job's own allocation calls reaped: its usage stayed counted.) Read
+# from the region as `vgpu ps` would, but without reaping (region_sampler).
+mkfifo "$T_DIR/go3"
+vgpu run --name lone --mem 4G -- sh -c '
+  echo "$VGPU_REGION" > "$0/lone.region"
+  unshare -pf --kill-child --mount-proc alloc_probe alloc 1G hold > "$0/inner3" 2>&1 & echo $! > "$0/unshare3.pid"
+  wait
+  read x < "$0/go3"' "$T_DIR" > "$T_DIR/job3.out" 2>&1 &
+runner=$!
+poll_until 20 grep -q holding "$T_DIR/inner3" || not_ok "a lone process in a PID namespace ran" "$(cat "$T_DIR/inner3" "$T_DIR/job3.out")"
+region_used() { region_sampler "$(cat "$T_DIR/lone.region")" 0 1 | sed -n 's/.* last=\([0-9]*\).*/\1/p'; }
+region_used_is() { [ "$(region_used)" = "$1" ]; }
+assert_eq "a lone process in a PID namespace is counted" $((1073741824 + 536870912)) "$(region_used)"
+sleep 0.6                       # two of vgpu run's walks: one saw it alive
+kill -KILL "$(children "$(cat "$T_DIR/unshare3.pid")" | head -n1)"
+t0=${EPOCHREALTIME/./}
+poll_until 5 region_used_is 0
+t1=${EPOCHREALTIME/./}
+if region_used_is 0; then ok "... and reclaimed by vgpu run with no reader and no other process ($(( (t1 - t0) / 1000 )) ms)"
+else not_ok "... and reclaimed by vgpu run with no reader and no other process" "used $(region_used) 5 s after the kill"; fi
+timeout 10 sh -c 'echo go > "$0/go3"' "$T_DIR"
 wait "$runner"
 
 # unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).

@@ -30,12 +30,13 @@
  *                   process, within 200 ms): the usage may be above the new limit by what it
  *                   was then plus 4 x 96 MiB for 200 ms, and after that it may only fall,
  *                   until it is under the limit
- *   reclaim_late    a dead process's slot is freed (its usage returned) within 1 s while the
- *                   job has a live process to reap it (reaping runs every 250 ms per job, at
- *                   an allocation call). Not for a process that was alone in its own PID
- *                   namespace: its death is proven only once the namespace is gone and a reader
- *                   that sees it looks, and until then its usage stays counted (an over-count;
- *                   libvgpu(7))
+ *   reclaim_late    a dead process's slot is freed (its usage returned) within 1 s of its death
+ *                   (`vgpu run` walks its job's slots every 250 ms, and so does an allocation
+ *                   call after a period without a walk). For a process that was alone in its
+ *                   own PID namespace, only when it lived 1 s past its context creation: one that
+ *                   ended before `vgpu run`
+ *                   saw it alive cannot be proven dead, and its usage stays counted (an
+ *                   over-count; libvgpu(7))
  *   stall           every live worker beats its heartbeat at least once a second
  *   live_dropped    a live worker's usage is never dropped (the worker checks its own slot)
  *   share           a saturating capped job's GPU time (gpu_time_ns) over every 10 s window

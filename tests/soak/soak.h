@@ -82,6 +82,7 @@ struct wproc {
     pid_t pid;                      /* our child: the worker, or unshare for a PID-namespace one */
     pid_t target;                   /* the worker's pid in our namespace (what we signal) */
     uint64_t spawned_ns, died_ns;
+    uint64_t live_ns;               /* when a check first saw it past its context creation (0: not yet) */
     bool reclaimed, late_reported, stall_reported, drop_reported;
     int status;
 };

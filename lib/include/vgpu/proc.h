@@ -18,6 +18,9 @@
 
 /* Start time of a process (/proc/PID/stat field 22), 0 when it does not exist. */
 uint64_t vgpu_proc_start_time(pid_t pid);
+/* A pidfd for pid (pidfd_open(2), Linux 5.3+): readable once the process has ended. -1 with
+ * errno where the kernel has none (ENOSYS) or refuses it (EPERM under some seccomp filters). */
+int vgpu_proc_pidfd(pid_t pid);
 /* First NSpid entry of /proc/self/status (the calling process's pid in the outermost pid
  * namespace visible to its /proc); getpid() when unavailable. */
 pid_t vgpu_proc_host_pid(void);
