@@ -8,7 +8,9 @@
 #   uncapped pair              both without vgpu limits (the simulated GPU's FIFO, no time-slices)
 #   70/30                      training --core 70, client --core 30
 #   70 low / 30 high soft      the same, training --priority low, client --priority high --core-policy soft
-# For each: request p50/p99/max, requests served, and the training job's share of the GPU
+# For each: request p50/p99/max, the client's lease waits p50/p99/max (from its lease trace,
+# tests/gpu/handover.py: a launch without a lease until it has one; "-" without vgpu), requests
+# served, and the training job's share of the GPU
 # (PASS when the client's p99 is at most BOUND_MS, default 20, and the training job is within
 # 5 points of its cap minus what the client used: a preempted holder is charged until its
 # queued work is done, which overlaps the client's). LAT_SECONDS (default 6) is the client's
@@ -32,7 +34,14 @@ client=(core_loop -m client -k 200 -s 4 -i 5000 -t "$S")
 train=(core_loop -k 250 -s 200 -t "$(awk -v s="$S" 'BEGIN { print s + 1.5 }')")
 
 pass=0 fail=0
-printf '%-24s %8s %8s %8s %9s %10s %7s %6s  %s\n' setup p50_ms p99_ms max_ms requests train_share preempt yields verdict
+printf '%-24s %8s %8s %8s %8s %8s %8s %9s %10s %7s %6s  %s\n' setup p50_ms p99_ms max_ms \
+  lease_p50 lease_p99 lease_max requests train_share preempt yields verdict
+# The client's lease waits, in ms: "p50 p99 max" from handover.py's line for its process.
+lease_waits() {
+  python3 "$VGPU_SRC/tests/gpu/handover.py" "$1" 2>/dev/null | awk '/lease waits/ {
+    for (i = 1; i <= NF; i++) { if ($i == "p50") a = $(i+1); if ($i == "p99") b = $(i+1); if ($i == "max") c = $(i+1) }
+    printf "%.2f %.2f %.2f\n", a / 1000, b / 1000, c / 1000; exit }'
+}
 row() { # label train-prefix... :: client-prefix...
   local label=$1; shift
   local tp=() cp=()
@@ -44,7 +53,10 @@ row() { # label train-prefix... :: client-prefix...
     tr=$!
     sleep 1
   fi
-  local out; out=$("${cp[@]}" "${client[@]}" 2>&1)
+  local lt="$T/lease.${label//[^a-z0-9]/_}"
+  mkdir -p "$lt"
+  local out; out=$(VGPU_LEASE_TRACE=$lt "${cp[@]}" "${client[@]}" 2>&1)
+  local lw; lw=$(lease_waits "$lt"); set -- ${lw:-- - -}
   [ -n "$tr" ] && peek=$(sched_peek $UUID)
   if [ -n "$tr" ]; then wait "$tr"; share=$(get "$(cat "$T/train")" share); fi
   local p99; p99=$(get "$out" p99_ms)
@@ -54,8 +66,8 @@ row() { # label train-prefix... :: client-prefix...
       print (p != "" && s != "" && p <= b && s >= 0.65 - busy && s <= 0.75 ? "PASS" : "FAIL") }')
     if [ "$verdict" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
   fi
-  printf '%-24s %8s %8s %8s %9s %10s %7s %6s  %s\n' "$label" "$(get "$out" p50_ms)" "$p99" "$(get "$out" max_ms)" \
-    "$(get "$out" requests)" "$share" "$(get "$peek" preemptions)" "$(get "$peek" yields)" "$verdict"
+  printf '%-24s %8s %8s %8s %8s %8s %8s %9s %10s %7s %6s  %s\n' "$label" "$(get "$out" p50_ms)" "$p99" \
+    "$(get "$out" max_ms)" "$1" "$2" "$3" "$(get "$out" requests)" "$share" "$(get "$peek" preemptions)" "$(get "$peek" yields)" "$verdict"
 }
 row alone ::
 row "uncapped pair" ::

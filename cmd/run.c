@@ -73,15 +73,12 @@ static const char usage[] =
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mps/mpsrec.h"
@@ -89,6 +86,7 @@ static const char usage[] =
 #include "common.h"
 #include "run/libcheck.h"
 #include "run/asuser.h"
+#include "run/child.h"
 #include "run/detach.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
@@ -97,7 +95,6 @@ static const char usage[] =
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
 #include "vgpu/placement.h"
-#include "vgpu/proc.h"
 #include "vgpu/region.h"
 #include "vgpu/userjobs.h"
 #include "vgpu/sched.h"
@@ -262,173 +259,6 @@ static char *join_args(char **argv)
     return s;
 }
 
-/* ---- the child and its signals ---------------------------------------------------------------- */
-
-static volatile sig_atomic_t child_pid;
-
-/* Signals sent to vgpu run with kill(2) go on to the command. Signals from the terminal
- * (si_code SI_KERNEL) already reached the whole foreground process group, the command
- * included: forwarding those would deliver them twice. */
-static void forward(int sig, siginfo_t *si, void *ctx)
-{
-    (void)ctx;
-    if (child_pid > 0 && si && si->si_code <= 0)
-        kill((pid_t)child_pid, sig);
-}
-
-static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
-
-static void install_forwarding(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = forward;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-        sigaction(forwarded[i], &sa, NULL);
-}
-
-static void restore_signals(void)
-{
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-        signal(forwarded[i], SIG_DFL);
-}
-
-/* Dies by `sig` as the command did, without a second core dump. */
-static void die_by_signal(int sig)
-{
-    struct rlimit nocore = { 0, 0 };
-    setrlimit(RLIMIT_CORE, &nocore);
-    signal(sig, SIG_DFL);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, sig);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
-    raise(sig);
-    /* A signal whose default is to continue or be ignored (SIGCHLD, SIGCONT...): 128+N. */
-    exit(128 + sig);
-}
-
-static int set_env(const char *name, const char *value)
-{
-    if (setenv(name, value, 1) < 0)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "cannot set %s: %s", name, strerror(errno));
-    return 0;
-}
-
-static int prepare_environment(const char *region_path, const char *library, const struct vgpu_job_spec *spec)
-{
-    char visible[VGPU_REGION_MAX_DEVICES * (VGPU_UUID_LEN + 1)] = "";
-    size_t used = 0;
-    for (unsigned d = 0; d < spec->device_count; d++)
-        used += (size_t)snprintf(visible + used, sizeof visible - used, "%s%s", d ? "," : "", spec->dev[d].uuid);
-    const char *old = getenv("LD_PRELOAD");
-    size_t plen = strlen(library) + (old ? strlen(old) + 1 : 0) + 1;
-    char *preload = malloc(plen);
-    if (!preload)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "out of memory");
-    /* Prepended: our hooks must see the driver calls before any other preloaded library. */
-    snprintf(preload, plen, "%s%s%s", library, old && *old ? " " : "", old && *old ? old : "");
-    int rc = set_env("CUDA_VISIBLE_DEVICES", visible) || set_env("VGPU_REGION", region_path) ||
-             set_env("LD_PRELOAD", preload);
-    free(preload);
-    return rc ? VGPU_EXIT_RUN_FAILED : 0;
-}
-
-/* Waits for the command, and meanwhile walks the job's slots once per reap period, reaping dead
- * processes. The job's processes also reap, at their allocation calls, at most once a period
- * between them all; but a job whose processes are busy elsewhere or starved of CPU, or whose walker
- * that period sat in a container that cannot see the dead process, kept a dead process's memory
- * counted (a soak on a loaded machine: over a second). This process sleeps between walks, so the
- * scheduler wakes it promptly, and it lives in the namespace the job was created in: it sees every
- * process of the job, records the host pid of container processes while they live, and so proves
- * such a process dead once it ends (vgpu/proc.h). Its own walk, not the shared period's: a
- * walk is a few microseconds per live process. Without pidfds (Linux before 5.3, some seccomp
- * filters) it just waits. */
-static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
-{
-    int fd = vgpu_proc_pidfd(pid);
-    for (;;) {
-        if (fd >= 0) {
-            struct pollfd p = { .fd = fd, .events = POLLIN };
-            int n = poll(&p, 1, (int)(VGPU_REGION_REAP_NS / 1000000ULL));
-            if (n == 0) {
-                (void)vgpu_region_reap(r);
-                continue;
-            }
-            if (n < 0 && errno == EINTR)
-                continue;               /* a forwarded signal */
-            if (n < 0) {                /* poll itself failed: wait the plain way */
-                close(fd);
-                fd = -1;
-            }
-        }
-        if (waitpid(pid, status, 0) == pid)
-            break;
-        if (errno != EINTR) {
-            int err = errno;
-            if (fd >= 0)
-                close(fd);
-            errno = err;
-            return -1;
-        }
-    }
-    if (fd >= 0)
-        close(fd);
-    return 0;
-}
-
-static int run_child(struct vgpu_region *r, char **argv)
-{
-    struct vgpu_err e;
-    sigset_t block, old;
-    sigemptyset(&block);
-    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-        sigaddset(&block, forwarded[i]);
-    /* Block until child_pid is known, so a signal in between is forwarded, not lost. */
-    sigprocmask(SIG_BLOCK, &block, &old);
-    install_forwarding();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "cannot start %s: fork: %s", argv[0], strerror(errno));
-    }
-    if (pid == 0) {
-        restore_signals();
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        if (vgpu_as_user.on)
-            vgpu_run_become_user();
-        execvp(argv[0], argv);
-        int err = errno;
-        bool missing = err == ENOENT || err == ENOTDIR;
-        /* A name with a '/' is a path: PATH was not searched, so do not say it was. */
-        bool path = strchr(argv[0], '/') != NULL;
-        vgpu_fail(0, "cannot run '%s': %s%s", argv[0], strerror(err),
-                  missing ? (path ? " (check the path)" : " (not found in PATH)")
-                          : err == EACCES ? " (not executable?)" : "");
-        _exit(missing ? VGPU_EXIT_RUN_NOTFOUND : VGPU_EXIT_RUN_NOEXEC);
-    }
-    child_pid = pid;
-    vgpu_region_set_state(r, VGPU_JOB_RUNNING, 0, 0, &e);
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    int status;
-    if (wait_reaping(r, pid, &status) < 0) {
-        vgpu_error("lost the command (pid %d): waitpid: %s", (int)pid, strerror(errno));
-        return VGPU_EXIT_RUN_FAILED;
-    }
-    child_pid = 0;
-    restore_signals();
-    /* A region damaged meanwhile (truncated) is fenced off by set_state: the command's status
-     * still becomes ours, and the lost record is said. */
-    int st = WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
-    if (vgpu_region_set_state(r, VGPU_JOB_EXITED, st < 0 ? -1 : st, st < 0 ? -st : 0, &e) < 0)
-        vgpu_warn("job %s: %s; vgpu wait cannot get the command's status (vgpu run exits with it)", r->info->id,
-                  e.msg);
-    return st;
-}
-
 /* ---- the command -------------------------------------------------------------------------------- */
 
 static int cmd_run(int argc, char **argv)
@@ -469,7 +299,7 @@ static int cmd_run(int argc, char **argv)
     char **cmdv = argv + optind;
     struct vgpu_err e;
     /* The library reads it (lib/hook/config.c); set before anything else, it reaches the command. */
-    if (fail_closed && set_env("VGPU_FAIL_CLOSED", "1") != 0)
+    if (fail_closed && vgpu_run_set_env("VGPU_FAIL_CLOSED", "1") != 0)
         return VGPU_EXIT_RUN_FAILED;
     if (user && vgpu_run_resolve_user(user) != 0)
         return VGPU_EXIT_RUN_FAILED;
@@ -787,7 +617,7 @@ static int cmd_run(int argc, char **argv)
     char region_path[PATH_MAX];
     if (!realpath(r.path, region_path))
         snprintf(region_path, sizeof region_path, "%s", r.path);
-    if (prepare_environment(region_path, library, spec) != 0)
+    if (vgpu_run_prepare_environment(region_path, library, spec) != 0)
         goto out;
     if (detach) {
         int d = vgpu_run_detach_io(&r, sock, &e);
@@ -799,7 +629,7 @@ static int cmd_run(int argc, char **argv)
         }
     }
     vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.info->id, region_path, getenv("LD_PRELOAD"));
-    rc = run_child(&r, cmdv);
+    rc = vgpu_run_child(&r, cmdv);
 out:
     if (sock >= 0)
         close(sock);
@@ -822,7 +652,7 @@ out:
     if (nv)
         vgpu_nvml_close(nv);
     if (rc < 0)
-        die_by_signal(-rc);
+        vgpu_run_die_by_signal(-rc);
     return rc;
 }
 

@@ -57,63 +57,12 @@
 #include "hook.h"
 #include "leasetrace.h"
 #include "limiter.h"
+#include "limiter_internal.h"
+#include "fairshare.h"
 #include "vgpu/region.h"
 #include "vgpu/sched.h"
 
-#define MAX_DEV     VGPU_REGION_MAX_DEVICES
-#define MAX_STREAMS 32
-
-/* Pacing fences outstanding at most: two, and OVERLAP_FENCES more while a holder we preempted
- * drains (see pace). */
-#define OVERLAP_FENCES 2
-#define MAX_FENCES (2 + OVERLAP_FENCES)
-/* Idle gaps remembered for the guess of our next return (expected_gap). */
-#define GAPS 8
-
-struct dstate {
-    pthread_mutex_t mu;
-    int ready;                   /* 0: not set up; 1: ok; -1: failed (launches pass) */
-    struct vgpu_sched s;
-    int job, proc;
-    _Atomic uint64_t lease;      /* the lease word we hold, 0 when none */
-    _Atomic uint64_t end;        /* its deadline */
-    _Atomic uint64_t start;     /* when the lease was granted (read by the helper without d->mu) */
-    _Atomic uint32_t touched;    /* a launch came since the helper last looked (idle detection) */
-    _Atomic uint32_t inflight;   /* launches passed under the lease and not yet back from the driver */
-    _Atomic uint64_t idle_since; /* the helper first saw the lease idle (0: not idle) */
-    /* The lease's own GPU work as the helper sees it (vgpu_sched_note_busy), under d->mu: */
-    uint64_t busy_ns;            /* closed busy stretches since the grant */
-    uint64_t busy_from;          /* start of the stretch going on (0: idle) */
-    _Atomic bool in_overlap;     /* a holder we preempted still drains (as last seen) */
-    uint64_t busy_in_ov;         /* busy time until that drain ended, once seen to end */
-    uint64_t bypass_until;       /* the schedule looked damaged: launch unscheduled until then */
-    bool warned_stall;
-    CUcontext ctx;               /* the context current at the grant (for draining) */
-    CUstream streams[MAX_STREAMS];
-    unsigned nstreams;
-    bool whole_ctx;              /* per-thread stream or too many streams: drain the context */
-    /* pacing (see the top of this file) */
-    _Atomic unsigned fence_every;  /* F: launches between fences */
-    CUcontext fence_ctx;         /* the context the fence events belong to */
-    CUevent fence[MAX_FENCES];   /* outstanding fences, fence[0] the oldest */
-    bool fence_ovl[MAX_FENCES];  /* recorded while a holder we preempted drained */
-    unsigned nfence;             /* fences recorded and not known to be done */
-    bool done_ovl;               /* `done` was recorded during such an overlap */
-    CUevent done;                /* the last fence found done (timing interval start) */
-    unsigned max_fences;         /* outstanding fences allowed: 2, or 1 when one launch alone is
-                                  * longer than two intervals' worth (long kernels) */
-    bool have_done;              /* `done` was recorded in this lease and has completed */
-    uint64_t interval_ns;        /* GPU time of the last interval measured while the GPU was behind */
-    /* keeping clear (vgpu/sched.h): */
-    uint64_t clear_until;        /* queue nothing before this: a job we keep clear of is due */
-    uint64_t gone_idle_at;       /* our last lease was given back idle then (0: it was not) */
-    uint64_t gaps[GAPS];         /* our recent idle gaps: from gone_idle_at to the next want */
-    unsigned ngaps, gap_next;
-    _Atomic bool service;        /* we publish expected returns: give the lease back once idle,
-                                  * wanted or not, so that the time we went idle is seen */
-};
-
-static struct dstate devs[MAX_DEV];
+struct dstate vgpu_lim_devs[MAX_DEV];
 /* The launch path's thread-local state. initial-exec: libvgpu.so is preloaded, so its TLS sits
  * in the static block and an access is one %fs-relative load, not a __tls_get_addr call. */
 #define LAUNCH_TLS static __thread __attribute__((tls_model("initial-exec")))
@@ -130,9 +79,6 @@ LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
                                            * waiter waits for (reference/latency.md) */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t keeper_cv;
-static bool keeper_started;
 
 /* ---- the real driver functions draining needs -------------------------------------------------- */
 
@@ -167,16 +113,12 @@ static void init(void)
     drv.ev_sync = (vgpu_cuEventSynchronize_fn)vgpu_real_cuda_sym("cuEventSynchronize");
     drv.ev_destroy = (vgpu_cuEventDestroy_v2_fn)vgpu_real_cuda_sym("cuEventDestroy_v2");
     drv.ev_elapsed = (vgpu_cuEventElapsedTime_fn)vgpu_real_cuda_sym("cuEventElapsedTime");
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&keeper_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    vgpu_lim_keeper_init();
     for (unsigned i = 0; i < MAX_DEV; i++) {
-        pthread_mutex_init(&devs[i].mu, NULL);
-        devs[i].s.fd = -1;
-        devs[i].proc = -1;
-        atomic_store(&devs[i].fence_every, FENCE_EVERY_START);
+        pthread_mutex_init(&vgpu_lim_devs[i].mu, NULL);
+        vgpu_lim_devs[i].s.fd = -1;
+        vgpu_lim_devs[i].proc = -1;
+        atomic_store(&vgpu_lim_devs[i].fence_every, FENCE_EVERY_START);
     }
     pthread_atfork(NULL, NULL, reset_child);
 }
@@ -184,10 +126,9 @@ static void init(void)
 /* A forked child holds no lease and has no helper thread; its parent's entries are not its own. */
 static void reset_child(void)
 {
-    pthread_mutex_init(&keeper_mu, NULL);
-    keeper_started = false;
+    vgpu_lim_keeper_reset_child();
     for (unsigned i = 0; i < MAX_DEV; i++) {
-        struct dstate *d = &devs[i];
+        struct dstate *d = &vgpu_lim_devs[i];
         pthread_mutex_init(&d->mu, NULL);
         atomic_store(&d->lease, 0);
         atomic_store(&d->inflight, 0u);
@@ -219,55 +160,6 @@ struct limits {
     int prio;
 };
 
-/* ---- the fair share of a spilling job (issue 15) ------------------------------------------------
- * A job with --oversubscribe and no --core of its own is held, while it has memory spilled off a
- * GPU that other processes keep busy, to an equal share of that GPU's time: 100 / (1 + the busy
- * processes outside the job), a hard cap. Its kernels wait for page faults inside its own time
- * slices, so time-slicing alone let it take more than its turn: on an H200 a job beside two
- * spilling jobs kept 86 % of the throughput it had beside jobs that fit, and ran faster than
- * that with --core 33 on each of them. The leases charge the stalled kernels as GPU time. The
- * count comes from NVML's per-process utilisation, at most once a second per device. */
-#define FAIR_REFRESH_NS 1000000000ULL
-static struct {
-    _Atomic uint64_t at;   /* last count (0: never) */
-    _Atomic unsigned cap;  /* the cap then, 0: none (nobody else busy, or NVML cannot tell) */
-    _Atomic(struct vgpu_sched *) sched;  /* the GPU's schedule once joined (setup), for the marks */
-    _Atomic int job;       /* our job's entry there */
-} fair[MAX_DEV];
-
-/* fair_cap runs at every launch of an oversubscribed job that is not held: a thread reads the
- * clock (to see whether the count is due) at one call in FAIR_LOOK_EVERY only. */
-#define FAIR_LOOK_EVERY 64
-LAUNCH_TLS unsigned t_fair_calls[MAX_DEV];
-
-static unsigned fair_cap(const struct vgpu_region *r, int dev)
-{
-    if (!vgpu_region_oversub(r, (unsigned)dev, NULL))
-        return 0;
-    bool spilling = vgpu_region_mem_spilled(r, (unsigned)dev) != 0;
-    uint64_t now = 0, at = atomic_load(&fair[dev].at);
-    if (t_fair_calls[dev]++ % FAIR_LOOK_EVERY == 0)
-        now = vgpu_now_ns();
-    if (now && (at == 0 || now - at >= FAIR_REFRESH_NS) && atomic_compare_exchange_strong(&fair[dev].at, &at, now)) {
-        unsigned cap = 0;
-        struct vgpu_sched *s = atomic_load(&fair[dev].sched);
-        if (s)
-            vgpu_sched_set_spilling(s, atomic_load(&fair[dev].job), spilling);
-        unsigned pids[64];
-        int others = spilling ? vgpu_nvml_busy_others(dev, pids, 64) : 0;
-        /* Held only while someone busy beside it does not spill; then to an equal share among
-         * all of them. Spilling jobs beside each other only time-slice freely: taking turns
-         * would lose the overlap of one's page faults with the other's work. */
-        int plain = 0;
-        for (int i = 0; i < others; i++)
-            plain += !(s && vgpu_sched_pid_spilling(s, (pid_t)pids[i]));
-        if (others > 0 && plain > 0)
-            cap = 100u / (unsigned)(others + 1);
-        atomic_store(&fair[dev].cap, cap);
-    }
-    return spilling ? atomic_load(&fair[dev].cap) : 0;
-}
-
 /* The job's own core limit on `dev` as set: 0 none (a spilling job's fair share applies), 100 no
  * limit asked for explicitly (`--core 100`: no fair share either). */
 static unsigned own_cap(const struct vgpu_region *r, int dev)
@@ -278,14 +170,14 @@ static unsigned own_cap(const struct vgpu_region *r, int dev)
 
 /* From r->info, the copy config.c refreshes (after an fstat) when the gate sees the limits change:
  * a region cut inside its limits page reads as zeros there, no limit (issue 12 item 3). Without a
- * core limit of its own, a spilling job's fair share (fair_cap). */
+ * core limit of its own, a spilling job's fair share (vgpu_fair_cap). */
 static struct limits read_limits(const struct vgpu_region *r, int dev)
 {
     const struct vgpu_region_dev_limits *l = &r->info->dev[dev];
     struct limits x = { own_cap(r, dev), atomic_load(&l->core_policy) == VGPU_CORE_SOFT, atomic_load(&l->priority) };
     if (x.cap == 100)
         x.cap = 0;   /* 100% is no limit: nothing to schedule */
-    else if (!x.cap && (x.cap = fair_cap(r, dev)) != 0)
+    else if (!x.cap && (x.cap = vgpu_fair_cap(r, dev)) != 0)
         x.soft = false;
     x.prio = x.prio > 0 ? VGPU_PRIO_HIGH : x.prio < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
     return x;
@@ -347,8 +239,7 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
         return false;
     }
     d->ready = 1;
-    atomic_store(&fair[dev].job, d->job);
-    atomic_store(&fair[dev].sched, &d->s);   /* a spilling job marks itself there (fair_cap) */
+    vgpu_fair_join(dev, &d->s, d->job);   /* a spilling job marks itself there */
     return true;
 }
 
@@ -414,7 +305,7 @@ static uint64_t queued_after(const struct dstate *d)
 /* Waits for the lease's work and passes the lease on. Called with d->mu held. */
 /* at_deadline: the lease ran out (rather than being given back idle); see vgpu_sched_note_end.
  * idle_at: when the helper first saw the lease idle, for a lease given back idle (else 0). */
-static void drain_and_release(struct dstate *d, int dev, bool at_deadline, uint64_t idle_at)
+void vgpu_lim_drain_and_release(struct dstate *d, int dev, bool at_deadline, uint64_t idle_at)
 {
     /* The lease word goes to 0 first: launches compare it and stop at once (they then wait for
      * d->mu, which we hold until the lease has been passed on). */
@@ -504,7 +395,7 @@ static void drain_and_release(struct dstate *d, int dev, bool at_deadline, uint6
  * kernel is not idle; one whose streams are done and that launches nothing is. A per-thread
  * default stream cannot be queried from the helper thread: then only launches count. Called
  * with d->mu held. */
-static bool work_in_flight(struct dstate *d)
+bool vgpu_lim_work_in_flight(struct dstate *d)
 {
     if (!drv.stream_query || d->whole_ctx)
         return false;
@@ -527,7 +418,7 @@ static bool work_in_flight(struct dstate *d)
  * during an overlap). */
 static bool pace_wait(struct dstate *d, CUstream rec, bool *ovl_out)
 {
-    if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx || !keeper_started)
+    if (!drv.ev_create || !drv.ev_record || !drv.ev_query || !drv.ev_sync || !drv.get_ctx || !vgpu_lim_keeper_started())
         return false;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     /* An event recorded on a capturing stream would become a node of the application's graph. */
@@ -582,7 +473,7 @@ static bool pace_wait(struct dstate *d, CUstream rec, bool *ovl_out)
         if (waited) {
             drv.ev_sync(d->fence[0]);
             uint64_t t1 = vgpu_now_ns();
-            vgpu_lt_record(VGPU_LT_FENCE, (int)(d - devs), t1, t1 - t0);
+            vgpu_lt_record(VGPU_LT_FENCE, (int)(d - vgpu_lim_devs), t1, t1 - t0);
         }
         float ms = 0;
         if (d->have_done && !d->done_ovl && !d->fence_ovl[0] && drv.ev_elapsed &&
@@ -629,154 +520,6 @@ static void pace_record(struct dstate *d, CUstream rec, bool ovl)
     d->fence_ovl[d->nfence] = ovl;
     if (drv.ev_record(d->fence[d->nfence], rec) == CUDA_SUCCESS)
         d->nfence++;
-}
-
-/* ---- the helper thread: ends leases at their deadline ------------------------------------------------ */
-
-/* The futex word the helper sleeps on while it holds one lease (kick_keeper wakes it there). */
-static _Atomic(_Atomic uint32_t *) keeper_sleeps_on;
-
-static void *keeper(void *arg)
-{
-    (void)arg;
-    uint32_t seen[MAX_DEV] = { 0 };
-    for (;;) {
-        uint64_t next = UINT64_MAX, now = vgpu_now_ns();
-        struct dstate *only = NULL;
-        unsigned held = 0;
-        for (unsigned i = 0; i < MAX_DEV; i++) {
-            struct dstate *d = &devs[i];
-            uint64_t lease = atomic_load(&d->lease);
-            if (!lease || !d->s.f)
-                continue;
-            uint64_t end = vgpu_sched_deadline(&d->s, lease);
-            bool give_back = now >= end;
-            /* A service (it publishes when it expects its next request) gives the lease back
-             * once idle whether or not anyone asks: holders keeping clear of it do not ask, and
-             * the time it went idle must be seen when it happens, not when someone next asks. */
-            bool wanted = !give_back && (atomic_load(&d->service) ||
-                                         vgpu_sched_wanted(&d->s, atomic_load_explicit(&d->start, memory_order_relaxed)));
-            /* Watched for idleness: when someone of another job waits (we give the lease back once
-             * idle), and while a holder we preempted still drains (it pays the part of its drain
-             * during which we had no work: vgpu_sched_note_busy). */
-            bool overlap = !give_back && d->in_overlap;
-            if (!give_back && (wanted || overlap)) {
-                /* Idle is no launch and nothing in flight for a whole VGPU_SCHED_IDLE_NS, so that a
-                 * process between a synchronize and its next launch is not taken for idle. */
-                bool quiet = atomic_exchange(&d->touched, 0) == 0;
-                /* Launched since the last look, seen busy then too, and no overlap that just
-                 * ended: nothing changes, and d->mu (which a launch holds through a fence wait) is
-                 * not taken. Within a lease idle_since == 0 exactly while busy_from != 0. */
-                bool look = quiet || atomic_load(&d->idle_since) ||
-                            (d->in_overlap && !vgpu_sched_overlapping(&d->s, now));
-                if (look)
-                    pthread_mutex_lock(&d->mu);
-                if (look && atomic_load(&d->lease) == lease) {
-                    if (quiet)
-                        quiet = !work_in_flight(d);
-                    if (!quiet) {
-                        atomic_store(&d->idle_since, 0);
-                        if (!d->busy_from) {
-                            d->busy_from = now;
-                            vgpu_sched_note_busy(&d->s, lease, d->busy_ns, d->busy_from);
-                            vgpu_lt_record(VGPU_LT_IDLE, (int)i, now, 0);
-                        }
-                    } else if (!atomic_load(&d->idle_since)) {
-                        atomic_store(&d->idle_since, now);
-                        if (d->busy_from) {
-                            d->busy_ns += now - d->busy_from;
-                            d->busy_from = 0;
-                            vgpu_sched_note_busy(&d->s, lease, d->busy_ns, 0);
-                            vgpu_lt_record(VGPU_LT_IDLE, (int)i, now, 1);
-                        }
-                    } else if (wanted && now - atomic_load(&d->idle_since) >= vgpu_sched_idle_need(d->busy_ns)) {
-                        give_back = true;   /* idle long enough for the work it did (vgpu_sched_idle_need) */
-                    }
-                    if (d->in_overlap && !vgpu_sched_overlapping(&d->s, now)) {
-                        d->in_overlap = false;   /* the holder we preempted drained */
-                        d->busy_in_ov = d->busy_ns + (d->busy_from ? now - d->busy_from : 0);
-                    }
-                }
-                if (look)
-                    pthread_mutex_unlock(&d->mu);
-                if (!give_back && now + VGPU_SCHED_IDLE_NS < next)
-                    next = now + VGPU_SCHED_IDLE_NS;
-                if (give_back)
-                    atomic_fetch_add(&d->s.f->yields, 1);
-            }
-            if (give_back) {
-                pthread_mutex_lock(&d->mu);
-                if (atomic_load(&d->lease) == lease)
-                    drain_and_release(d, (int)i, now >= end, now >= end ? 0 : atomic_load(&d->idle_since));
-                pthread_mutex_unlock(&d->mu);
-                continue;
-            }
-            if (end < next)
-                next = end;
-            held++;
-            only = d;
-        }
-        now = vgpu_now_ns();
-        if (held == 1) {
-            /* Sleep where a preempting waiter wakes us. */
-            unsigned i = (unsigned)(only - devs);
-            atomic_store(&keeper_sleeps_on, &only->s.f->yield_seq);
-            vgpu_sched_wait_yield(&only->s, &seen[i], next > now ? next - now : 0);
-            atomic_store(&keeper_sleeps_on, NULL);
-            continue;
-        }
-        if (held > 1 && next > now + 1000000ULL)
-            next = now + 1000000ULL;   /* several GPUs: poll their yield requests every ms */
-        pthread_mutex_lock(&keeper_mu);
-        if (next == UINT64_MAX) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&keeper_cv, &keeper_mu, &ts);
-        } else {
-            struct timespec ts = { (time_t)(next / 1000000000ULL), (long)(next % 1000000000ULL) };
-            pthread_cond_timedwait(&keeper_cv, &keeper_mu, &ts);
-        }
-        pthread_mutex_unlock(&keeper_mu);
-    }
-    return NULL;
-}
-
-static void kick_keeper(void)
-{
-    pthread_mutex_lock(&keeper_mu);
-    if (!keeper_started) {
-        sigset_t all, old;
-        sigfillset(&all);
-        /* A fault in a thread that blocks its signal kills the process, whatever the handler:
-         * SIGBUS must reach guard.c's when a truncated region faults here (issue 12 item 3). */
-        sigdelset(&all, SIGBUS);
-        sigdelset(&all, SIGSEGV);
-        sigdelset(&all, SIGFPE);
-        sigdelset(&all, SIGILL);
-        pthread_sigmask(SIG_SETMASK, &all, &old);   /* the application's handlers never run on it */
-        pthread_t t;
-        pthread_attr_t a;
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&a, 64 * 1024);
-        keeper_started = pthread_create(&t, &a, keeper, NULL) == 0;
-        pthread_attr_destroy(&a);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (!keeper_started) {
-            /* Without it nobody ends a lease at its deadline: every launch takes the slow path,
-             * which reads the clock (F = 0 fails the fast path's fence count). */
-            for (unsigned i = 0; i < MAX_DEV; i++)
-                atomic_store(&devs[i].fence_every, 0);
-            vgpu_warn("%s: cannot start the limiter's helper thread; every launch now checks the clock",
-                      vgpu_job_label());
-        }
-    }
-    pthread_cond_signal(&keeper_cv);
-    pthread_mutex_unlock(&keeper_mu);
-    _Atomic uint32_t *w = atomic_load(&keeper_sleeps_on);
-    if (w)
-        syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* ---- the gate ------------------------------------------------------------------------------------------ */
@@ -826,7 +569,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
                 if (until) {
                     vgpu_lt_record(VGPU_LT_CLEAR, dev, now, until - now);
                     d->clear_until = until;
-                    drain_and_release(d, dev, true, 0);
+                    vgpu_lim_drain_and_release(d, dev, true, 0);
                     continue;
                 }
                 if (fenced)
@@ -844,7 +587,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             break;
         }
         if (lease)
-            drain_and_release(d, dev, true, 0);   /* expired: pass it on before asking again */
+            vgpu_lim_drain_and_release(d, dev, true, 0);   /* expired: pass it on before asking again */
         struct limits x = read_limits(r, dev);
         if (!x.cap) {                    /* no limit (any more) on this device */
             vgpu_sched_unwant(&d->s, d->proc);
@@ -899,7 +642,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             vgpu_lt_record(VGPU_LT_GRANT, dev, now, end - now);
             if (now > waited_from && r->use)
                 atomic_fetch_add(&r->use->dev[dev].throttled_ns, now - waited_from);
-            kick_keeper();
+            vgpu_lim_kick_keeper();
             continue;
         }
         vgpu_sched_wait(&d->s, vgpu_sched_retry_in(&d->s, d->proc, now));
@@ -919,7 +662,7 @@ int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
     }
     if (dev < 0 || dev >= MAX_DEV)
         return -1;
-    struct dstate *d = &devs[dev];
+    struct dstate *d = &vgpu_lim_devs[dev];
     uint64_t lease = atomic_load_explicit(&d->lease, memory_order_acquire);
     /* Our lease (the helper thread zeroes d->lease at the deadline, before draining, and when a
      * preemptor wakes it), on the stream the last launch used, and not due for a fence. Every
@@ -953,7 +696,7 @@ int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
     if (!lease) {
         struct vgpu_region *r = vgpu_job();
         unsigned own = r && (unsigned)dev < vgpu_region_device_count(r) ? own_cap(r, dev) : 1;
-        if (own == 100 || (own == 0 && !fair_cap(r, dev)))
+        if (own == 100 || (own == 0 && !vgpu_fair_cap(r, dev)))
             return -1;
     }
     return slow_path(dev, d, stream, ptsz) ? dev : -1;
@@ -962,14 +705,14 @@ int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
 void vgpu_limiter_launched(int dev)
 {
     if (dev >= 0 && dev < MAX_DEV)
-        atomic_fetch_sub(&devs[dev].inflight, 1);
+        atomic_fetch_sub(&vgpu_lim_devs[dev].inflight, 1);
 }
 
 /* At exit, a held lease is given back at once instead of lingering until its deadline. */
 __attribute__((destructor)) static void limiter_exit(void)
 {
     for (unsigned i = 0; i < MAX_DEV; i++) {
-        struct dstate *d = &devs[i];
+        struct dstate *d = &vgpu_lim_devs[i];
         if (d->ready != 1 || !d->s.f)
             continue;
         if (pthread_mutex_trylock(&d->mu) != 0)
