@@ -23,14 +23,17 @@ def main():
     for path in glob.glob(os.path.join(sys.argv[1], "lease.*")):
         pid = int(path.rsplit(".", 1)[1])
         with open(path) as f:
-            for line in f:
+            for seq, line in enumerate(f):
                 name, dev, t, arg = line.split()
                 if name != "lost":
-                    ev.append((int(t), pid, name, int(arg)))
+                    ev.append((int(t), pid, seq, name, int(arg)))
     if not ev:
         print("handover.py: no events", file=sys.stderr)
         return 1
+    # By time, then in each file's order: a want and its grant often share a nanosecond, and
+    # sorting by name put the grant first, pairing each grant with the previous request's want.
     ev.sort()
+    ev = [(t, pid, name, arg) for t, pid, _, name, arg in ev]
     t0, t1 = ev[0][0], ev[-1][0]
     holder = None           # (pid, since)
     waiting = {}            # pid -> since
