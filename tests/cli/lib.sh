@@ -39,7 +39,7 @@ t_cleanup() {
   [ -z "${T_DONE:-}" ] && echo "# ended after $T_N tests without reaching done_testing (an early exit?)"
   # Kill whatever a test left running in the background, then remove its files.
   local pids; pids=$(jobs -p); [ -n "$pids" ] && kill $pids 2>/dev/null; wait 2>/dev/null
-  rm -rf "$T_DIR" "$T_SHARED"
+  rm -rf "$T_DIR" "$T_SHARED" ${T_USER_DIRS[@]+"${T_USER_DIRS[@]}"}
 }
 trap t_cleanup EXIT
 
@@ -65,6 +65,21 @@ mkdir -m 0700 -p "$VGPU_STATE_DIR"
 mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
 
 T_N=0
+# For scripts that run jobs as nobody (root only; run_user.sh, mps_user.sh, truncated_user.sh):
+# copies of the programs that nobody can read, a machine-wide directory ($U_MACHINE) and one
+# simulated GPU for both users, outside root's 0700 T_DIR, which the job must not need;
+# removed at exit.
+user_dirs() {
+  local bin fk
+  bin=$(mktemp -d /tmp/vgpu-user-bin.XXXXXX)
+  cp "$VGPU_BUILD/vgpu" "$VGPU_BUILD/libvgpu.so" "$VGPU_BUILD"/fakegpu/* "$VGPU_BUILD"/tests/progs/* "$bin/"
+  chmod -R a+rX "$bin"; chmod 0755 "$bin"
+  U_MACHINE=$(mktemp -d /tmp/vgpu-user-machine.XXXXXX); chmod 1777 "$U_MACHINE"
+  fk=$(mktemp -d /tmp/vgpu-user-fake.XXXXXX); chmod 1777 "$fk"
+  T_USER_DIRS=("$bin" "$U_MACHINE" "$fk")
+  export PATH="$bin:$PATH" LD_LIBRARY_PATH="$bin" VGPU_MACHINE_DIR=$U_MACHINE VGPU_FAKE_SHARED=user-$$-$RANDOM \
+    VGPU_FAKE_SHARED_DIR=$fk VGPU_LIBRARY=$bin/libvgpu.so
+}
 use_scenario() {
   export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/$1.json
   rm -f "$VGPU_FAKE_STATE"

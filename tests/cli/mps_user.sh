@@ -8,20 +8,13 @@
 command -v setpriv >/dev/null || skip_all "needs setpriv"
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 
-# As run_user.sh: binaries, machine-wide and fake-GPU directories nobody can reach.
-bin=$(mktemp -d /tmp/vgpu-user-bin.XXXXXX)
-cp "$VGPU_BUILD/vgpu" "$VGPU_BUILD/libvgpu.so" "$VGPU_BUILD"/fakegpu/* "$VGPU_BUILD"/tests/progs/* "$bin/"
-chmod -R a+rX "$bin"; chmod 0755 "$bin"
-md=$(mktemp -d /tmp/vgpu-user-machine.XXXXXX); chmod 1777 "$md"
-fk=$(mktemp -d /tmp/vgpu-user-fake.XXXXXX); chmod 1777 "$fk"
+user_dirs
 top=$(mktemp -d /tmp/vgpu-mps-pipe.XXXXXX); chmod 0755 "$top"
 P=$top/pipe              # reachable by every user
 Q=$T_DIR/pipe            # inside root's 0700 T_DIR: nobody cannot reach it
 sups=()
 trap 'kill "${sups[@]}" 2>/dev/null; for d in "$P" "$Q"; do vgpu mps stop --pipe-dir "$d" --force --timeout 2 >/dev/null 2>&1; done
-  rm -rf "$bin" "$md" "$fk" "$top"; t_cleanup' EXIT
-export PATH="$bin:$PATH" LD_LIBRARY_PATH="$bin" VGPU_MACHINE_DIR=$md VGPU_FAKE_SHARED=user-$$-$RANDOM \
-  VGPU_FAKE_SHARED_DIR=$fk VGPU_LIBRARY=$bin/libvgpu.so
+  rm -rf "$top"; t_cleanup' EXIT
 cd "$T_DIR" || exit 1
 show='echo "id=$(id -u) pipe=$CUDA_MPS_PIPE_DIRECTORY pct=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE-unset} pin=${CUDA_MPS_PINNED_DEVICE_MEM_LIMIT-unset}"'
 

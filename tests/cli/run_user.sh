@@ -6,18 +6,9 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (the job runs as nobody)"
 command -v setpriv >/dev/null || skip_all "needs setpriv"
 
-# Binaries nobody can read, a machine-wide directory nobody can reach (T_DIR is 0700), one
-# simulated GPU for both users.
-bin=$(mktemp -d /tmp/vgpu-user-bin.XXXXXX)
-cp "$VGPU_BUILD/vgpu" "$VGPU_BUILD/libvgpu.so" "$VGPU_BUILD"/fakegpu/* "$VGPU_BUILD"/tests/progs/* "$bin/"
-chmod -R a+rX "$bin"; chmod 0755 "$bin"
-md=$(mktemp -d /tmp/vgpu-user-machine.XXXXXX); chmod 1777 "$md"
-fk=$(mktemp -d /tmp/vgpu-user-fake.XXXXXX); chmod 1777 "$fk"
-shared=user-$$-$RANDOM
+user_dirs
 sups=()
-trap 'kill "${sups[@]}" 2>/dev/null; rm -rf "$bin" "$md" "$fk"; t_cleanup' EXIT
-export PATH="$bin:$PATH" LD_LIBRARY_PATH="$bin" VGPU_MACHINE_DIR=$md VGPU_FAKE_SHARED=$shared VGPU_FAKE_SHARED_DIR=$fk \
-  VGPU_LIBRARY=$bin/libvgpu.so
+trap 'kill "${sups[@]}" 2>/dev/null; t_cleanup' EXIT
 as_nobody() {
   setpriv --reuid=nobody --regid=nogroup --clear-groups env -u VGPU_STATE_DIR -u XDG_RUNTIME_DIR "$@"
 }
@@ -58,7 +49,7 @@ assert_contains "as nobody: nor renamed" "cannot move" "$out"
 # A running job: the files, vgpu ps of both users, vgpu limit of both.
 id=$(vgpu run -d --user nobody --mem 1G --name asnobody -- sleep 30)
 sups+=("$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .creator_pid')")
-jd=$md/userjobs/$(id -u nobody)/jobs
+jd=$U_MACHINE/userjobs/$(id -u nobody)/jobs
 assert_eq "the region: root's, group nogroup, 0640" "root nogroup 640" "$(stat -c '%U %G %a' "$jd/$id.region")"
 assert_eq "the usage: nobody's, 0600" "nobody 600" "$(stat -c '%U %a' "$jd/$id.usage")"
 assert_eq "its directory: root's, group nogroup, 0750" "root nogroup 750" "$(stat -c '%U %G %a' "$jd")"

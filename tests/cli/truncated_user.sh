@@ -5,17 +5,9 @@
 [ "$(id -u)" = 0 ] || skip_all "needs root (the job runs as nobody)"
 command -v setpriv >/dev/null || skip_all "needs setpriv"
 
-# As run_user.sh: binaries, machine-wide and fake-GPU directories nobody can reach, and a
-# directory for the job's output.
-bin=$(mktemp -d /tmp/vgpu-user-bin.XXXXXX)
-cp "$VGPU_BUILD/vgpu" "$VGPU_BUILD/libvgpu.so" "$VGPU_BUILD"/fakegpu/* "$VGPU_BUILD"/tests/progs/* "$bin/"
-chmod -R a+rX "$bin"; chmod 0755 "$bin"
-md=$(mktemp -d /tmp/vgpu-user-machine.XXXXXX); chmod 1777 "$md"
-fk=$(mktemp -d /tmp/vgpu-user-fake.XXXXXX); chmod 1777 "$fk"
-io=$(mktemp -d /tmp/vgpu-user-io.XXXXXX); chmod 1777 "$io"
-trap 'rm -rf "$bin" "$md" "$fk" "$io"; t_cleanup' EXIT
-export PATH="$bin:$PATH" LD_LIBRARY_PATH="$bin" VGPU_MACHINE_DIR=$md VGPU_FAKE_SHARED=user-$$-$RANDOM \
-  VGPU_FAKE_SHARED_DIR=$fk VGPU_LIBRARY=$bin/libvgpu.so
+user_dirs
+io=$(mktemp -d /tmp/vgpu-user-io.XXXXXX); chmod 1777 "$io"   # the job's output
+trap 'rm -rf "$io"; t_cleanup' EXIT
 cd "$T_DIR" || exit 1
 
 for which in region usage; do

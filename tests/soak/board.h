@@ -40,7 +40,8 @@ struct soak_proc {
     _Atomic uint32_t in_burst;     /* in a burst of back-to-back allocations (a kill lands inside one) */
     _Atomic uint32_t drop_kind;    /* enum soak_drop: the worker found its usage dropped while alive */
     _Atomic uint32_t phase;        /* 0 starting, 1 has a context, 2 ending (SIGTERM) */
-    uint32_t reserved0;
+    _Atomic uint32_t pidns;        /* inode of its PID namespace: two workers that are each pid 1 of
+                                    * their own, started in the same clock tick, differ only there */
     _Atomic uint64_t drop_held, drop_slot; /* what it held / what its slot said, at the first drop */
     _Atomic uint64_t selfchecks;
 };

@@ -35,14 +35,15 @@
 #define STALL_NS SOAK_SEC
 #define WARMUP_NS (2 * SOAK_SEC)
 
-bool soak_slot_present(const struct job *j, pid_t pid, uint64_t start)
+bool soak_slot_present(const struct job *j, pid_t pid, uint64_t start, uint32_t pidns)
 {
     if (!j->use || pid <= 0)
         return false;
     for (unsigned i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
         const struct vgpu_region_slot *sl = &j->use->slot[i];
         uint64_t o = atomic_load(&sl->owner);
-        if (vgpu_slot_state_of(o) == VGPU_SLOT_FREE || vgpu_slot_pid_of(o) != pid)
+        uint32_t ns = atomic_load(&sl->pidns);
+        if (vgpu_slot_state_of(o) == VGPU_SLOT_FREE || vgpu_slot_pid_of(o) != pid || (pidns && ns && ns != pidns))
             continue;
         if (atomic_load(&sl->start_time) == start || vgpu_slot_state_of(o) != VGPU_SLOT_LIVE)
             return true;
@@ -196,7 +197,7 @@ static void check_reclaim(struct soak *s, struct wproc *w, uint64_t now)
     const struct soak_proc *b = &s->board->proc[w - s->procs];
     struct job *j = &s->jobs[w->job];
     s->st.checks++;
-    if (!soak_slot_present(j, atomic_load(&b->pid), atomic_load(&b->start_ticks))) {
+    if (!soak_slot_present(j, atomic_load(&b->pid), atomic_load(&b->start_ticks), atomic_load(&b->pidns))) {
         uint64_t lat = now - w->died_ns;
         w->reclaimed = true;
         s->st.reclaims++;

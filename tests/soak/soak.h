@@ -133,7 +133,9 @@ pid_t soak_ns_child(pid_t parent);
 /* check.c */
 void soak_check_tick(struct soak *s, uint64_t now);
 void soak_share_sample(struct soak *s, uint64_t now);
-bool soak_slot_present(const struct job *j, pid_t pid, uint64_t start);
+/* Whether job j's region still has a slot of the process (pid as it saw itself, start time, PID
+ * namespace inode; 0: unknown). */
+bool soak_slot_present(const struct job *j, pid_t pid, uint64_t start, uint32_t pidns);
 void soak_final_checks(struct soak *s);
 
 /* chaos.c */

@@ -109,6 +109,18 @@ static int anchor(unsigned job)
     return 0;
 }
 
+/* The inode of our PID namespace ("pid:[N]"), as the job region records it; 0 when unreadable. */
+static uint32_t own_pidns(void)
+{
+    char buf[64];
+    ssize_t n = readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *b = strchr(buf, '[');
+    return b ? (uint32_t)strtoul(b + 1, NULL, 10) : 0;
+}
+
 static uint64_t own_start_ticks(void)
 {
     char buf[1024];
@@ -155,12 +167,14 @@ static void selfcheck(void)
         return;
     atomic_fetch_add(&me->selfchecks, 1);
     uint64_t start = atomic_load(&me->start_ticks);
+    uint32_t ns = atomic_load(&me->pidns);
     pid_t pid = getpid();
     for (unsigned i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
         const struct vgpu_region_slot *s = &usage->slot[i];
         uint64_t o = atomic_load(&s->owner);
+        uint32_t sns = atomic_load(&s->pidns);
         if (vgpu_slot_state_of(o) != VGPU_SLOT_LIVE || vgpu_slot_pid_of(o) != pid ||
-            atomic_load(&s->start_time) != start)
+            atomic_load(&s->start_time) != start || (ns && sns && sns != ns))
             continue;
         uint64_t used = atomic_load(&s->used[0]);
         if (used >= held)
@@ -328,6 +342,7 @@ int main(int argc, char **argv)
     uint64_t arg = strtoull(argv[5], NULL, 10);
     atomic_store(&me->pid, getpid());
     atomic_store(&me->start_ticks, own_start_ticks());
+    atomic_store(&me->pidns, own_pidns());
     beat();
     map_region();
 
