@@ -80,7 +80,8 @@ void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
 /* Whether a waiter of job `w` may preempt a holder of job `h` whose lease began at `start` (see
  * vgpu/sched.h). Only an entitled waiter (credit of a quantum) preempts: one of higher priority
  * always; one of equal priority with new work (it began to wait during this lease) when its last
- * lease was given back idle (`request`: a service's, not a saturating job's), or else when its
+ * lease was given back idle or it never had one (`request`: a service's, or a new process's first
+ * work; not a saturating job's), or else when its
  * credit is near its burst (under its cap) and the holder's is not. Caps adding up to more than
  * 100 % leave two saturating jobs both under their caps: they would take the lease from each
  * other at every turn. A service's request needed the same until a holder that keeps clear of it
@@ -147,10 +148,15 @@ static bool preempt_or_ask(struct vgpu_sched_file *f, int proc, uint64_t lease, 
     bool saturating = held_out && ws < rel + VGPU_SCHED_NEW_WORK_NS;
     uint64_t start = atomic_load(&f->lease_start);
     bool new_work = ws >= start && !saturating;
-    /* A request: its last lease was given back idle (a process that never had one is not yet
-     * known to be a service). */
-    bool request = new_work && !held_out && rel != 0;
-    bool urgent = vgpu_sched_outranks(mine, theirs, start, now, new_work, request);
+    /* A request: its last lease was given back idle, or it never had one (new work then). A new
+     * process's first work counts, so that a service's first request does not wait for the
+     * holder's lease (it starts with one quantum of credit, and needed one and a half); a
+     * saturating job preempts once that way, then its lease runs out (held_out) and it no longer
+     * counts. A service's request counts even when it began to wait before this lease: it waited
+     * for credit (a slow request spent it), and became entitled while the lease ran; it waited
+     * for the whole lease, 40 ms on the simulated GPU (bench/latency.sh). */
+    bool request = !held_out && (new_work || rel != 0);
+    bool urgent = vgpu_sched_outranks(mine, theirs, start, now, new_work || request, request);
     if (urgent) {
         /* The lease passes now; the holder sees it gone at its next launch (or its helper, woken
          * below), stops launching and charges its time until its queued work is done. That work

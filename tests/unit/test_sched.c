@@ -236,7 +236,9 @@ static void test_file_lease(void **state)
     /* B (70, credit 35 ms vs its 35 ms quantum) and A (30, 15/15): equal ratio, A asked first */
     assert_true(vgpu_sched_try_acquire(&s, pa, now, &la, &end));
     assert_int_equal(end, now + 15 * MS);
-    assert_false(vgpu_sched_try_acquire(&s, pb, now, &lb, &end));   /* exclusive */
+    /* exclusive: B, whose last lease ran out (a saturating job, not a request), waits */
+    vgpu_sched_note_end(&s, pb, true, now - 100 * MS);
+    assert_false(vgpu_sched_try_acquire(&s, pb, now, &lb, &end));
     assert_true(vgpu_sched_release(&s, la, 15 * MS, now + 15 * MS));
     assert_true(vgpu_sched_try_acquire(&s, pb, now + 15 * MS, &lb, &end));
     assert_true(vgpu_lease_gen(lb) > vgpu_lease_gen(la));
@@ -425,9 +427,9 @@ static void test_keep_clear(void **state)
     unlink(path);
 }
 
-/* At equal priority, a service's request (its last lease given back idle) preempts with a quantum
- * of credit even a holder under its cap; a saturating job's next want (its lease ran out) and a
- * process that never had a lease do not. */
+/* At equal priority, a request (its last lease given back idle, or a process's first work)
+ * preempts with a quantum of credit even a holder under its cap; a saturating job's next want
+ * (its lease ran out) does not. */
 static void test_request_preempts(void **state)
 {
     (void)state;
@@ -444,13 +446,32 @@ static void test_request_preempts(void **state)
     atomic_store(&s.f->jobs[jc].credit, 15 * ms);
     atomic_store(&s.f->jobs[jc].credit_t, now);
     assert_true(vgpu_sched_try_acquire(&s, pt, now, &lt, &end));
-    assert_false(vgpu_sched_try_acquire(&s, pc, now + ms, &lc, &end));   /* never had a lease */
-    vgpu_sched_unwant(&s, pc);
-    vgpu_sched_note_end(&s, pc, true, now);                              /* ran out: saturating */
-    assert_false(vgpu_sched_try_acquire(&s, pc, now + 2 * ms, &lc, &end));
+    /* never had a lease: a new process's first work preempts (before: it waited for the lease) */
+    assert_true(vgpu_sched_try_acquire(&s, pc, now + ms, &lc, &end));
+    assert_int_equal(vgpu_lease_holder(atomic_load(&s.f->lease)), (unsigned)pc + 1);
+    vgpu_sched_release(&s, lc, ms, now + 2 * ms);
+    vgpu_sched_note_end(&s, pc, true, now + 2 * ms);                    /* ran out: saturating */
+    now += 10 * ms;
+    atomic_store(&s.f->jobs[jc].credit, 15 * ms);
+    atomic_store(&s.f->jobs[jc].credit_t, now);
+    assert_true(vgpu_sched_try_acquire(&s, pt, now, &lt, &end));
+    assert_false(vgpu_sched_try_acquire(&s, pc, now + ms, &lc, &end));
     vgpu_sched_unwant(&s, pc);
     vgpu_sched_note_end(&s, pc, false, now);                             /* given back idle */
     assert_true(vgpu_sched_try_acquire(&s, pc, now + 3 * ms, &lc, &end));
+    assert_int_equal(vgpu_lease_holder(atomic_load(&s.f->lease)), (unsigned)pc + 1);
+    /* a service that began to wait before the holder's lease, for credit (a slow request spent
+     * it), preempts once entitled; before, it waited for the whole lease (40 ms, bench) */
+    vgpu_sched_release(&s, lc, ms, now + 4 * ms);
+    vgpu_sched_note_end(&s, pc, false, now + 4 * ms);                    /* given back idle */
+    now += 20 * ms;
+    atomic_store(&s.f->jobs[jc].credit, 0);
+    atomic_store(&s.f->jobs[jc].credit_t, now);
+    assert_false(vgpu_sched_try_acquire(&s, pc, now, &lc, &end));       /* not entitled: waits */
+    assert_true(vgpu_sched_try_acquire(&s, pt, now + ms, &lt, &end));
+    atomic_store(&s.f->jobs[jc].credit, 15 * ms);
+    atomic_store(&s.f->jobs[jc].credit_t, now + 2 * ms);
+    assert_true(vgpu_sched_try_acquire(&s, pc, now + 2 * ms, &lc, &end));
     assert_int_equal(vgpu_lease_holder(atomic_load(&s.f->lease)), (unsigned)pc + 1);
     vgpu_sched_close(&s);
     unlink(path);

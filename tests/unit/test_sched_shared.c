@@ -49,6 +49,9 @@ static void setup_two(struct two *t, int a_prio, int b_prio, int64_t credit_b, u
     assert_int_equal(end, now + (uint64_t)Q(70));
     atomic_store(&t->s.f->jobs[t->jb].credit, credit_b);
     atomic_store(&t->s.f->jobs[t->jb].credit_t, now);
+    /* B competes for the GPU: its last lease ran out, long ago. (A process's first work, or work
+     * after a lease given back idle, is a request: test_sched.c, test_request_preempts.) */
+    vgpu_sched_note_end(&t->s, t->pb, true, now > 1000 * MS ? now - 1000 * MS : 0);
 }
 
 static void teardown_two(struct two *t)
