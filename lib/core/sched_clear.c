@@ -6,6 +6,7 @@
  * VGPU_SCHED_CLEAR_AHEAD_NS), and a holder keeps clear only while it is not under its own cap, so
  * a garbage guess costs it nothing it is owed. */
 #include "sched_internal.h"
+#include "vgpu/proc.h"
 
 void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_t gap)
 {
@@ -76,11 +77,31 @@ bool vgpu_sched_pid_spilling(struct vgpu_sched *s, pid_t pid)
     struct vgpu_sched_file *f = s->f;
     if (!f || pid <= 0)
         return false;
+    uint32_t view = 0;
     for (unsigned i = 0; i < VGPU_SCHED_MAX_PROCS; i++) {
-        if (atomic_load(&f->procs[i].pid) != (uint64_t)pid)
+        uint64_t p = atomic_load(&f->procs[i].pid);
+        const struct vgpu_sched_job *j = p ? ld_job_of(f, i) : NULL;
+        if (!j || atomic_load(&j->spilling) != 1)
             continue;
-        const struct vgpu_sched_job *j = ld_job_of(f, i);
-        if (j && atomic_load(&j->spilling) == 1)
+        /* An entry records the pid its process sees for itself. In a container (another PID
+         * namespace) that pid means nothing here, and NVML reports the host's: find the process
+         * in our view (vgpu/proc.h). Where we cannot see its namespace (we are the container),
+         * its pid is taken as NVML's, as the host's processes' are. */
+        uint64_t ns = atomic_load(&f->procs[i].pidns);
+        if (ns && !view)
+            view = vgpu_proc_view_ns();
+        pid_t here = (pid_t)p;
+        if (ns && ns != view) {
+            struct vgpu_proc_id id = { .pid = (pid_t)p, .pidns = (uint32_t)ns,
+                                       .start = atomic_load(&f->procs[i].start) };
+            pid_t seen = 0;
+            enum vgpu_liveness l = vgpu_proc_liveness(&id, &seen);
+            if (l == VGPU_PROC_DEAD)
+                continue;
+            if (l == VGPU_PROC_ALIVE && seen > 0)
+                here = seen;
+        }
+        if (here == pid)
             return true;
     }
     return false;

@@ -317,8 +317,9 @@ void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_
 uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uint64_t work_ns, uint64_t new_ns);
 /* Job `job` has memory spilled off this GPU (or no longer). */
 void vgpu_sched_set_spilling(struct vgpu_sched *s, int job, bool spilling);
-/* True when a process `pid` (as this process sees pids) is in the schedule under a job marked
- * spilling. */
+/* True when a process `pid` (as NVML reports it: the host's pid) is in the schedule under a job
+ * marked spilling. An entry of another PID namespace (a container) is found in this process's
+ * view of /proc; where that namespace cannot be seen, its pid is compared as it is. */
 bool vgpu_sched_pid_spilling(struct vgpu_sched *s, pid_t pid);
 /* For the holder's helper thread: true when a waiter of another job asked for the GPU after
  * `since` (the holder should give the lease back once it is idle). */
