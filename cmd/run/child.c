@@ -98,7 +98,8 @@ int vgpu_run_prepare_environment(const char *region_path, const char *library, c
  * scheduler wakes it promptly, and it lives in the namespace the job was created in: it sees every
  * process of the job, records the host pid of container processes while they live, and so proves
  * such a process dead once it ends (vgpu/proc.h). Its own walk, not the shared period's: a
- * walk is a few microseconds per live process. Without pidfds (Linux before 5.3, some seccomp
+ * walk is a few microseconds per live process (a container process not yet found costs one walk
+ * of /proc, until it is). Without pidfds (Linux before 5.3, some seccomp
  * filters) it just waits. */
 static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
 {

@@ -57,7 +57,6 @@ unsigned vgpu_fair_cap(const struct vgpu_region *r, int dev)
     return spilling ? atomic_load(&fair[dev].cap) : 0;
 }
 
-
 void vgpu_fair_join(int dev, struct vgpu_sched *s, int job)
 {
     atomic_store(&fair[dev].job, job);
