@@ -66,7 +66,11 @@ fi
 # after every 8 ms of work, as a loop does when a loaded machine deschedules it between its
 # synchronize and its next launch. A pause longer than VGPU_SCHED_IDLE_NS gave the lease back,
 # which made the next launch new work that preempted the other job: they took the lease from
-# each other at every turn. The pause must be long for the work done (vgpu_sched_idle_need).
+# each other at every turn (257-274 preemptions in 2.5 s). The pause must be long for the work
+# done (vgpu_sched_idle_need). Some preemptions stay by design: each process's first work, and
+# one after each lease a job did give back idle (its next want is a request, even if it began
+# before the other's lease: libvgpu(7), "Preemption"); under ASan on a loaded CI machine, 16 idle
+# give-backs gave 15. The bound, 40, is far from the ping-pong.
 UUID_P=$(fakegpu-ctl show | jq -r '.gpus[0].uuid')
 p0=$(sched_peek "$UUID_P" | tr ' ' '\n' | sed -n 's/^preemptions=//p')
 vgpu run --core 60 -- core_loop -m client -k 1000 -s 8 -i 500 -t 3 >"$T_DIR/s1.out" 2>&1 &
@@ -76,7 +80,7 @@ peek=$(sched_peek "$UUID_P")
 wait
 p1=$(printf '%s\n' "$peek" | tr ' ' '\n' | sed -n 's/^preemptions=//p')
 n=$(( ${p1:-0} - ${p0:-0} ))
-if [ "$n" -le 10 ]; then ok "two saturating --core 60 jobs that pause between bursts do not preempt each other ($n preemptions)"
+if [ "$n" -le 40 ]; then ok "two saturating --core 60 jobs that pause between bursts do not preempt each other ($n preemptions)"
 else not_ok "two saturating --core 60 jobs that pause between bursts do not preempt each other" "$n preemptions: $peek"; fi
 
 done_testing
