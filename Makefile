@@ -18,7 +18,7 @@
 # Every directory's sources are picked up by wildcard, so adding a file needs no Makefile edit:
 #   cmd/*.c              one file per subcommand, each defining `const struct vgpu_cmd vgpu_cmd_<file>`
 #   cmd/<name>/*.c       helpers private to one command (e.g. cmd/top/)
-#   lib/core/*.c         libvgpucore.a (linked into vgpu and libvgpu.so)
+#   lib/core/<concern>/*.c libvgpucore.a (linked into vgpu and libvgpu.so): base/ region/ sched/ place/ mig/ gpu/ top/
 #   lib/hook/*.c         libvgpu.so (exports only what lib/hook/exports.map lists)
 #   lib/compat/*.c       vgpu only: its start glue and old-glibc stand-ins (see lib/include/vgpu/glibc_compat.h)
 #   tests/unit/test_*.c  cmocka unit tests, one binary each
@@ -56,7 +56,7 @@ VGPU_LIBS := $(STATIC_BEGIN) -ljson-c -lreadline -lncursesw -ltinfo $(STATIC_END
 CMD_SRC    := $(wildcard cmd/*.c)
 CMD_NAMES  := $(filter-out vgpu common% util%,$(basename $(notdir $(CMD_SRC))))
 CMDSUB_SRC := $(wildcard cmd/*/*.c)
-CORE_SRC   := $(wildcard lib/core/*.c)
+CORE_SRC   := $(wildcard lib/core/*/*.c)
 HOOK_SRC   := $(wildcard lib/hook/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 PROG_SRC   := $(wildcard tests/progs/*.c)

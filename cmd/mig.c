@@ -1,5 +1,5 @@
 /* vgpu mig: MIG mode, profiles and instances, like `nvidia-smi mig` plus a declarative layout
- * (apply/export) in the spirit of mig-parted. The NVML work is in lib/core/mig.c. */
+ * (apply/export) in the spirit of mig-parted. The NVML work is in lib/core/mig/mig.c. */
 static const char usage[] =
     "usage: vgpu mig status   [--gpu SEL] [--json]\n"
     "       vgpu mig profiles [--gpu SEL] [--placements] [--gi ID] [--json]\n"

@@ -640,7 +640,7 @@ out:
         vgpu_sched_sweep();   /* schedules whose last user could not remove them (vgpu/sched.h) */
     if (created) {
         /* An ended job stays, EXITED with its status, for vgpu ps and vgpu wait; the next
-         * listing after VGPU_EXITED_KEEP_DEFAULT_S removes it (lib/core/jobs.c). A job whose
+         * listing after VGPU_EXITED_KEEP_DEFAULT_S removes it (lib/core/region/jobs.c). A job whose
          * command never started is removed now. */
         if (atomic_load(&r.hdr->state) != VGPU_JOB_EXITED)
             vgpu_region_remove(&r, &e);

@@ -1,7 +1,7 @@
 /* acct.c: reserving device memory in the job region (DESIGN.md decisions 4 and 6).
  *
  * Every allocating wrapper reserves before the real call (a CAS of the job's per-device
- * counter against the limit, in lib/core/region.c, so that concurrent processes can never pass
+ * counter against the limit, in lib/core/region/region.c, so that concurrent processes can never pass
  * the limit together) and releases when the real call fails or the memory is freed. A refused
  * reservation is logged once a second at most (warn level: VGPU_LOG=error silences it) and the
  * wrapper returns CUDA_ERROR_OUT_OF_MEMORY. Callers pass CUDA ordinals; the job device is found

@@ -1,7 +1,7 @@
 /* hami.c: HAMi-core's environment variables, so that the Kubernetes device plugins, DRA drivers
  * and schedulers that inject them can preload libvgpu.so unchanged (DESIGN.md decision 5).
  *
- *   CUDA_DEVICE_MEMORY_LIMIT, CUDA_DEVICE_MEMORY_LIMIT_<i>   a size (lib/core/units.c grammar:
+ *   CUDA_DEVICE_MEMORY_LIMIT, CUDA_DEVICE_MEMORY_LIMIT_<i>   a size (lib/core/base/units.c grammar:
  *        decimal, optional fraction, suffix B/K/M/G/T, KB..TB, KiB..TiB, Ki..Ti, any case, all
  *        binary; HAMi's device plugin writes "<MiB>m"); "0" means no limit, as in HAMi.
  *   CUDA_DEVICE_SM_LIMIT, CUDA_DEVICE_SM_LIMIT_<i>           a percent 0..100; 0 and 100 mean none.

@@ -154,7 +154,7 @@ typedef struct nvmlPciInfo_st {
 } nvmlPciInfo_t;
 
 /* Field values (nvmlDeviceGetFieldValues): the PCIe byte counters vgpu reads for the rate of
- * migration of spilled memory (lib/core/migration.c). nvml.h: "PCIe transmit bytes. Value can
+ * migration of spilled memory (lib/core/gpu/migration.c). nvml.h: "PCIe transmit bytes. Value can
  * be wrapped." Added with driver 550. */
 #define NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197
 #define NVML_FI_DEV_PCIE_COUNT_RX_BYTES 198

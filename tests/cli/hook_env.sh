@@ -45,7 +45,7 @@ else
   ok "the library never calls exit, umask or signal"
 fi
 # sigaction: guard.c's SIGBUS handler alone (its install and its chaining to the one before).
-users=$(cd "$VGPU_BUILD/obj" && nm -A --undefined-only lib/hook/*.o lib/core/*.o 2>/dev/null |
+users=$(cd "$VGPU_BUILD/obj" && nm -A --undefined-only lib/hook/*.o lib/core/*/*.o 2>/dev/null |
   awk '$NF ~ /^sigaction(@|$)/ { sub(/:.*/, "", $1); print $1 }' | sort -u | tr '\n' ' ')
 assert_eq "sigaction is called from lib/hook/guard.c alone" "lib/hook/guard.o " "$users"
 

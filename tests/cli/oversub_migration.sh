@@ -1,6 +1,6 @@
 # The rate of migration of an oversubscribed job's spilled memory (issue 15, item 4): vgpu ps,
 # vgpu top and their JSON read the GPU's PCIe byte counters (NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES,
-# lib/core/migration.c) and give the jobs with memory off the device their share; the screen and
+# lib/core/gpu/migration.c) and give the jobs with memory off the device their share; the screen and
 # the table say "migrating ..." only while it is high (100 MB/s); JSON says null where the
 # driver has no counter, never 0. On the code before, no key migration_bytes_per_s existed and
 # nothing said "migrating": every assertion on them failed.

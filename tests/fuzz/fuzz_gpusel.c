@@ -1,4 +1,4 @@
-/* fuzz_gpusel: the --gpu selector (lib/core/gpu.c: indexes, UUIDs and prefixes, PCI bus ids,
+/* fuzz_gpusel: the --gpu selector (lib/core/gpu/gpu.c: indexes, UUIDs and prefixes, PCI bus ids,
  * MIG UUIDs, comma lists, "all") against a fixed machine of two H100s, the second in MIG mode
  * with two MIG devices. Invariants: a selection names only positions of the list, each once. */
 #include "fuzz.h"

@@ -1,4 +1,4 @@
-/* fuzz_mig_layout: the declarative MIG layout reader (lib/core/mig_layout.c, `vgpu mig apply`).
+/* fuzz_mig_layout: the declarative MIG layout reader (lib/core/mig/mig_layout.c, `vgpu mig apply`).
  * Invariants: a layout that parses has at most VGPU_MIG_LAYOUT_MAX GPUs, each with at most
  * VGPU_MIG_MAX_ITEMS instances and a terminated selector; and a document followed by anything
  * but white space is refused (one file is one layout). */

@@ -1,4 +1,4 @@
-/* fuzz_placement: the machine-wide placement ledger (lib/core/placement.c) as vgpu run --mem
+/* fuzz_placement: the machine-wide placement ledger (lib/core/place/placement.c) as vgpu run --mem
  * reads it when it chooses a GPU: every user may write a promise file there, so its contents are
  * untrusted (harness only: the ledger's format and checks belong to placement.c). The input's first
  * line names the GPU asked about; the rest is this process's promise file. The harness then sums

@@ -1,9 +1,9 @@
-/* fuzz_region: the job-region reader (lib/core/region.c), which vgpu ps/top/limit/wait and
+/* fuzz_region: the job-region reader (lib/core/region/region.c), which vgpu ps/top/limit/wait and
  * every process of a job run on a file that the job's own user can write. The first input byte
  * picks the file's length: the input as it is (truncated files), padded to the size a region
  * has, or padded to the size its header claims (capped at 64 MiB); the rest is the file. A region
  * that opens is then read the ways the readers read it, and reaped; and the state directory that
- * holds it is listed and searched as vgpu ps and vgpu limit do (lib/core/jobs.c), which may remove
+ * holds it is listed and searched as vgpu ps and vgpu limit do (lib/core/region/jobs.c), which may remove
  * it as stale. Invariants: what the readers report stays within the region's fixed bounds. */
 #include <errno.h>
 #include <fcntl.h>

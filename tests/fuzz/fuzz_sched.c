@@ -1,4 +1,4 @@
-/* fuzz_sched: the shared per-GPU scheduler file (lib/core/sched.c) as every capped job on a GPU
+/* fuzz_sched: the shared per-GPU scheduler file (lib/core/sched/sched.c) as every capped job on a GPU
  * reads it, from a file filled with the input (harness only: the file's format and its checks
  * belong to sched.c). The input is the file; the harness then registers a job, attaches a
  * process, tries to take the lease and gives it back, as the limiter does at a turn. The point

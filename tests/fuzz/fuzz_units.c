@@ -1,4 +1,4 @@
-/* fuzz_units: the size and percent parsers (lib/core/units.c), which read --mem, --core,
+/* fuzz_units: the size and percent parsers (lib/core/base/units.c), which read --mem, --core,
  * `vgpu limit` and the HAMi-core variables. Invariants: a parsed percent is 0..100; a parsed
  * size formats without overflowing its buffer and the error message is a terminated string. */
 #include "fuzz.h"

@@ -1,4 +1,4 @@
-/* The compute limiter's scheduler (lib/core/sched.c): credit arithmetic, who gets the lease,
+/* The compute limiter's scheduler (lib/core/sched/sched.c): credit arithmetic, who gets the lease,
  * weighted shares over simulated time, overrun carry, soft borrowing, priorities and the
  * low-priority floor, and the shared file (lease CAS, overdue revocation, dead processes). */
 #include <setjmp.h>

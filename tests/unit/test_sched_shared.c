@@ -1,4 +1,4 @@
-/* The machine-wide schedule (lib/core/sched.c): preemption and yield requests, the preemptor's
+/* The machine-wide schedule (lib/core/sched/sched.c): preemption and yield requests, the preemptor's
  * claim on the next lease, reads that survive garbage written by another user, and the System V
  * segment's life (one per GPU and machine directory, removed by its last user). */
 #include <setjmp.h>

@@ -1,5 +1,5 @@
 /* The NVML entry points the vgpu binary resolves: an X-macro list, expanded by
- * vgpu/nvml.h (the struct of function pointers) and lib/core/nvml.c (dlsym).
+ * vgpu/nvml.h (the struct of function pointers) and lib/core/gpu/nvml.c (dlsym).
  * VGPU_NVML_FN(symbol, required): a missing required symbol fails the load; optional ones
  * are NULL, and callers show "N/A" or say which driver feature is missing. Each symbol is the
  * versioned name the driver exports (reference/nvml.md §1); the type is vgpu_<symbol>_fn. */

@@ -1,4 +1,4 @@
-/* GPU processes of a job that are outside the limiter (lib/core/outside.c).
+/* GPU processes of a job that are outside the limiter (lib/core/gpu/outside.c).
  *
  * A child that unsets LD_PRELOAD, a static binary, a library loaded with RTLD_DEEPBIND: they
  * use the GPU without libvgpu.so, so nothing of theirs is in the job region. vgpu cannot stop

@@ -1,4 +1,4 @@
-/* Processes seen from any PID namespace: identity and liveness (lib/core/proc.c).
+/* Processes seen from any PID namespace: identity and liveness (lib/core/base/proc.c).
  *
  * A pid means something only in a PID namespace. A process of a job may live in another one
  * than whoever checks on it (`vgpu run -- unshare -pf --mount-proc PROG`: PROG is pid 1 in its

@@ -1,4 +1,4 @@
-/* Whether a folder's list of names changed since the last look (lib/core/top_watch.c): vgpu top
+/* Whether a folder's list of names changed since the last look (lib/core/top/top_watch.c): vgpu top
  * lists the jobs folder again only then. inotify where the kernel offers it (no system call at
  * all while nothing changes, beyond one non-blocking read); else the folder's time stamp. */
 #ifndef VGPU_TOP_WATCH_H
