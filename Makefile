@@ -283,24 +283,30 @@ deps-slurm:
 # ---- packaging ----------------------------------------------------------------------------------
 install: $(VGPU_BIN) $(HOOK_LIB)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu $(DESTDIR)$(PREFIX)/share/man/man1 \
-	  $(DESTDIR)$(PREFIX)/share/man/man7 \
+	  $(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions
 	install -m 0755 $(VGPU_BIN) $(DESTDIR)$(PREFIX)/bin/vgpu
 	install -m 0644 $(HOOK_LIB) $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so
 	for n in $(CMD_NAMES); do ln -sf vgpu $(DESTDIR)$(PREFIX)/bin/vgpu-$$n; done
 	install -m 0644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	if ls man/*.7 >/dev/null 2>&1; then install -m 0644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; fi
+	install -m 0644 man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 completions/vgpu.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu
 	install -m 0644 completions/_vgpu $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
 	install -m 0755 packaging/slurm/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog
 	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
 	install -m 0644 packaging/tmpfiles.d/vgpu.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	sed 's|/usr/bin/vgpu|$(PREFIX)/bin/vgpu|' packaging/systemd/vgpu-daemon.service \
+	  > $(DESTDIR)$(PREFIX)/lib/systemd/system/vgpu-daemon.service
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so \
 	  $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so
 	for n in $(CMD_NAMES); do rm -f $(DESTDIR)$(PREFIX)/bin/vgpu-$$n $(DESTDIR)$(PREFIX)/share/man/man1/vgpu-$$n.1; done
 	for f in man/*.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$${f#man/}; done
+	for f in man/*.8; do rm -f $(DESTDIR)$(PREFIX)/share/man/man8/$${f#man/}; done
+	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/vgpu-daemon.service
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man1/vgpu.1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu \
 	  $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/vgpu.conf
 

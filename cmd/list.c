@@ -21,6 +21,7 @@ static const char usage[] =
 #include <string.h>
 
 #include "cmd.h"
+#include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/json.h"
@@ -194,6 +195,8 @@ static int cmd_list(int argc, char **argv)
         int lost = vgpu_gpus_report_lost(list, &sel);
         if (rc == 0)
             rc = lost;
+        if (rc == 0)
+            vgpu_arb_note_alone("list");
     }
     free(list);
     vgpu_nvml_close(nv);

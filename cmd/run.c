@@ -89,6 +89,7 @@ static const char usage[] =
 #include "run/child.h"
 #include "run/detach.h"
 #include "run/library.h"
+#include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/jobcount.h"
@@ -497,6 +498,8 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
+    if (core_pct && !mps)
+        vgpu_arb_note_alone("run");   /* the job will be scheduled: say once with whom */
     if (mem && !placing) {
         /* GPUs chosen by hand are promised too, so placement counts them. */
         uint64_t bytes[VGPU_REGION_MAX_DEVICES];

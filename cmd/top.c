@@ -45,6 +45,7 @@ static const char usage[] =
 
 #include "cmd.h"
 #include "top/top.h"
+#include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/json.h"
 #include "vgpu/log.h"
@@ -238,12 +239,15 @@ static int cmd_top(int argc, char **argv)
     int rc;
     if (top_sampler_init(s, gpu, &e) < 0) {
         rc = vgpu_err_report(&e);
-    } else if (json || once || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-        rc = batch(s, json, once, json ? count : (count ? count : 1), delay_ms);
     } else {
-        const char *nc = getenv("NO_COLOR");
-        struct top_ui_opts o = { .delay_ms = delay_ms, .count = count, .color = !(nc && *nc) };
-        rc = top_ui_run(s, &o);
+        vgpu_arb_note_alone("top");
+        if (json || once || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+            rc = batch(s, json, once, json ? count : (count ? count : 1), delay_ms);
+        } else {
+            const char *nc = getenv("NO_COLOR");
+            struct top_ui_opts o = { .delay_ms = delay_ms, .count = count, .color = !(nc && *nc) };
+            rc = top_ui_run(s, &o);
+        }
     }
     top_sampler_fini(s);
     free(s);

@@ -59,6 +59,7 @@
 #include "limiter.h"
 #include "limiter_internal.h"
 #include "fairshare.h"
+#include "vgpu/arbiter.h"
 #include "vgpu/region.h"
 #include "vgpu/sched.h"
 
@@ -73,6 +74,8 @@ LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
 #define FENCE_EVERY_MIN   1
 #define FENCE_EVERY_MAX   256
 #define FENCE_EVERY_START 1      /* grows x4 per measured interval: 256 after four */
+#define ARB_LOOK_NS       500000000ULL  /* look for a (re)started arbiter twice a second: jobs
+                                           * rejoin within a second */
 #define CLOCK_EVERY       8      /* the fast path checks the shared schedule and the clock every 8th launch */
 #define FENCE_TARGET_NS   500000ULL     /* GPU work between two fences: with two outstanding, about
                                            * 1 ms is queued, which is what a drain or a preempting
@@ -223,6 +226,9 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
             vgpu_error("%s: %s; GPU time on %s is NOT limited", vgpu_job_label(), e.msg, uuid);
             return false;
         }
+        /* The daemon reads the cap of a job whose limits are root's (vgpu run --user) from the file
+         * itself, not from us. */
+        d->s.limits_fd = r->file_uid == 0 && geteuid() != 0 ? r->fd : -1;
         d->job = vgpu_sched_job(&d->s, job_key(r), x.cap ? x.cap : 1, x.soft, x.prio, vgpu_now_ns());
         d->proc = d->job >= 0 ? vgpu_sched_attach(&d->s, (unsigned)d->job, getpid(), vgpu_proc_start_time(getpid()))
                               : -1;
@@ -239,8 +245,37 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
         return false;
     }
     d->ready = 1;
+    d->arb_look_at = vgpu_now_ns() + ARB_LOOK_NS;
     vgpu_fair_join(dev, &d->s, d->job);   /* a spilling job marks itself there */
     return true;
+}
+
+/* Leaves the schedule and joins the GPU's schedule anew: the arbiter went away (our user's own
+ * schedule, until it is back), or came back (its schedule). Called with d->mu held and no lease. */
+static bool rejoin(struct dstate *d, const struct vgpu_region *r, int dev)
+{
+    if (d->s.f) {
+        vgpu_sched_detach(&d->s, d->proc);
+        vgpu_sched_close(&d->s);
+    }
+    d->proc = -1;
+    d->job = -1;
+    d->ready = 0;
+    d->clear_until = 0;
+    return setup(d, r, dev);
+}
+
+/* Whether to rejoin now: the arbiter's schedule is lost, or we are on our own user's schedule and
+ * a daemon answers (looked for once every ARB_LOOK_NS, at lease boundaries only: never on the
+ * launch fast path). */
+static bool schedule_moved(struct dstate *d, uint64_t now)
+{
+    if (d->s.remote)
+        return vgpu_sched_lost(&d->s);
+    if (now < d->arb_look_at)
+        return false;
+    d->arb_look_at = now + ARB_LOOK_NS;
+    return vgpu_arb_available();
 }
 
 static void track(struct dstate *d, CUstream stream, bool ptsz)
@@ -588,6 +623,17 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         }
         if (lease)
             vgpu_lim_drain_and_release(d, dev, true, 0);   /* expired: pass it on before asking again */
+        if (schedule_moved(d, now)) {
+            bool was_remote = d->s.remote;
+            if (!rejoin(d, r, dev))
+                break;                   /* said why; launches pass unscheduled */
+            if (was_remote && !d->s.remote && !d->warned_lost)
+                vgpu_warn("%s: the arbiter (vgpu daemon) went away; this job keeps its cap on its user's own "
+                          "schedule and rejoins the arbiter when it is back", vgpu_job_label());
+            d->warned_lost |= was_remote && !d->s.remote;
+            waited_from = 0;
+            continue;
+        }
         struct limits x = read_limits(r, dev);
         if (!x.cap) {                    /* no limit (any more) on this device */
             vgpu_sched_unwant(&d->s, d->proc);

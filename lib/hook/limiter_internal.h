@@ -40,6 +40,8 @@ struct dstate {
     uint64_t busy_in_ov;         /* busy time until that drain ended, once seen to end */
     uint64_t bypass_until;       /* the schedule looked damaged: launch unscheduled until then */
     bool warned_stall;
+    bool warned_lost;            /* said that the arbiter went away */
+    uint64_t arb_look_at;        /* on our own user's schedule: look for the arbiter again then */
     CUcontext ctx;               /* the context current at the grant (for draining) */
     CUstream streams[MAX_STREAMS];
     unsigned nstreams;

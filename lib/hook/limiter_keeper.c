@@ -108,7 +108,7 @@ static void *keeper(void *arg)
                 if (!give_back && now + VGPU_SCHED_IDLE_NS < next)
                     next = now + VGPU_SCHED_IDLE_NS;
                 if (give_back)
-                    atomic_fetch_add(&d->s.f->yields, 1);
+                    vgpu_sched_note_yield(&d->s);
             }
             if (give_back) {
                 pthread_mutex_lock(&d->mu);

@@ -33,13 +33,15 @@ assert_match "libvgpu.so is in /usr/lib/vgpu" '^-rw-r--r-- root/root .* \./usr/l
 assert_match "vgpu-run is a link to vgpu" '^lrwxrwxrwx root/root .* \./usr/bin/vgpu-run -> vgpu$' "$list"
 assert_match "the tmpfiles.d entry is in /usr/lib/tmpfiles.d" '\./usr/lib/tmpfiles\.d/vgpu\.conf$' "$list"
 assert_match "the zsh and bash completions" 'vendor-completions/_vgpu$' "$list"
+assert_match "the arbiter's systemd unit" '\./usr/lib/systemd/system/vgpu-daemon\.service$' "$list"
+assert_match "... and its man page, in section 8" '\./usr/share/man/man8/vgpu-daemon\.8(\.gz)?$' "$list"
 assert_eq "Depends: glibc 2.17, what the binaries need" "libc6 (>= 2.17)" "$(dpkg-deb -f "$deb" Depends)"
 assert_eq "Version is the Makefile's" "$version" "$(dpkg-deb -f "$deb" Version)"
 
 root=$T_DIR/root
 dpkg-deb -x "$deb" "$root"
-assert_eq "the tmpfiles.d entry makes /run/vgpu-machine sticky and world-writable, and userjobs/ root's 0755" \
-  "d /run/vgpu-machine 1777 root root -|d /run/vgpu-machine/userjobs 0755 root root -" \
+assert_eq "the tmpfiles.d entry makes /run/vgpu-machine sticky and world-writable, userjobs/ and arbiter/ root's 0755" \
+  "d /run/vgpu-machine 1777 root root -|d /run/vgpu-machine/userjobs 0755 root root -|d /run/vgpu-machine/arbiter 0755 root root -" \
   "$(grep -v '^#' "$root/usr/lib/tmpfiles.d/vgpu.conf" | paste -sd '|')"
 for f in usr/bin/vgpu usr/lib/vgpu/libvgpu.so; do
   # The package is built with dpkg-buildflags' hardening (fortify): still nothing above 2.17.

@@ -13,13 +13,15 @@ for c in $cmds; do
   name=$(sed -n '1s/^usage: vgpu \([a-z-]*\).*/\1/p' <<<"$out")
   [ "$name" != "$c" ] && continue  # an alias: checked under its command
   ok "vgpu $c --help prints a usage"
-  [ -f "$VGPU_SRC/man/vgpu-$c.1" ] && ok "man/vgpu-$c.1 exists" || not_ok "man/vgpu-$c.1 exists"
+  # Commands for users are in section 1, the daemon root runs in section 8.
+  sec=1; [ -f "$VGPU_SRC/man/vgpu-$c.8" ] && sec=8
+  [ -f "$VGPU_SRC/man/vgpu-$c.$sec" ] && ok "man/vgpu-$c.$sec exists" || not_ok "man/vgpu-$c.1 exists"
   grep -q "complete -F _vgpu .*\bvgpu-$c\b" "$VGPU_SRC/completions/vgpu.bash" \
     && ok "bash completion names vgpu-$c" || not_ok "bash completion names vgpu-$c"
   head -n 1 "$VGPU_SRC/completions/_vgpu" | grep -q "\bvgpu-$c\b" \
     && ok "zsh completion names vgpu-$c" || not_ok "zsh completion names vgpu-$c"
-  sed 's/\\-/-/g' "$VGPU_SRC/man/vgpu.1" | grep -q "vgpu-$c \?(1)" \
-    && ok "vgpu(1) refers to vgpu-$c(1)" || not_ok "vgpu(1) refers to vgpu-$c(1)"
+  sed 's/\\-/-/g' "$VGPU_SRC/man/vgpu.1" | grep -q "vgpu-$c \?($sec)" \
+    && ok "vgpu(1) refers to vgpu-$c($sec)" || not_ok "vgpu(1) refers to vgpu-$c($sec)"
   grep -q "vgpu $c" "$VGPU_SRC/README.md" && ok "README mentions vgpu $c" || not_ok "README mentions vgpu $c"
 done
 

@@ -363,8 +363,10 @@ void soak_final_checks(struct soak *s)
             seen = !strcmp(s->jobs[i].uuid, uuid);
         if (seen || !uuid[0])
             continue;
+        /* Without the arbiter each user has a schedule of its own (vgpu/sched.h). */
+        for (unsigned u = 0; u < s->nusers; u++) {
         s->st.checks++;
-        int key = vgpu_sched_key(vgpu_machinedir_path(), uuid);
+        int key = vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)s->users[u].uid, 0);
         int id = shmget(key, 0, 0);
         if (id < 0)
             continue;
@@ -391,5 +393,6 @@ void soak_final_checks(struct soak *s)
         }
         soak_violation(s, V_LEFTOVER, "the GPU-time schedule of %s is still there (key 0x%08x, %u job and %u "
                        "process entries%s)", uuid, (unsigned)key, jobs, procs, last);
+        }
     }
 }

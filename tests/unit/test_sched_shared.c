@@ -315,9 +315,12 @@ static void test_segment_life(void **state)
 {
     (void)state;
     const char *uuid = "GPU-00000000-1111-2222-3333-444444444444";
-    int key = vgpu_sched_key(vgpu_machinedir_path(), uuid);
+    int key = vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)geteuid(), 0);
     assert_true(key != IPC_PRIVATE);
-    assert_true(vgpu_sched_key("/other/dir", uuid) != key);
+    assert_true(vgpu_sched_key("/other/dir", uuid, (unsigned)geteuid(), 0) != key);
+    /* each user has a schedule of its own when no arbiter runs */
+    assert_true(vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)geteuid() + 1, 0) != key);
+    assert_true(vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)geteuid(), 1) != key);
     struct vgpu_sched a, b;
     struct vgpu_err e = { 0 };
     assert_int_equal(vgpu_sched_open(&a, uuid, &e), 0);
@@ -339,17 +342,25 @@ static void test_segment_life(void **state)
     assert_true(shmget(key, 0, 0) >= 0);
     assert_int_equal(vgpu_sched_sweep(), 1);
     assert_true(shmget(key, 0, 0) < 0);
-    /* a segment of another size under our key is refused with what to do */
+    /* A segment under our key that is not ours alone (another size, or open to others: another
+     * user made it first, to steer our jobs) is passed over for the next key. */
     int id = shmget(key, 100, IPC_CREAT | IPC_EXCL | 0666);
     assert_true(id >= 0);
+    assert_int_equal(vgpu_sched_open(&a, uuid, &e), 0);
+    assert_true(a.shmid != id);
+    assert_int_equal(a.shmid, shmget(vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)geteuid(), 1), 0, 0));
+    vgpu_sched_close(&a);
+    shmctl(id, IPC_RMID, NULL);
+    /* with every key taken, it is refused, saying what to do */
+    int ids[VGPU_SCHED_KEY_ATTEMPTS];
+    for (unsigned i = 0; i < VGPU_SCHED_KEY_ATTEMPTS; i++)
+        ids[i] = shmget(vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)geteuid(), i),
+                        sizeof(struct vgpu_sched_file), IPC_CREAT | IPC_EXCL | 0644);
     assert_int_equal(vgpu_sched_open(&a, uuid, &e), -1);
     assert_non_null(strstr(e.msg, "ipcrm -m"));
-    shmctl(id, IPC_RMID, NULL);
-    /* so is one others may not write */
-    id = shmget(key, sizeof(struct vgpu_sched_file), IPC_CREAT | IPC_EXCL | 0644);
-    assert_true(id >= 0);
-    assert_int_equal(vgpu_sched_open(&a, uuid, &e), -1);
-    shmctl(id, IPC_RMID, NULL);
+    assert_non_null(strstr(e.msg, "vgpu daemon"));
+    for (unsigned i = 0; i < VGPU_SCHED_KEY_ATTEMPTS; i++)
+        shmctl(ids[i], IPC_RMID, NULL);
 }
 
 /* A process of the schedule in another PID namespace (vgpu run -- unshare -pf PROG) that has not
@@ -413,7 +424,7 @@ static void test_other_pidns_entry(void **state)
     const char *uuid = "GPU-00000000-1111-2222-3333-555555555555";
     struct vgpu_sched a;
     struct vgpu_err e = { 0 };
-    int key = vgpu_sched_key(vgpu_machinedir_path(), uuid);
+    int key = vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)geteuid(), 0);
     assert_int_equal(vgpu_sched_open(&a, uuid, &e), 0);
     int j = vgpu_sched_job(&a, 9, 50, false, 0, 1);
     int p = vgpu_sched_attach(&a, (unsigned)j, 1, start);   /* pid 1 in its own namespace */

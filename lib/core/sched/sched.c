@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ipc.h>
+#include <linux/memfd.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/machinedir.h"
 #include "vgpu/proc.h"
@@ -102,11 +104,11 @@ static bool layout_ok(const struct vgpu_sched_file *f)
     return atomic_load(&f->magic) == VGPU_SCHED_MAGIC && f->version == VGPU_SCHED_VERSION && f->size == sizeof *f;
 }
 
+static void init_closed(struct vgpu_sched *s);
+
 int vgpu_sched_open_path(struct vgpu_sched *s, const char *path, struct vgpu_err *e)
 {
-    s->f = NULL;
-    s->fd = -1;
-    s->shmid = -1;
+    init_closed(s);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         vgpu_err_set(e, errno == EACCES ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL, "cannot open %s: %s", path,
@@ -144,11 +146,14 @@ int vgpu_sched_open_path(struct vgpu_sched *s, const char *path, struct vgpu_err
     return 0;
 }
 
-int vgpu_sched_key(const char *machinedir, const char *uuid)
+int vgpu_sched_key(const char *machinedir, const char *uuid, unsigned uid, unsigned attempt)
 {
     uint32_t h = 2166136261u;   /* FNV-1a */
-    const char *parts[3] = { "vgpu-sched-v2", machinedir, uuid };
-    for (int k = 0; k < 3; k++) {
+    char num[2][16];
+    snprintf(num[0], sizeof num[0], "%u", uid);
+    snprintf(num[1], sizeof num[1], "%u", attempt);
+    const char *parts[5] = { "vgpu-sched-v3", machinedir, uuid, num[0], num[1] };
+    for (int k = 0; k < 5; k++) {
         for (const char *p = parts[k]; *p; p++)
             h = (h ^ (unsigned char)*p) * 16777619u;
         h = (h ^ 0xffu) * 16777619u;   /* separator */
@@ -163,46 +168,90 @@ static void pause_1ms(void)
     nanosleep(&ts, NULL);
 }
 
-int vgpu_sched_open(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e)
+static void init_closed(struct vgpu_sched *s)
 {
-    s->f = NULL;
+    memset(s, 0, sizeof *s);
     s->fd = -1;
     s->shmid = -1;
-    if (!uuid[0] || strlen(uuid) > 95) {
-        vgpu_err_set(e, VGPU_EXIT_FAIL, "bad GPU UUID '%s' for the GPU-time schedule", uuid);
+    s->limits_fd = -1;
+}
+
+/* Through the arbiter: 1 opened, 0 no daemon answers, -1 refused (e set). */
+static int open_remote(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e)
+{
+    struct vgpu_err ae = { 0 };
+    uint32_t handle, gen;
+    int fd;
+    if (vgpu_arb_open(uuid, &handle, &fd, &gen, &ae) != 0) {
+        if (ae.code == VGPU_EXIT_STATE)
+            return 0;
+        *e = ae;
         return -1;
     }
-    int key = vgpu_sched_key(vgpu_machinedir_path(), uuid);
+    /* Read-only: the daemon sent a descriptor opened O_RDONLY, so a writable shared mapping of it
+     * is refused by the kernel, and the memfd is sealed against shrinking (no SIGBUS). */
+    void *m = mmap(NULL, sizeof(struct vgpu_sched_file), PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot map the arbiter's schedule of %s: %s", uuid, strerror(errno));
+        return -1;
+    }
+    if (!layout_ok(m)) {
+        munmap(m, sizeof(struct vgpu_sched_file));
+        vgpu_err_set(e, VGPU_EXIT_STATE, "the arbiter's schedule of %s is of another version; restart vgpu daemon "
+                     "with this vgpu", uuid);
+        return -1;
+    }
+    s->f = m;
+    s->remote = true;
+    s->handle = handle;
+    s->gen = gen;
+    return 1;
+}
+
+/* This user's own segment of GPU `uuid` (no arbiter): 1 opened, 0 missing (!create), -1 error. A
+ * segment under one of our keys that is not ours alone (another user made it first, to steer or
+ * uncap our jobs) is passed over for the next key. */
+static int open_own(struct vgpu_sched *s, const char *uuid, bool create, struct vgpu_err *e)
+{
+    uid_t me = geteuid();
+    unsigned foreign = 0;
     /* Bounded: the segment may be removed by its last user between our get and our attach
      * (then it says so in `closing`, and we make a new one). */
-    for (int attempt = 0; attempt < 200; attempt++) {
-        int id = shmget(key, sizeof(struct vgpu_sched_file), IPC_CREAT | IPC_EXCL | 0666);
-        if (id < 0 && errno == EEXIST)
+    for (unsigned attempt = 0, tries = 0; attempt < VGPU_SCHED_KEY_ATTEMPTS && tries < 200; tries++) {
+        int key = vgpu_sched_key(vgpu_machinedir_path(), uuid, (unsigned)me, attempt);
+        int id = create ? shmget(key, sizeof(struct vgpu_sched_file), IPC_CREAT | IPC_EXCL | 0600) : -1;
+        if (!create || (id < 0 && errno == EEXIST))
             id = shmget(key, 0, 0);
         if (id < 0) {
+            if (!create && errno == ENOENT) {
+                attempt++;      /* a later key may be ours (an earlier one was taken) */
+                continue;
+            }
             if (errno == ENOENT || errno == EIDRM)
                 continue;
-            vgpu_err_set(e, errno == EACCES ? VGPU_EXIT_PERMISSION : VGPU_EXIT_STATE,
-                         "cannot get the GPU-time schedule of %s (System V shared memory key 0x%08x): %s", uuid,
-                         (unsigned)key, strerror(errno));
+            if (errno == EACCES) {   /* someone else's, closed to us */
+                foreign++;
+                attempt++;
+                continue;
+            }
+            vgpu_err_set(e, VGPU_EXIT_STATE, "cannot get the GPU-time schedule of %s (System V shared memory key "
+                         "0x%08x): %s", uuid, (unsigned)key, strerror(errno));
             return -1;
         }
         struct shmid_ds ds;
         if (shmctl(id, IPC_STAT, &ds) != 0) {
             if (errno == EIDRM || errno == EINVAL)
                 continue;
-            vgpu_err_set(e, VGPU_EXIT_PERMISSION, "cannot use the GPU-time schedule of %s (shared memory id %d): %s; "
-                         "its owner or root should remove it (ipcrm -m %d)", uuid, id, strerror(errno), id);
-            return -1;
+            foreign++;
+            attempt++;
+            continue;
         }
-        if (ds.shm_segsz != sizeof(struct vgpu_sched_file) || (ds.shm_perm.mode & 0666) != 0666) {
-            vgpu_err_set(e, VGPU_EXIT_STATE,
-                         "the shared memory segment %d (key 0x%08x, owner uid %u, mode %03o, %zu bytes) is not a "
-                         "vgpu GPU-time schedule of this version that every user may use; when no capped job runs "
-                         "on %s, its owner or root should remove it (ipcrm -m %d)", id, (unsigned)key,
-                         (unsigned)ds.shm_perm.uid, (unsigned)(ds.shm_perm.mode & 0777), (size_t)ds.shm_segsz, uuid,
-                         id);
-            return -1;
+        if (ds.shm_segsz != sizeof(struct vgpu_sched_file) || ds.shm_perm.uid != me || ds.shm_perm.cuid != me ||
+            (ds.shm_perm.mode & 0077)) {
+            foreign++;
+            attempt++;
+            continue;
         }
         void *m = shmat(id, NULL, 0);
         if (m == (void *)-1) {
@@ -222,17 +271,81 @@ int vgpu_sched_open(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e)
         if (!layout_ok(f)) {
             shmdt(m);
             vgpu_err_set(e, VGPU_EXIT_STATE,
-                         "the shared memory segment %d (key 0x%08x, owner uid %u) holds no vgpu GPU-time schedule of "
-                         "this version; when no capped job runs on %s, its owner or root should remove it "
-                         "(ipcrm -m %d)", id, (unsigned)key, (unsigned)ds.shm_perm.uid, uuid, id);
+                         "the shared memory segment %d (key 0x%08x) holds no vgpu GPU-time schedule of this version; "
+                         "when no capped job of yours runs on %s, remove it (ipcrm -m %d)", id, (unsigned)key, uuid,
+                         id);
             return -1;
         }
         s->f = f;
         s->shmid = id;
-        return 0;
+        return 1;
     }
-    vgpu_err_set(e, VGPU_EXIT_STATE, "the GPU-time schedule of %s kept disappearing while it was opened", uuid);
-    return -1;
+    if (!create && !foreign)
+        return 0;
+    vgpu_err_set(e, VGPU_EXIT_STATE,
+                 foreign ? "every key of your GPU-time schedule of %s is taken by a segment that is not yours alone "
+                           "(another user made it); root should remove them (ipcs -m; ipcrm -m ID), or run the "
+                           "arbiter (vgpu daemon), which no user can steer"
+                         : "the GPU-time schedule of %s kept disappearing while it was opened", uuid);
+    return foreign && !create ? 0 : -1;
+}
+
+static int open_any(struct vgpu_sched *s, const char *uuid, bool create, struct vgpu_err *e)
+{
+    init_closed(s);
+    if (!uuid[0] || strlen(uuid) > 95) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "bad GPU UUID '%s' for the GPU-time schedule", uuid);
+        return -1;
+    }
+    int r = open_remote(s, uuid, e);
+    return r != 0 ? r : open_own(s, uuid, create, e);
+}
+
+int vgpu_sched_open(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e)
+{
+    return open_any(s, uuid, true, e) == 1 ? 0 : -1;
+}
+
+int vgpu_sched_open_existing(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e)
+{
+    return open_any(s, uuid, false, e);
+}
+
+bool vgpu_sched_lost(struct vgpu_sched *s)
+{
+    return s->remote && (s->lost || vgpu_arb_gen() != s->gen);
+}
+
+int vgpu_sched_create_memfd(struct vgpu_sched *s, int *ro_fd, struct vgpu_err *e)
+{
+    init_closed(s);
+    int fd = (int)syscall(SYS_memfd_create, "vgpu-sched", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "memfd_create: %s", strerror(errno));
+        return -1;
+    }
+    /* Sealed at its size, so no mapping of it can ever be cut short (SIGBUS); clients get a
+     * descriptor opened read-only, which cannot be mapped writable. */
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    if (ftruncate(fd, (off_t)sizeof(struct vgpu_sched_file)) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+        (*ro_fd = open(self, O_RDONLY | O_CLOEXEC)) < 0) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot make a sealed schedule: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, sizeof(struct vgpu_sched_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot map a schedule: %s", strerror(errno));
+        close(*ro_fd);
+        close(fd);
+        return -1;
+    }
+    stamp(m);
+    s->f = m;
+    s->fd = fd;
+    return 0;
 }
 
 static bool any_proc(struct vgpu_sched_file *f, uint64_t now)
@@ -285,9 +398,7 @@ void vgpu_sched_close(struct vgpu_sched *s)
     }
     if (s->fd >= 0)
         close(s->fd);
-    s->f = NULL;
-    s->fd = -1;
-    s->shmid = -1;
+    init_closed(s);
 }
 
 unsigned vgpu_sched_sweep(void)
@@ -302,10 +413,14 @@ unsigned vgpu_sched_sweep(void)
     for (int idx = 0; idx <= max; idx++) {
         struct shmid_ds ds;
         int id = shmctl(idx, SHM_STAT, &ds);
-        if (id < 0 || ds.shm_segsz != sizeof(struct vgpu_sched_file) || (ds.shm_perm.mode & 0666) != 0666)
+        if (id < 0 || ds.shm_segsz != sizeof(struct vgpu_sched_file))
             continue;
-        if (ds.shm_perm.uid != geteuid() && ds.shm_perm.cuid != geteuid() && geteuid() != 0)
-            continue;   /* we could not remove it anyway */
+        /* Our own schedules only (vgpu_sched_open makes them 0600); root also sweeps the 0666 ones
+         * of versions before the arbiter. */
+        bool ours = ds.shm_perm.uid == geteuid() && ds.shm_perm.cuid == geteuid() && !(ds.shm_perm.mode & 0077);
+        bool legacy = geteuid() == 0 && (ds.shm_perm.mode & 0666) == 0666;
+        if (!ours && !legacy)
+            continue;
         struct vgpu_sched_file *f = shmat(id, NULL, 0);
         if (f == (void *)-1)
             continue;
@@ -341,6 +456,12 @@ static bool job_has_procs(const struct vgpu_sched_file *f, unsigned job)
 
 int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, int prio, uint64_t now)
 {
+    if (s->remote) {
+        uint64_t a[4] = { key, cap, soft, (uint64_t)(int64_t)prio };
+        int64_t rc = vgpu_arb_call(s->gen, VGPU_ARB_JOB, s->handle, -1, a, s->limits_fd, NULL);
+        s->lost |= rc == -EPIPE;
+        return rc < 0 || rc >= VGPU_SCHED_MAX_JOBS ? -1 : (int)rc;
+    }
     struct vgpu_sched_file *f = s->f;
     if (cap > 100)
         cap = 100;
@@ -388,6 +509,12 @@ int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, 
 
 int vgpu_sched_attach(struct vgpu_sched *s, unsigned job, pid_t pid, uint64_t start)
 {
+    if (s->remote) {   /* the daemon attaches the calling process itself, as it sees it */
+        uint64_t a[4] = { job, 0, 0, 0 };
+        int64_t rc = vgpu_arb_call(s->gen, VGPU_ARB_ATTACH, s->handle, -1, a, -1, NULL);
+        s->lost |= rc == -EPIPE;
+        return rc < 0 || rc >= VGPU_SCHED_MAX_PROCS ? -1 : (int)rc;
+    }
     struct vgpu_sched_file *f = s->f;
     uint64_t myns = own_pidns();
     for (int pass = 0; pass < 2; pass++) {
@@ -422,6 +549,10 @@ void vgpu_sched_detach(struct vgpu_sched *s, int proc)
 {
     if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
         return;
+    if (s->remote) {
+        vgpu_arb_send(s->gen, VGPU_ARB_DETACH, s->handle, proc, 0, 0, 0);
+        return;
+    }
     struct vgpu_sched_proc *p = &s->f->procs[proc];
     atomic_store(&p->want_since, 0);
     uint64_t lease = atomic_load(&s->f->lease);

@@ -5,6 +5,7 @@
  * may write: each is validated (vgpu_sched_clear_until believes none further ahead than
  * VGPU_SCHED_CLEAR_AHEAD_NS), and a holder keeps clear only while it is not under its own cap, so
  * a garbage guess costs it nothing it is owed. */
+#include "vgpu/arbiter.h"
 #include "sched_internal.h"
 #include "vgpu/proc.h"
 
@@ -12,6 +13,10 @@ void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_
 {
     if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
         return;
+    if (s->remote) {
+        vgpu_arb_send(s->gen, VGPU_ARB_EXPECT, s->handle, proc, back_at, gap, 0);
+        return;
+    }
     struct vgpu_sched_job *j = (struct vgpu_sched_job *)ld_job_of(s->f, (unsigned)proc);
     if (!j)
         return;
@@ -68,8 +73,12 @@ uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uin
 void vgpu_sched_set_spilling(struct vgpu_sched *s, int job, bool spilling)
 {
     if (s->f && job >= 0 && job < VGPU_SCHED_MAX_JOBS &&
-        atomic_load_explicit(&s->f->jobs[job].spilling, memory_order_relaxed) != (spilling ? 1u : 0u))
-        atomic_store(&s->f->jobs[job].spilling, spilling ? 1u : 0u);
+        atomic_load_explicit(&s->f->jobs[job].spilling, memory_order_relaxed) != (spilling ? 1u : 0u)) {
+        if (s->remote)
+            vgpu_arb_send(s->gen, VGPU_ARB_SPILLING, s->handle, -1, (uint64_t)job, spilling, 0);
+        else
+            atomic_store(&s->f->jobs[job].spilling, spilling ? 1u : 0u);
+    }
 }
 
 bool vgpu_sched_pid_spilling(struct vgpu_sched *s, pid_t pid)

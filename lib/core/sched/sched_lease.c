@@ -2,12 +2,14 @@
  * or asking its holder, giving it back, waiting for it, and what the overlap of a preemption is
  * charged. The lease is one 64-bit word taken and given back by compare-and-swap; waiters sleep
  * on futexes in the segment, bounded. */
+#include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "vgpu/arbiter.h"
 #include "sched_internal.h"
 
 uint64_t vgpu_sched_deadline(struct vgpu_sched *s, uint64_t lease)
@@ -59,6 +61,10 @@ void vgpu_sched_note_end(struct vgpu_sched *s, int proc, bool held_out, uint64_t
 {
     if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
         return;
+    if (s->remote) {
+        vgpu_arb_send(s->gen, VGPU_ARB_NOTE_END, s->handle, proc, held_out, now, 0);
+        return;
+    }
     atomic_store(&s->f->procs[proc].held_out, held_out ? 1u : 0u);
     atomic_store(&s->f->procs[proc].released, now);
 }
@@ -67,12 +73,20 @@ void vgpu_sched_want_from(struct vgpu_sched *s, int proc, uint64_t t)
 {
     if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS || !t)
         return;
+    if (s->remote) {
+        vgpu_arb_send(s->gen, VGPU_ARB_WANT_FROM, s->handle, proc, t, 0, 0);
+        return;
+    }
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&s->f->procs[proc].want_since, &zero, t);
 }
 
 void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
 {
+    if (s->remote) {
+        vgpu_arb_send(s->gen, VGPU_ARB_DRAINING, s->handle, -1, lease, now, 0);
+        return;
+    }
     if (atomic_load(&s->f->lease) == lease)
         atomic_store(&s->f->overlap_until, now + VGPU_SCHED_OVERLAP_NS);
 }
@@ -196,6 +210,16 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
     struct vgpu_sched_file *f = s->f;
     if (proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
         return false;
+    if (s->remote) {
+        uint64_t a[4] = { now, 0, 0, 0 }, v[2];
+        int64_t rc = vgpu_arb_call(s->gen, VGPU_ARB_ACQUIRE, s->handle, proc, a, -1, v);
+        s->lost |= rc == -EPIPE;
+        if (rc != 1)
+            return false;
+        *lease_out = v[0];
+        *end = v[1];
+        return true;
+    }
     struct vgpu_sched_proc *me = &f->procs[proc];
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&me->want_since, &zero, now);
@@ -255,6 +279,12 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
 
 bool vgpu_sched_release(struct vgpu_sched *s, uint64_t lease, uint64_t used, uint64_t now)
 {
+    if (s->remote) {
+        uint64_t a[4] = { lease, used, now, 0 };
+        int64_t rc = vgpu_arb_call(s->gen, VGPU_ARB_RELEASE, s->handle, -1, a, -1, NULL);
+        s->lost |= rc == -EPIPE;
+        return rc == 1;
+    }
     struct vgpu_sched_file *f = s->f;
     unsigned holder = vgpu_lease_holder(lease);
     if (!holder || holder > VGPU_SCHED_MAX_PROCS)
@@ -286,8 +316,14 @@ bool vgpu_sched_release(struct vgpu_sched *s, uint64_t lease, uint64_t used, uin
 
 void vgpu_sched_unwant(struct vgpu_sched *s, int proc)
 {
-    if (s->f && proc >= 0 && proc < VGPU_SCHED_MAX_PROCS)
-        atomic_store(&s->f->procs[proc].want_since, 0);
+    if (s->f && proc >= 0 && proc < VGPU_SCHED_MAX_PROCS) {
+        if (s->remote) {
+            /* Always said: a want still on its way would otherwise outlive us in the view. */
+            vgpu_arb_send(s->gen, VGPU_ARB_UNWANT, s->handle, proc, 0, 0, 0);
+        } else {
+            atomic_store(&s->f->procs[proc].want_since, 0);
+        }
+    }
 }
 
 static void futex_wait(_Atomic uint32_t *w, uint32_t val, uint64_t max_ns)
@@ -306,6 +342,10 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns)
 
 void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now)
 {
+    if (s->remote) {
+        vgpu_arb_send(s->gen, VGPU_ARB_DRAINED, s->handle, -1, now, 0, 0);
+        return;
+    }
     atomic_store(&s->f->overlap_until, now);
 }
 
@@ -328,6 +368,11 @@ uint64_t vgpu_sched_preempted_at(struct vgpu_sched *s, uint64_t start, uint64_t 
 
 void vgpu_sched_note_busy(struct vgpu_sched *s, uint64_t lease, uint64_t busy_ns, uint64_t busy_from)
 {
+    if (s->remote) {
+        if (atomic_load(&s->f->lease) == lease)
+            vgpu_arb_send(s->gen, VGPU_ARB_NOTE_BUSY, s->handle, -1, lease, busy_ns, busy_from);
+        return;
+    }
     if (atomic_load(&s->f->lease) != lease)
         return;
     atomic_store(&s->f->holder_busy_from, busy_from);
@@ -382,4 +427,12 @@ uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now)
             wait = overdue - now;
     }
     return wait;
+}
+
+void vgpu_sched_note_yield(struct vgpu_sched *s)
+{
+    if (s->remote)
+        vgpu_arb_send(s->gen, VGPU_ARB_YIELDED, s->handle, -1, 0, 0, 0);
+    else
+        atomic_fetch_add(&s->f->yields, 1);
 }

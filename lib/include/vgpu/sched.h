@@ -202,16 +202,35 @@ int vgpu_sched_pick(const struct vgpu_sched_cand *c, unsigned n, uint64_t now, b
 struct vgpu_sched {
     struct vgpu_sched_file *f;     /* NULL when closed */
     int fd;                        /* a file mapping (tests), else -1 */
-    int shmid;                     /* a machine-wide segment, else -1 */
+    int shmid;                     /* this user's own segment (no arbiter), else -1 */
+    /* Through the arbiter (vgpu/arbiter.h): f is a read-only mapping of the daemon's schedule,
+     * and every operation that writes is sent to the daemon, which performs it. */
+    bool remote;
+    bool lost;                     /* the daemon went away: reopen (vgpu_sched_lost) */
+    uint32_t handle, gen;          /* the daemon's handle of the GPU, on connection `gen` */
+    int limits_fd;                 /* the job's limits file, shown to the daemon with the job (a
+                                    * root-owned one, vgpu run --user, sets the cap), or -1 */
 };
 
-/* The segment key of a GPU's schedule: a hash of the machine-wide directory's path
- * (vgpu_machinedir_path) and the UUID, never IPC_PRIVATE. */
-int vgpu_sched_key(const char *machinedir, const char *uuid);
-/* Attaches the machine-wide schedule of GPU `uuid`, creating it (mode 0666) when missing.
- * 0, or -1 with e set (a segment of another layout, or one others may not write: the caller
- * runs unscheduled and says so). */
+/* The segment key of GPU `uuid`'s schedule for user `uid` when no arbiter runs: a hash of the
+ * machine-wide directory's path (vgpu_machinedir_path), the UUID, the uid and `attempt` (another
+ * user may have made a segment under a key first: the next attempt's key is tried), never
+ * IPC_PRIVATE. */
+int vgpu_sched_key(const char *machinedir, const char *uuid, unsigned uid, unsigned attempt);
+#define VGPU_SCHED_KEY_ATTEMPTS 32
+/* Opens the schedule of GPU `uuid`: the arbiter's (vgpu daemon, vgpu/arbiter.h) when one answers,
+ * else this user's own segment (mode 0600; jobs of other users are then not scheduled together
+ * with ours), created when missing. 0, or -1 with e set (the caller runs unscheduled and says
+ * so). */
 int vgpu_sched_open(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e);
+/* The same, but never creates: 1 when the schedule exists (opened), 0 when not, -1 on error.
+ * For readers (tests/progs/sched_peek, vgpu ps). */
+int vgpu_sched_open_existing(struct vgpu_sched *s, const char *uuid, struct vgpu_err *e);
+/* True when a schedule opened through the arbiter can no longer be used (the daemon went away,
+ * or the process reconnected since): close it and open the schedule anew. */
+bool vgpu_sched_lost(struct vgpu_sched *s);
+/* The same, after the caller's own setup: the daemon executes what we ask there (vgpu daemon). */
+int vgpu_sched_create_memfd(struct vgpu_sched *s, int *ro_fd, struct vgpu_err *e);
 /* Opens a file by path (tests). */
 int vgpu_sched_open_path(struct vgpu_sched *s, const char *path, struct vgpu_err *e);
 /* Detaches; the last process of a schedule nobody uses removes the segment. */
@@ -315,6 +334,8 @@ void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_
  * soonest job expected back that would preempt it, while the holder is not under its own cap
  * (see "Keeping clear"). */
 uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uint64_t work_ns, uint64_t new_ns);
+/* A lease was given back on request (statistics). */
+void vgpu_sched_note_yield(struct vgpu_sched *s);
 /* Job `job` has memory spilled off this GPU (or no longer). */
 void vgpu_sched_set_spilling(struct vgpu_sched *s, int job, bool spilling);
 /* True when a process `pid` (as NVML reports it: the host's pid) is in the schedule under a job

@@ -1,0 +1,298 @@
+/* vgpu daemon: the arbiter, the one writer of what other users' jobs act on (vgpu/arbiter.h,
+ * vgpu-daemon(8)). */
+static const char usage[] =
+    "usage: vgpu daemon [--check]\n"
+    "\n"
+    "Run the arbiter in the foreground (systemd starts it as vgpu-daemon.service). It owns the\n"
+    "GPU-time schedule of every GPU: jobs read the lease of their GPU from a mapping only the\n"
+    "daemon can write, and ask the daemon for turns over a socket, so no user can starve,\n"
+    "uncap or steer another user's jobs through it. Jobs that started before it, or that lose\n"
+    "it (killed, restarted), keep their caps on their user's own schedule and join it within a\n"
+    "second. Without it, jobs of different users are not scheduled together.\n"
+    "\n"
+    "The socket is MACHINE_DIR/arbiter/sock (MACHINE_DIR: VGPU_MACHINE_DIR, else\n"
+    "/run/vgpu-machine). Run it as root; a daemon of another user is believed only by that\n"
+    "user's own jobs. SIGTERM or SIGINT stops it.\n"
+    "\n"
+    "  --check   do not serve: exit 0 when an arbiter answers on this machine, 1 when none does\n"
+    "  --help    show this help\n"
+    "\n"
+    "Exit status: 0 stopped by a signal (or --check: one answers); 1 none answers (--check),\n"
+    "or it could not serve (another daemon serves the same directory, a socket error); 2 bad\n"
+    "usage; 6 the arbiter's directory is root's and this is not root; 11 the machine-wide\n"
+    "directory is missing or damaged.\n";
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "daemon/arbiter.h"
+#include "vgpu/exitcode.h"
+#include "vgpu/log.h"
+#include "vgpu/machinedir.h"
+
+extern const struct vgpu_cmd vgpu_cmd_daemon;
+
+#define MAX_CLIENTS 4096
+
+static const struct option options[] = {
+    { "check", no_argument, NULL, 'c' },
+    VGPU_OPTION_HELP,
+    VGPU_OPTION_END,
+};
+
+/* The arbiter's own directory in the machine-wide one, root's and closed to others. The machine
+ * directory is sticky and world-writable (the placement ledger), so a user may have made
+ * something under that name first, to squat the socket: it is moved aside (root may rename
+ * anything in a sticky directory) and said. */
+static int arbiter_dir(int mfd, const char *mpath)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int d = openat(mfd, VGPU_ARB_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022))
+            return d;
+        if (d >= 0)
+            close(d);
+        struct stat lst;
+        if (fstatat(mfd, VGPU_ARB_DIR, &lst, AT_SYMLINK_NOFOLLOW) == 0 && geteuid() != 0 && lst.st_uid == 0) {
+            vgpu_error("%s/%s is root's: only root's daemon serves this directory", mpath, VGPU_ARB_DIR);
+            return -1;
+        }
+        if (fstatat(mfd, VGPU_ARB_DIR, &lst, AT_SYMLINK_NOFOLLOW) == 0) {
+            char aside[96];
+            snprintf(aside, sizeof aside, "%s.squatted.%ld.%d", VGPU_ARB_DIR, (long)time(NULL), attempt);
+            if (renameat(mfd, VGPU_ARB_DIR, mfd, aside) != 0) {
+                vgpu_error("cannot move aside %s/%s (uid %u, mode %04o), which is not the daemon's: %s; remove it",
+                           mpath, VGPU_ARB_DIR, (unsigned)lst.st_uid, (unsigned)(lst.st_mode & 07777),
+                           strerror(errno));
+                return -1;
+            }
+            vgpu_warn("moved aside %s/%s (uid %u, mode %04o), which was not the daemon's, to %s/%s", mpath,
+                      VGPU_ARB_DIR, (unsigned)lst.st_uid, (unsigned)(lst.st_mode & 07777), mpath, aside);
+        }
+        if (mkdirat(mfd, VGPU_ARB_DIR, 0755) != 0 && errno != EEXIST) {
+            vgpu_error("cannot create %s/%s: %s", mpath, VGPU_ARB_DIR, strerror(errno));
+            return -1;
+        }
+        d = openat(mfd, VGPU_ARB_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* The umask may have narrowed it; clients only need to reach the socket. */
+        if (d >= 0 && fstat(d, &st) == 0 && st.st_uid == geteuid() && fchmod(d, 0755) == 0)
+            return d;
+        if (d >= 0)
+            close(d);
+    }
+    vgpu_error("%s/%s kept being replaced by another user's; remove it and start again", mpath, VGPU_ARB_DIR);
+    return -1;
+}
+
+static int listen_socket(int adir, const char *sock_path)
+{
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    if (strlen(sock_path) >= sizeof a.sun_path) {
+        vgpu_error("the socket path %s is longer than a Unix socket allows (%zu bytes); use a shorter "
+                   "VGPU_MACHINE_DIR", sock_path, sizeof a.sun_path - 1);
+        if (s >= 0)
+            close(s);
+        return -1;
+    }
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
+    unlinkat(adir, VGPU_ARB_SOCK, 0);   /* a dead daemon's; ours alone (we hold the lock) */
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 128) != 0) {
+        vgpu_error("cannot listen on %s: %s", sock_path, strerror(errno));
+        if (s >= 0)
+            close(s);
+        return -1;
+    }
+    /* Every user's jobs connect; SO_PEERCRED says who. */
+    if (fchmodat(adir, VGPU_ARB_SOCK, 0666, 0) != 0) {
+        vgpu_error("cannot open %s to every user's jobs (chmod): %s", sock_path, strerror(errno));
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static int check_only(void)
+{
+    char path[108];
+    vgpu_arb_sock_path(path, sizeof path);
+    if (vgpu_arb_available()) {
+        printf("an arbiter answers on %s\n", path);
+        return 0;
+    }
+    fprintf(stderr, "vgpu daemon: no arbiter answers on %s (start one: vgpu daemon, as root, or systemctl start "
+                    "vgpu-daemon)\n", path);
+    return 1;
+}
+
+static void accept_clients(int ls, struct arb_client *cl, struct pollfd *pf, unsigned *n, struct arbiter *a)
+{
+    for (;;) {
+        int fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        struct ucred cr;
+        socklen_t crl = sizeof cr;
+        if (*n >= MAX_CLIENTS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+            close(fd);   /* the client then paces itself on its user's own schedule */
+            continue;
+        }
+        cl[*n] = (struct arb_client){ .fd = fd, .id = ++a->next_client_id, .pid = cr.pid, .uid = cr.uid };
+        pf[*n + 2] = (struct pollfd){ .fd = fd, .events = POLLIN };
+        (*n)++;
+    }
+}
+
+/* Serves one client's pending requests; false when it is gone. */
+static bool serve_client(struct arbiter *a, struct arb_client *c)
+{
+    for (int burst = 0; burst < 64; burst++) {
+        struct vgpu_arb_req q;
+        union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+        struct iovec iov = { &q, sizeof q };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
+        ssize_t got = recvmsg(c->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR))
+            return true;
+        int passed = -1;
+        for (struct cmsghdr *h = got > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
+            if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int))) {
+                if (passed >= 0)
+                    close(passed);
+                memcpy(&passed, CMSG_DATA(h), sizeof(int));
+            }
+        if (got != (ssize_t)sizeof q || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+            if (passed >= 0)
+                close(passed);
+            return false;   /* closed, or not our protocol: the connection ends */
+        }
+        struct vgpu_arb_rep r;
+        int send_fd;
+        if (!arb_handle(a, c, &q, passed, &r, &send_fd))
+            continue;
+        union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } sm;
+        struct iovec riov = { &r, sizeof r };
+        struct msghdr rm = { .msg_iov = &riov, .msg_iovlen = 1 };
+        if (send_fd >= 0) {
+            memset(&sm, 0, sizeof sm);
+            rm.msg_control = sm.buf;
+            rm.msg_controllen = sizeof sm.buf;
+            struct cmsghdr *h = CMSG_FIRSTHDR(&rm);
+            h->cmsg_level = SOL_SOCKET;
+            h->cmsg_type = SCM_RIGHTS;
+            h->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(h), &send_fd, sizeof(int));
+        }
+        /* A client that does not read its answers fills its own socket buffer: it is dropped,
+         * never waited for. */
+        if (sendmsg(c->fd, &rm, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof r)
+            return false;
+    }
+    return true;
+}
+
+static int serve(void)
+{
+    struct vgpu_err e = { 0 };
+    const char *mpath = vgpu_machinedir_path();
+    int mfd = vgpu_machinedir_open(true, &e);
+    if (mfd < 0)
+        return vgpu_err_report(&e);
+    int adir = arbiter_dir(mfd, mpath);
+    close(mfd);
+    if (adir < 0)
+        return VGPU_EXIT_PERMISSION;
+    int lock = openat(adir, VGPU_ARB_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
+        vgpu_error("another vgpu daemon already serves %s (its lock %s/%s/%s is held)", mpath, mpath, VGPU_ARB_DIR,
+                   VGPU_ARB_LOCK);
+        close(adir);
+        return VGPU_EXIT_FAIL;
+    }
+    char sock_path[4200];
+    snprintf(sock_path, sizeof sock_path, "%s/%s/%s", mpath, VGPU_ARB_DIR, VGPU_ARB_SOCK);
+    int ls = listen_socket(adir, sock_path);
+    if (ls < 0)
+        return VGPU_EXIT_FAIL;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    struct arbiter *a = calloc(1, sizeof *a);
+    struct arb_client *cl = calloc(MAX_CLIENTS, sizeof *cl);
+    struct pollfd *pf = calloc(MAX_CLIENTS + 2, sizeof *pf);
+    if (!a || !cl || !pf || sfd < 0) {
+        vgpu_error("cannot start: %s", strerror(errno));
+        return VGPU_EXIT_FAIL;
+    }
+    fprintf(stderr, "vgpu daemon: the arbiter of %s listens on %s\n", mpath, sock_path);
+    unsigned n = 0;
+    pf[0] = (struct pollfd){ .fd = ls, .events = POLLIN };
+    pf[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+    for (;;) {
+        if (poll(pf, n + 2, -1) < 0 && errno != EINTR)
+            break;
+        if (pf[1].revents)
+            break;
+        for (unsigned i = 0; i < n; i++) {
+            if (!pf[i + 2].revents)
+                continue;
+            if (serve_client(a, &cl[i]) && !(pf[i + 2].revents & (POLLHUP | POLLERR)))
+                continue;
+            arb_client_gone(a, &cl[i]);
+            close(cl[i].fd);
+            cl[i] = cl[n - 1];
+            pf[i + 2] = pf[n + 1];
+            n--;
+            i--;   /* the moved one is looked at next */
+        }
+        if (pf[0].revents)
+            accept_clients(ls, cl, pf, &n, a);
+    }
+    unlinkat(adir, VGPU_ARB_SOCK, 0);
+    fprintf(stderr, "vgpu daemon: stopped (%llu requests, %llu refused)\n", (unsigned long long)a->requests,
+            (unsigned long long)a->refused);
+    return 0;
+}
+
+static int cmd_daemon(int argc, char **argv)
+{
+    bool check = false;
+    int c;
+    while ((c = vgpu_getopt(&vgpu_cmd_daemon, argc, argv, "")) != -1) {
+        switch (c) {
+        case 'c': check = true; break;
+        case VGPU_OPT_HELP: return 0;
+        default: return VGPU_EXIT_USAGE;
+        }
+    }
+    if (optind < argc)
+        return vgpu_usage_error(&vgpu_cmd_daemon, "unexpected argument '%s'", argv[optind]);
+    return check ? check_only() : serve();
+}
+
+const struct vgpu_cmd vgpu_cmd_daemon = {
+    .name = "daemon",
+    .fn = cmd_daemon,
+    .summary = "the arbiter: the one writer of every user's GPU-time schedules",
+    .usage = usage,
+    .options = options,
+};

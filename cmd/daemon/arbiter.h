@@ -1,0 +1,49 @@
+/* The arbiter's server side (vgpu daemon; the protocol is vgpu/arbiter.h): the schedules it
+ * owns (one memfd per GPU), its clients, and what each request may do. */
+#ifndef VGPU_CMD_DAEMON_ARBITER_H
+#define VGPU_CMD_DAEMON_ARBITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vgpu/arbiter.h"
+#include "vgpu/sched.h"
+
+/* One GPU's schedule, and who holds what in it. */
+struct arb_gpu {
+    char uuid[96];
+    struct vgpu_sched s;                       /* writable: only the daemon maps it so */
+    int ro_fd;                                 /* read-only descriptor handed to clients */
+    uid_t job_uid[VGPU_SCHED_MAX_JOBS];        /* the user whose job each entry is */
+    uint64_t proc_client[VGPU_SCHED_MAX_PROCS]; /* the client that attached each entry (0: none) */
+    uid_t proc_uid[VGPU_SCHED_MAX_PROCS];
+    uint64_t grant_at[VGPU_SCHED_MAX_PROCS];   /* the entry's current lease: when granted, and */
+    bool grant_preempted[VGPU_SCHED_MAX_PROCS]; /* whether it preempted a holder still draining */
+    uint64_t drained_at;                       /* when a preempted holder last finished draining */
+};
+
+struct arb_client {
+    int fd;                                    /* -1: free */
+    uint64_t id;                               /* unique for the daemon's life */
+    pid_t pid;                                 /* SO_PEERCRED, as the daemon sees it */
+    uid_t uid;
+    bool opened[VGPU_ARB_MAX_GPUS];
+};
+
+struct arbiter {
+    struct arb_gpu *gpus[VGPU_ARB_MAX_GPUS];
+    unsigned ngpus;
+    uint64_t next_client_id;
+    uint64_t requests, refused;                /* statistics, printed at exit */
+};
+
+/* Handles one request of client `c`; fills the reply. *send_fd: a descriptor to pass along with
+ * it (OPEN), or -1. `passed_fd`: one the client sent (JOB's limits file), or -1 (closed here).
+ * Returns false for a request that gets no reply. */
+bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, int passed_fd,
+                struct vgpu_arb_rep *r, int *send_fd);
+/* Client `c` is gone: every process entry it attached is detached (a lease it held given back). */
+void arb_client_gone(struct arbiter *a, struct arb_client *c);
+
+#endif

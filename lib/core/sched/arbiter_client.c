@@ -1,0 +1,239 @@
+/* arbiter_client.c: one connection per process to `vgpu daemon` (vgpu/arbiter.h).
+ *
+ * The connection is shared by every thread and GPU of the process, under one mutex: a call sends
+ * its request and waits for the answer with the mutex held, so answers never cross. A reply that
+ * does not come within VGPU_ARB_REPLY_MS (a stopped or wedged daemon), or a socket that closes,
+ * drops the connection: every schedule opened on it is lost from then on (vgpu_arb_gen moves on),
+ * and the limiter falls back to its user's own schedule. Nothing here blocks longer than that.
+ * libc only (linked into libvgpu.so); never prints. */
+#include "vgpu/arbiter.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/machinedir.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int conn = -1;
+static pid_t conn_pid;
+static uint32_t conn_gen;       /* bumped at every connect; 0 = never connected */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A forked child shares its parent's socket: it must neither speak on it nor keep it open (the
+ * daemon ends what the parent holds only when every copy of the socket is closed). */
+static void before_fork(void) { pthread_mutex_lock(&mu); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&mu); }
+static void after_fork_child(void)
+{
+    if (conn >= 0)
+        close(conn);
+    conn = -1;
+    conn_gen++;
+    pthread_mutex_unlock(&mu);
+}
+static void register_atfork(void) { pthread_atfork(before_fork, after_fork_parent, after_fork_child); }
+
+int vgpu_arb_sock_path(char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s/%s/%s", vgpu_machinedir_path(), VGPU_ARB_DIR, VGPU_ARB_SOCK);
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static void drop_locked(void)
+{
+    if (conn >= 0)
+        close(conn);
+    conn = -1;
+}
+
+/* Sends one request and, when `answer`, receives one reply (and a descriptor, if one comes).
+ * false when the connection failed (then it is dropped). Called with mu held. */
+static bool exchange_locked(const struct vgpu_arb_req *q, int send_fd, struct vgpu_arb_rep *r, int *recv_fd)
+{
+    struct iovec iov = { (void *)q, sizeof *q };
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (send_fd >= 0) {
+        memset(&cm, 0, sizeof cm);
+        m.msg_control = cm.buf;
+        m.msg_controllen = sizeof cm.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
+    }
+    ssize_t n;
+    do
+        n = sendmsg(conn, &m, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof *q) {
+        drop_locked();
+        return false;
+    }
+    if (!r)
+        return true;
+    struct iovec riov = { r, sizeof *r };
+    struct msghdr rm = { .msg_iov = &riov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
+    memset(&cm, 0, sizeof cm);
+    do
+        n = recvmsg(conn, &rm, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    int fd = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&rm); c; c = CMSG_NXTHDR(&rm, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    if (n != (ssize_t)sizeof *r || (rm.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        if (fd >= 0)
+            close(fd);
+        drop_locked();
+        return false;
+    }
+    r->msg[sizeof r->msg - 1] = 0;
+    if (recv_fd)
+        *recv_fd = fd;
+    else if (fd >= 0)
+        close(fd);
+    return true;
+}
+
+/* Connects when not connected (or connected in a parent before fork). Called with mu held. */
+static bool connected_locked(void)
+{
+    pthread_once(&atfork_once, register_atfork);
+    if (conn >= 0 && conn_pid == getpid())
+        return true;
+    if (conn >= 0)
+        close(conn);   /* a parent's, inherited without the atfork handler (vfork-like paths) */
+    conn = -1;
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    if (vgpu_arb_sock_path(a.sun_path, sizeof a.sun_path) != 0)
+        return false;
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return false;
+    struct timeval tv = { VGPU_ARB_REPLY_MS / 1000, (VGPU_ARB_REPLY_MS % 1000) * 1000 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(s);
+        return false;
+    }
+    /* Only root's daemon, or one of our own user (tests, a single-user machine), is believed:
+     * whoever else listens there could hand us a schedule of its making. */
+    struct ucred cr;
+    socklen_t crl = sizeof cr;
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0 || (cr.uid != 0 && cr.uid != geteuid())) {
+        close(s);
+        return false;
+    }
+    conn = s;
+    conn_pid = getpid();
+    conn_gen++;
+    if (conn_gen == 0)
+        conn_gen = 1;
+    struct vgpu_arb_req q = { .op = VGPU_ARB_HELLO, .a = { VGPU_ARB_PROTO } };
+    struct vgpu_arb_rep r;
+    if (!exchange_locked(&q, -1, &r, NULL) || r.rc != VGPU_ARB_PROTO) {
+        drop_locked();
+        return false;
+    }
+    return true;
+}
+
+bool vgpu_arb_available(void)
+{
+    pthread_mutex_lock(&mu);
+    bool ok = connected_locked();
+    pthread_mutex_unlock(&mu);
+    return ok;
+}
+
+uint32_t vgpu_arb_gen(void)
+{
+    pthread_mutex_lock(&mu);
+    uint32_t g = conn >= 0 && conn_pid == getpid() ? conn_gen : 0;
+    pthread_mutex_unlock(&mu);
+    return g;
+}
+
+void vgpu_arb_forget(void)
+{
+    pthread_mutex_lock(&mu);
+    drop_locked();
+    conn_gen++;
+    pthread_mutex_unlock(&mu);
+}
+
+int vgpu_arb_open(const char *uuid, uint32_t *handle, int *fd, uint32_t *gen, struct vgpu_err *e)
+{
+    pthread_mutex_lock(&mu);
+    if (!connected_locked()) {
+        pthread_mutex_unlock(&mu);
+        vgpu_err_set(e, VGPU_EXIT_STATE, "no arbiter (vgpu daemon) answers on this machine");
+        return -1;
+    }
+    struct vgpu_arb_req q = { .op = VGPU_ARB_OPEN };
+    snprintf(q.uuid, sizeof q.uuid, "%s", uuid);
+    struct vgpu_arb_rep r;
+    int got = -1;
+    bool ok = exchange_locked(&q, -1, &r, &got);
+    uint32_t g = conn_gen;
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "the arbiter (vgpu daemon) went away while the schedule of %s was opened",
+                     uuid);
+        return -1;
+    }
+    if (r.rc < 0 || got < 0) {
+        if (got >= 0)
+            close(got);
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION, "the arbiter refused the schedule of %s: %s", uuid,
+                     r.msg[0] ? r.msg : strerror((int)-r.rc));
+        return -1;
+    }
+    *handle = (uint32_t)r.rc;
+    *fd = got;
+    *gen = g;
+    return 0;
+}
+
+int64_t vgpu_arb_call(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, const uint64_t a[4], int limits_fd,
+                      uint64_t v[2])
+{
+    pthread_mutex_lock(&mu);
+    if (conn < 0 || conn_pid != getpid() || gen != conn_gen) {
+        pthread_mutex_unlock(&mu);
+        return -EPIPE;
+    }
+    struct vgpu_arb_req q = { .op = (uint32_t)op, .gpu = gpu, .proc = proc };
+    if (a)
+        memcpy(q.a, a, sizeof q.a);
+    struct vgpu_arb_rep r;
+    bool ok = exchange_locked(&q, limits_fd, &r, NULL);
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return -EPIPE;
+    if (v) {
+        v[0] = r.v[0];
+        v[1] = r.v[1];
+    }
+    return r.rc;
+}
+
+void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, uint64_t a0, uint64_t a1, uint64_t a2)
+{
+    pthread_mutex_lock(&mu);
+    if (conn >= 0 && conn_pid == getpid() && gen == conn_gen) {
+        struct vgpu_arb_req q = { .op = (uint32_t)op, .gpu = gpu, .proc = proc, .a = { a0, a1, a2, 0 } };
+        exchange_locked(&q, -1, NULL, NULL);
+    }
+    pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,117 @@
+/* The arbiter (DESIGN.md decision 10, revised): `vgpu daemon`, run by root, alone writes what
+ * other users' jobs act on. This header is the wire protocol between it and its clients (the
+ * schedule code of libvgpu.so and of vgpu), and the client side's API.
+ *
+ * Why a daemon: a schedule every user may write lets any user write valid-looking values into it
+ * (take the lease word for ever, zero others' entries, fill the tables, rewrite others' credit),
+ * and validating what one reads cannot tell those from real ones. So the schedule of each GPU is a
+ * memfd that only the daemon maps writable; each client gets a read-only descriptor of it over the
+ * socket (SCM_RIGHTS), maps it, and reads the lease word and its deadline there at every launch, as
+ * before. What a client would have written (asking for the lease, giving it back, its busy time,
+ * when it expects to be back) it sends to the daemon instead, which performs the same operation of
+ * vgpu/sched.h on its own mapping after checking that the entries named belong to that client (a
+ * process entry it attached, a job of its user, a lease its process holds). Waiters still sleep on
+ * futexes in the read-only mapping; the daemon's writes wake them, so a handover costs a message.
+ *
+ *   socket    <machine dir>/arbiter/sock: SOCK_SEQPACKET, one connection per client process.
+ *             The arbiter/ directory is root's, mode 0755; the daemon evicts anything else found
+ *             under that name (the machine dir is sticky and world-writable for the placement
+ *             ledger, so a user could make it first). A client talks only to a daemon whose peer
+ *             uid is 0 or its own (SO_PEERCRED).
+ *   identity  SO_PEERCRED: the daemon attaches the connecting process itself (its pid as the
+ *             daemon sees it, its start time read by the daemon), so a client cannot name another
+ *             process. Job keys are mixed with the client's uid: two users' jobs never share an
+ *             entry, whatever keys they send.
+ *   ending    a closed connection detaches every process entry it attached, giving back a lease
+ *             it held: a killed job holds nothing.
+ *   quotas    a user other than root holds at most VGPU_ARB_USER_JOBS job entries and
+ *             VGPU_ARB_USER_PROCS process entries of one GPU's schedule (root's jobs can always
+ *             join).
+ *   failure   a client whose daemon goes away (its socket closes, or a reply takes longer than
+ *             VGPU_ARB_REPLY_MS) falls back to its user's own schedule (vgpu/sched.h) and looks
+ *             for a daemon again at least once a second (limiter.c): jobs keep their caps and
+ *             rejoin a restarted daemon.
+ *
+ * Messages are fixed-size structs. Operations that answer nothing (marks, busy time) are sent
+ * without waiting; the daemon handles a connection's messages in order, so they take effect before
+ * the next call that waits for its answer. libc only (linked into libvgpu.so). */
+#ifndef VGPU_ARBITER_H
+#define VGPU_ARBITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "vgpu/log.h"
+
+#define VGPU_ARB_DIR          "arbiter"     /* under the machine-wide directory */
+#define VGPU_ARB_SOCK         "sock"
+#define VGPU_ARB_LOCK         "lock"        /* one daemon per machine-wide directory (flock) */
+#define VGPU_ARB_REPLY_MS     1000          /* a reply later than this: the daemon is taken as gone */
+#define VGPU_ARB_USER_JOBS    8             /* of VGPU_SCHED_MAX_JOBS (32) per GPU, for a user other than root */
+#define VGPU_ARB_USER_PROCS   64            /* of VGPU_SCHED_MAX_PROCS (256) */
+#define VGPU_ARB_MAX_GPUS     64
+#define VGPU_ARB_PROTO        1
+
+enum vgpu_arb_op {
+    /* Answered. */
+    VGPU_ARB_HELLO = 1,      /* a[0] = protocol version; rc = the daemon's version */
+    VGPU_ARB_OPEN,           /* uuid: rc = handle, with a read-only descriptor of the schedule */
+    VGPU_ARB_JOB,            /* a = key, cap, soft, prio (+ the job's limits file, optional): rc = job */
+    VGPU_ARB_ATTACH,         /* a[0] = job: rc = proc (the calling process) */
+    VGPU_ARB_ACQUIRE,        /* proc: rc = granted, v = lease, deadline */
+    VGPU_ARB_RELEASE,        /* a = lease, used: rc = released (not taken away before) */
+    /* Not answered. */
+    VGPU_ARB_DETACH,         /* proc */
+    VGPU_ARB_UNWANT,         /* proc */
+    VGPU_ARB_WANT_FROM,      /* proc, a[0] = since */
+    VGPU_ARB_NOTE_END,       /* proc, a[0] = held_out */
+    VGPU_ARB_DRAINING,       /* a[0] = lease */
+    VGPU_ARB_DRAINED,        /* (the preempted holder finished draining now) */
+    VGPU_ARB_NOTE_BUSY,      /* a = lease, busy_ns, busy_from */
+    VGPU_ARB_EXPECT,         /* proc, a = back_at, gap */
+    VGPU_ARB_SPILLING,       /* a = job, spilling */
+    VGPU_ARB_YIELDED,        /* (statistics: a lease given back on request) */
+};
+
+struct vgpu_arb_req {
+    uint32_t op;
+    uint32_t gpu;            /* the handle VGPU_ARB_OPEN answered */
+    int32_t proc;
+    uint32_t reserved;
+    uint64_t a[4];
+    char uuid[96];           /* VGPU_ARB_OPEN */
+};
+
+struct vgpu_arb_rep {
+    int32_t rc;              /* < 0: refused (-errno) */
+    uint32_t reserved;
+    uint64_t v[2];
+    char msg[160];           /* why, when refused */
+};
+
+/* ---- the client ---------------------------------------------------------------------------------- */
+
+/* The socket's path for the machine-wide directory in force (vgpu_machinedir_path). */
+int vgpu_arb_sock_path(char *buf, size_t len);
+/* True when a daemon answers on this machine-wide directory now (connects once if needed). */
+bool vgpu_arb_available(void);
+/* Opens GPU `uuid`'s schedule through the daemon: *handle, and a read-only descriptor of it
+ * (the caller maps and closes it). *gen is the connection's generation (vgpu_arb_gen). 0, or
+ * -1 with e set (no daemon: e->code is VGPU_EXIT_STATE; refused: its reason). */
+int vgpu_arb_open(const char *uuid, uint32_t *handle, int *fd, uint32_t *gen, struct vgpu_err *e);
+/* An answered call: rc (< 0 refused or lost), v[] filled. `limits_fd` >= 0 is passed along. */
+int64_t vgpu_arb_call(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, const uint64_t a[4],
+                      int limits_fd, uint64_t v[2]);
+/* A call that is not answered (sent in order with the others). */
+void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, uint64_t a0, uint64_t a1,
+                   uint64_t a2);
+/* The generation of the connection now (0: none). A schedule opened under another generation is
+ * lost: its handle means nothing to the daemon now. */
+uint32_t vgpu_arb_gen(void);
+/* Drops the connection (a forked child must not speak on its parent's). */
+void vgpu_arb_forget(void);
+/* When no daemon answers, says once per user (and boot) on stderr that jobs of other users are
+ * not scheduled together with this user's (vgpu run, list, top; vgpu only). */
+void vgpu_arb_note_alone(const char *cmd);
+
+#endif

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The arbiter (vgpu daemon; vgpu/arbiter.h, DESIGN.md decision 10): root's daemon alone writes the
+# GPU-time schedules, so another user who writes everything it can, and asks the daemon for
+# everything that is not its own, cannot starve, uncap or steer root's capped jobs. Without the
+# daemon each user has a schedule of its own that other users cannot reach. Killing the daemon
+# mid-run costs the jobs nothing: they keep their caps and rejoin a restarted one.
+# Shares are core_loop's late_share (after its first second, when both jobs run) on the simulated
+# GPU; the jobs synchronize every 8 kernels, so a busy CPU changes little.
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || skip_all "needs root (the other user is nobody)"
+command -v setpriv >/dev/null || skip_all "needs setpriv"
+id nobody >/dev/null 2>&1 || skip_all "needs a user 'nobody'"
+
+UUID=GPU-4f6c2a51-93b1-4c7e-8d2a-0b5e6f7a8c91   # GPU 0 of h100.json
+K=1000
+user_dirs
+daemons=()
+trap 'kill "${daemons[@]}" 2>/dev/null; sched_squat -r $UUID 0 4 >/dev/null; rm -rf /tmp/vgpu-arb-nobody-$$ /tmp/vgpu-arb-nobody2-$$; t_cleanup' EXIT
+as_nobody() {
+  setpriv --reuid=nobody --regid=nogroup --clear-groups env -u VGPU_STATE_DIR -u XDG_RUNTIME_DIR \
+    VGPU_STATE_DIR=/tmp/vgpu-arb-nobody-$$ "$@"
+}
+late_pct() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n 's/^late_share=//p' | awk '{ printf "%d", 100 * $1 + 0.5 }'; }
+within() { # desc value want tolerance detail
+  if [ -n "$2" ] && [ "$2" -ge $(($3 - $4)) ] && [ "$2" -le $(($3 + $4)) ]; then ok "$1 ($2)"
+  else not_ok "$1" "got '${2}', want $3 ± $4: $5"; fi
+}
+field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+start_daemon() {
+  vgpu daemon 2>>"$T_DIR/daemon.log" &
+  daemons+=($!)
+  wait_until 20 vgpu daemon --check
+}
+# root's pair, --core 30 and --core 60, for SECONDS while CMD... runs as nobody
+pair_beside() { # seconds cmd...
+  local s=$1; shift
+  vgpu run --core 30 -- core_loop -t "$s" -d 1 -s 8 -k $K >"$T_DIR/a.out" 2>&1 &
+  local a=$!
+  vgpu run --core 60 -- core_loop -t "$s" -d 1 -s 8 -k $K >"$T_DIR/b.out" 2>&1 &
+  local b=$!
+  "$@" >"$T_DIR/h.out" 2>&1
+  wait $a $b
+  p30=$(late_pct "$(cat "$T_DIR/a.out")") p60=$(late_pct "$(cat "$T_DIR/b.out")")
+}
+
+# ---- without the daemon: each user's own schedule --------------------------------------------
+run vgpu run --core 30 -- true
+assert_contains "without a daemon, the first capped job says jobs of other users are not scheduled with it" \
+  "jobs of other users are not scheduled together with yours" "$err"
+run vgpu run --core 30 -- true
+assert_not_contains "... once" "no arbiter" "$err"
+run vgpu list
+assert_not_contains "... once for every command (list)" "no arbiter" "$err"
+run as_nobody vgpu list
+assert_contains "... once for each user (nobody's first list says it)" "no arbiter (vgpu daemon) runs" "$err"
+run vgpu daemon --check
+assert_rc "--check without a daemon: 1" 1
+assert_contains "--check says none answers, and how to start one" "no arbiter answers" "$err"
+pair_beside 3 as_nobody sched_hostile $UUID 3
+hostile=$(cat "$T_DIR/h.out")
+assert_eq "nobody can write no schedule segment of root's" "0" "$(field "$hostile" writable_segments)"
+within "no daemon, nobody scribbling: root's --core 30 job keeps its share" "$p30" 30 5 "$(cat "$T_DIR/a.out") / $hostile"
+within "... and its --core 60 job" "$p60" 60 5 "$(cat "$T_DIR/b.out")"
+run sched_peek $UUID
+assert_contains "root's jobs were on root's own schedule (and it is gone after them)" "exists=0 where=own" "$out"
+
+# nobody makes segments under root's keys first (mode 0666, to be joined and steered): root's
+# jobs pass them over for keys of their own.
+squat=$(as_nobody sched_squat $UUID 0 4)
+assert_eq "nobody squats root's first four schedule keys" "squatted=4" "$squat"
+run vgpu run --core 30 -- core_loop -t 2 -d 1 -s 8 -k $K
+within "root's --core 30 job beside squatted keys keeps its cap" "$(late_pct "$out")" 30 5 "$out / $err"
+assert_not_contains "... and says nothing about them" "NOT limited" "$err"
+
+# ---- with the daemon ----------------------------------------------------------------------------
+# A squatter's directory under the daemon's name is moved aside.
+as_nobody mkdir -m 0777 "$VGPU_MACHINE_DIR/arbiter"
+start_daemon
+assert_contains "the daemon moves aside an arbiter/ that is not its own" "moved aside" "$(cat "$T_DIR/daemon.log")"
+assert_eq "its directory is root's, 0755" "0 755" "$(stat -c '%u %a' "$VGPU_MACHINE_DIR/arbiter")"
+run as_nobody vgpu daemon --check
+assert_rc "nobody's jobs find root's daemon" 0
+run as_nobody env VGPU_STATE_DIR=/tmp/vgpu-arb-nobody2-$$ vgpu list
+assert_not_contains "with the daemon, nothing is said" "no arbiter" "$err"
+run as_nobody vgpu daemon
+assert_rc "another user's daemon cannot serve root's directory" 6
+assert_contains "... and says why" "only root's daemon serves this directory" "$err"
+
+# Two users' jobs share the daemon's one schedule: two --core 60 jobs split the GPU.
+as_nobody vgpu run --core 60 -- core_loop -t 3 -d 1 -s 8 -k $K >"$T_DIR/n.out" 2>&1 &
+a=$!
+vgpu run --core 60 -- core_loop -t 3 -d 1 -s 8 -k $K >"$T_DIR/r.out" 2>&1 &
+b=$!
+peek=""
+sched_has() { peek=$(sched_peek $UUID); case $peek in *"$1"*) return 0 ;; esac; return 1; }
+sched_has_both() { sched_has "where=$1" && sched_has "$2"; }
+wait_until 20 sched_has jobs=2
+assert_contains "two users' jobs are in the arbiter's one schedule" "where=arbiter jobs=2" "$peek"
+wait $a $b
+pn=$(late_pct "$(cat "$T_DIR/n.out")") pr=$(late_pct "$(cat "$T_DIR/r.out")")
+within "two users' --core 60 jobs split the GPU: nobody's" "$pn" 50 5 "$(cat "$T_DIR/n.out")"
+within "... and root's" "$pr" 50 5 "$(cat "$T_DIR/r.out")"
+
+pair_beside 4 as_nobody sched_hostile $UUID 4
+hostile=$(cat "$T_DIR/h.out")
+assert_eq "nobody cannot map the arbiter's schedule writable" "refused" "$(field "$hostile" write_map)"
+assert_eq "... nor make it writable" "refused" "$(field "$hostile" mprotect)"
+assert_eq "... nor write any segment" "0" "$(field "$hostile" writable_segments)"
+assert_eq "the daemon grants nobody nothing of root's (releases, acquires)" "0" "$(field "$hostile" forged_ok)"
+check "... and says no to each ($(field "$hostile" refused))" test "$(field "$hostile" refused)" -gt 0
+check "nobody gets at most 8 job entries" test "$(field "$hostile" jobs)" -le 8
+within "with the daemon, nobody hostile: root's --core 30 job keeps its share" "$p30" 30 5 "$(cat "$T_DIR/a.out") / $hostile"
+within "... and its --core 60 job" "$p60" 60 5 "$(cat "$T_DIR/b.out")"
+
+# ---- the daemon killed mid-run, and restarted -------------------------------------------------------
+vgpu run --core 30 -- core_loop -t 6 -d 1 -s 8 -k $K >"$T_DIR/a.out" 2>&1 &
+a=$!
+vgpu run --core 60 -- core_loop -t 6 -d 1 -s 8 -k $K >"$T_DIR/b.out" 2>&1 &
+b=$!
+wait_until 20 sched_has "procs=2"
+kill -9 "${daemons[@]}"; wait "${daemons[@]}" 2>/dev/null; daemons=()
+wait_until 5 sched_has "where=own jobs=2 procs=2"
+assert_contains "killed, the daemon's jobs move to their user's own schedule" "where=own jobs=2" "$peek"
+t0=$(date +%s%N)
+start_daemon
+wait_until 5 sched_has_both arbiter "procs=2"
+t1=$(date +%s%N)
+check "... and rejoin a restarted daemon within 1 s ($(( (t1 - t0) / 1000000 )) ms)" test $(( (t1 - t0) / 1000000 )) -le 1000
+wait $a $b
+within "through the kill and restart, the --core 30 job keeps its cap" "$(late_pct "$(cat "$T_DIR/a.out")")" 30 5 "$(cat "$T_DIR/a.out")"
+within "... and the --core 60 job" "$(late_pct "$(cat "$T_DIR/b.out")")" 60 5 "$(cat "$T_DIR/b.out")"
+assert_contains "each said once that the daemon went away" "arbiter (vgpu daemon) went away" "$(cat "$T_DIR/a.out")"
+done_testing
