@@ -1,6 +1,7 @@
 #!/bin/bash
 # Conformance suite of libvgpu.so on a real NVIDIA GPU (issue 3, "The real GPU"). One command:
 #   bash tests/gpu/run.sh [BUILD_DIR]        (default build/; GPU 0; about 5 minutes)
+#   ARBITER=1 bash tests/gpu/run.sh        the same, every job through the arbiter (vgpu daemon)
 # needs: an NVIDIA GPU and driver, gcc and /usr/local/cuda/include/cuda.h (for launch_cost.c);
 # python3 with torch / jax / cupy where present (each check is skipped, with the reason, when
 # its framework is missing). vgpu, libvgpu.so and the test programs come from BUILD_DIR (built
@@ -14,6 +15,11 @@ export PATH="$B:$B/tests/progs:$PATH"
 unset LD_PRELOAD VGPU_REGION CUDA_VISIBLE_DEVICES
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export VGPU_STATE_DIR=$tmp/state; mkdir -m 0700 "$VGPU_STATE_DIR"
+# ARBITER=1: every job goes through the arbiter (vgpu daemon) of this run's machine-wide directory
+# (latency.sh and tenants.sh start their own); without it, on this user's own schedule.
+export VGPU_MACHINE_DIR=$tmp/machine; mkdir -m 1777 "$VGPU_MACHINE_DIR"
+. "$src/tests/gpu/arbiter.lib"; arbiter_start || exit 1
+trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$tmp"' EXIT
 LIMIT=4G LIMIT_B=$((4 << 30))
 rows=()
 row() { rows+=("| $1 | $2 | $3 |"); printf '%-34s %-5s %s\n' "$1" "$2" "$3" >&2; }
@@ -215,7 +221,7 @@ fi
 table=$(printf '%s\n' "| check | result | detail |" "|---|---|---|" "${rows[@]}")
 printf '%s\n' "$table"
 { echo "# vgpu on a real GPU"; echo
-  echo "Latest run of \`bash tests/gpu/run.sh\`: $(date -u +%Y-%m-%d), $gpu, driver $driver."; echo
+  echo "Latest run of \`${ARBITER:+ARBITER=$ARBITER }bash tests/gpu/run.sh\`: $(date -u +%Y-%m-%d), $gpu, driver $driver."; echo
   printf '%s\n' "$table"; } > "$src/tests/gpu/RESULTS.md"
 cat "$tmp/topsnap" >> "$src/tests/gpu/RESULTS.md" 2>/dev/null
 ! printf '%s\n' "${rows[@]}" | grep -q '| FAIL |'
