@@ -457,10 +457,21 @@ static bool job_has_procs(const struct vgpu_sched_file *f, unsigned job)
 int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, int prio, uint64_t now)
 {
     if (s->remote) {
+        /* Asked at every turn: only a change (vgpu limit) is worth the daemon's answer. */
+        if (s->job_known && s->job_key == key && s->job_cap == cap && s->job_soft == soft && s->job_prio == prio)
+            return s->job_index;
         uint64_t a[4] = { key, cap, soft, (uint64_t)(int64_t)prio };
         int64_t rc = vgpu_arb_call(s->gen, VGPU_ARB_JOB, s->handle, -1, a, s->limits_fd, NULL);
         s->lost |= rc == -EPIPE;
-        return rc < 0 || rc >= VGPU_SCHED_MAX_JOBS ? -1 : (int)rc;
+        if (rc < 0 || rc >= VGPU_SCHED_MAX_JOBS)
+            return -1;
+        s->job_known = true;
+        s->job_key = key;
+        s->job_cap = cap;
+        s->job_soft = soft;
+        s->job_prio = prio;
+        s->job_index = (int)rc;
+        return (int)rc;
     }
     struct vgpu_sched_file *f = s->f;
     if (cap > 100)

@@ -210,6 +210,11 @@ struct vgpu_sched {
     uint32_t handle, gen;          /* the daemon's handle of the GPU, on connection `gen` */
     int limits_fd;                 /* the job's limits file, shown to the daemon with the job (a
                                     * root-owned one, vgpu run --user, sets the cap), or -1 */
+    bool job_known;                /* the job entry the daemon last gave, and what it was asked */
+    bool job_soft;
+    int job_prio, job_index;
+    unsigned job_cap;
+    uint64_t job_key;
 };
 
 /* The segment key of GPU `uuid`'s schedule for user `uid` when no arbiter runs: a hash of the
