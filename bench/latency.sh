@@ -15,7 +15,7 @@
 # LEASE_BOUND_MS, default 1, and the training job is within
 # 5 points of its cap minus what the client used: a preempted holder is charged until its
 # queued work is done, which overlaps the client's). LAT_SECONDS (default 6) is the client's
-# run time.
+# run time. ARBITER=1 runs every job through vgpu daemon (vgpu-daemon(8)).
 set -u
 : "${VGPU_BUILD:?run through bench/run.sh (make bench)}" "${VGPU_SRC:?}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-bench.XXXXXX")
@@ -27,6 +27,8 @@ export VGPU_MACHINE_DIR=$T/machine
 export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
 unset VGPU_REGION LD_PRELOAD CUDA_VISIBLE_DEVICES
 mkdir -m 0700 -p "$VGPU_STATE_DIR"; mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
+# ARBITER=1: through the arbiter (vgpu daemon) of this machine-wide directory.
+B=$VGPU_BUILD; . "$VGPU_SRC/tests/gpu/arbiter.lib"; arbiter_start || exit 1
 S=${LAT_SECONDS:-6} BOUND=${BOUND_MS:-20} LEASE_BOUND=${LEASE_BOUND_MS:-1}
 UUID=GPU-4f6c2a51-93b1-4c7e-8d2a-0b5e6f7a8c91
 

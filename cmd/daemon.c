@@ -80,7 +80,7 @@ static int arbiter_dir(int mfd, const char *mpath)
             return -1;
         }
         if (fstatat(mfd, VGPU_ARB_DIR, &lst, AT_SYMLINK_NOFOLLOW) == 0) {
-            char aside[96];
+            char aside[160];
             snprintf(aside, sizeof aside, "%s.squatted.%ld.%d", VGPU_ARB_DIR, (long)time(NULL), attempt);
             if (renameat(mfd, VGPU_ARB_DIR, mfd, aside) != 0) {
                 vgpu_error("cannot move aside %s/%s (uid %u, mode %04o), which is not the daemon's: %s; remove it",
@@ -117,7 +117,7 @@ static int listen_socket(int adir, const char *sock_path)
             close(s);
         return -1;
     }
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock_path);
+    memcpy(a.sun_path, sock_path, strlen(sock_path) + 1);   /* fits: checked above */
     unlinkat(adir, VGPU_ARB_SOCK, 0);   /* a dead daemon's; ours alone (we hold the lock) */
     if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 || listen(s, 128) != 0) {
         vgpu_error("cannot listen on %s: %s", sock_path, strerror(errno));
@@ -255,12 +255,12 @@ static int serve(void)
     unsigned n = 0;
     pf[0] = (struct pollfd){ .fd = ls, .events = POLLIN };
     pf[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-    uint64_t busy_at = 0;
+    uint64_t busy_at = 0, spin_ns = SPIN_NS;
     for (;;) {
         /* For SPIN_NS after a request, look again without sleeping: a request is often followed
          * at once by the next (a release, then the waiter's acquire), and a sleeping daemon takes
          * a wake-up of tens of microseconds on an idle core to answer it. */
-        int got = poll(pf, n + 2, now_ns() - busy_at < SPIN_NS ? 0 : -1);
+        int got = poll(pf, n + 2, now_ns() - busy_at < spin_ns ? 0 : -1);
         if (got < 0 && errno != EINTR)
             break;
         if (got > 0)

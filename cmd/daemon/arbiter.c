@@ -238,19 +238,16 @@ static uint64_t charge(const struct arb_gpu *g, int proc, uint64_t lease, uint64
     return used < least ? least : used > wall ? wall : used;
 }
 
-static void do_release(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, const struct vgpu_arb_req *q)
+static int do_release(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, const struct vgpu_arb_req *q,
+                      struct vgpu_arb_rep *r)
 {
     int h = own_holder(g, c, q->a[0]);
-    if (h < 0) {
-        a->refused++;
-        return;
-    }
+    if (h < 0)
+        return refuse(a, r, EPERM, "not a lease of yours");
     uint64_t t = believed(q->a[2], now_ns());
-    if (!vgpu_sched_release(&g->s, q->a[0], charge(g, h, q->a[0], q->a[1], t), t)) {
-        vgpu_sched_drained(&g->s, t);   /* it was preempted: its drain ended now */
-        g->drained_at = t;
-    }
+    r->rc = vgpu_sched_release(&g->s, q->a[0], charge(g, h, q->a[0], q->a[1], t), t) ? 1 : 0;
     g->grant_at[h] = 0;
+    return 0;
 }
 
 /* Requests that get no reply: each is dropped when it names what is not the client's. */
@@ -338,7 +335,7 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
     memset(r, 0, sizeof *r);
     *send_fd = -1;
     a->requests++;
-    bool answered = q->op >= VGPU_ARB_HELLO && q->op <= VGPU_ARB_ACQUIRE;
+    bool answered = q->op >= VGPU_ARB_HELLO && q->op <= VGPU_ARB_RELEASE;
     if (q->op == VGPU_ARB_HELLO) {
         r->rc = VGPU_ARB_PROTO;
     } else if (q->op == VGPU_ARB_OPEN) {
@@ -365,7 +362,7 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
         case VGPU_ARB_JOB: do_job(a, g, c, q, passed_fd, r); break;
         case VGPU_ARB_ATTACH: do_attach(a, g, c, q, r); break;
         case VGPU_ARB_ACQUIRE: do_acquire(a, g, c, q, r); break;
-        case VGPU_ARB_RELEASE: do_release(a, g, c, q); break;
+        case VGPU_ARB_RELEASE: do_release(a, g, c, q, r); break;
         default: do_silent(a, g, c, q); break;
         }
     }

@@ -14,9 +14,8 @@
  * It needs no GPU work of its own. Prints one line:
  *   writable_segments=N write_map=refused|ALLOWED mprotect=refused|ALLOWED forged_ok=N refused=N
  *   jobs=N procs=N
- * forged_ok counts acquires for others' entries that the daemon granted (0 when it holds; the
- * requests it does not answer show in the shares of the jobs beside it), jobs/procs the entries
- * it got for itself. */
+ * forged_ok counts answered requests about others' entries that the daemon granted (0 when it
+ * holds), jobs/procs the entries it got for itself. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,11 +105,13 @@ int main(int argc, char **argv)
         if (f) {
             uint64_t lease = atomic_load(&f->lease);
             int holder = (int)vgpu_lease_holder(lease) - 1;
-            uint64_t v[2];
-            vgpu_arb_send(gen, VGPU_ARB_RELEASE, handle, -1, lease, 0, now_ns());
+            uint64_t a[4] = { lease, 0, now_ns(), 0 }, v[2];
+            int64_t rc = vgpu_arb_call(gen, VGPU_ARB_RELEASE, handle, -1, a, -1, v);
+            forged_ok += rc > 0;
+            refused += rc < 0;
             if (holder >= 0) {
                 uint64_t none[4] = { 0 };
-                int64_t rc = vgpu_arb_call(gen, VGPU_ARB_ACQUIRE, handle, holder, none, -1, v);
+                rc = vgpu_arb_call(gen, VGPU_ARB_ACQUIRE, handle, holder, none, -1, v);
                 forged_ok += rc > 0;
                 refused += rc < 0;
                 vgpu_arb_send(gen, VGPU_ARB_DETACH, handle, holder, 0, 0, 0);

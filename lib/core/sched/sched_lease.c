@@ -280,11 +280,10 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
 bool vgpu_sched_release(struct vgpu_sched *s, uint64_t lease, uint64_t used, uint64_t now)
 {
     if (s->remote) {
-        /* Not answered (vgpu/arbiter.h): whether it was taken away is in our view already, since
-         * only a preemptor's grant, written before its answer, takes it. */
-        bool ours = atomic_load(&s->f->lease) == lease;
-        vgpu_arb_send(s->gen, VGPU_ARB_RELEASE, s->handle, -1, lease, used, now);
-        return ours;
+        uint64_t a[4] = { lease, used, now, 0 };
+        int64_t rc = vgpu_arb_call(s->gen, VGPU_ARB_RELEASE, s->handle, -1, a, -1, NULL);
+        s->lost |= rc == -EPIPE;
+        return rc == 1;
     }
     struct vgpu_sched_file *f = s->f;
     unsigned holder = vgpu_lease_holder(lease);

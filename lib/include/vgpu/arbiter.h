@@ -59,12 +59,13 @@ enum vgpu_arb_op {
     VGPU_ARB_JOB,            /* a = key, cap, soft, prio (+ the job's limits file, optional): rc = job */
     VGPU_ARB_ATTACH,         /* a[0] = job: rc = proc (the calling process) */
     VGPU_ARB_ACQUIRE,        /* proc: rc = granted, v = lease, deadline */
-    /* Not answered: every answer waited for costs a wake-up of the daemon and one of the caller,
-     * which on an idle server core can take tens of microseconds each (an H200's inference
-     * client beside training: p99 0.81 -> 1.58 ms with the release and the job's refresh
-     * answered). */
-    VGPU_ARB_RELEASE,        /* a = lease, used, now (the daemon also marks a preempted holder's
-                              * drain done, as vgpu_sched_drained) */
+    VGPU_ARB_RELEASE,        /* a = lease, used, now: rc = released (not taken away before).
+                              * Answered although nothing urgent waits for it: the releaser's
+                              * next steps read the schedule as its release left it (a holder
+                              * keeping clear waits for the next release after its own; sent
+                              * without an answer, its own ended that wait at once, and the
+                              * training job beside a service fell from 70 % to 65 %) */
+    /* Not answered. */
     VGPU_ARB_DETACH,         /* proc */
     VGPU_ARB_UNWANT,         /* proc */
     VGPU_ARB_WANT_FROM,      /* proc, a[0] = since */
