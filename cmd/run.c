@@ -89,6 +89,7 @@ static const char usage[] =
 #include "run/child.h"
 #include "run/detach.h"
 #include "run/library.h"
+#include "vgpu/acct.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/jobcount.h"
@@ -644,6 +645,10 @@ out:
          * command never started is removed now. */
         if (atomic_load(&r.hdr->state) != VGPU_JOB_EXITED)
             vgpu_region_remove(&r, &e);
+        else if (vgpu_acct_record_job(&r, &e) < 0)
+            /* The command's status stays ours; the region keeps the record (vgpu/acct.h). */
+            vgpu_warn("job %s: its accounting record could not be written: %s; it stays in the job's region, and "
+                      "the next vgpu acct or vgpu ps writes it", r.info->id, e.msg);
         vgpu_region_close(&r);
     }
     free(cmdline);
