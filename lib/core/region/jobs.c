@@ -200,6 +200,11 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
             vgpu_region_close(&r);
             continue;
         }
+        /* Ended, and its vgpu run gone without recording it (a full disk, a locked database):
+         * recorded now, not only when the job is removed VGPU_EXITED_KEEP_S later. */
+        if (ended_hook && st.st_uid == geteuid() && atomic_load(&r.hdr->state) == VGPU_JOB_EXITED &&
+            !vgpu_region_creator_alive(&r))
+            (void)ended_hook(&r);
         ref->readable = true;
         ref->owner = vgpu_region_job_uid(&r);   /* a split region is root's file, the job the user's */
         ref->state = atomic_load(&r.hdr->state);
