@@ -3,6 +3,7 @@
 # killed command, a vgpu run killed with -9 (recovered), a database locked by another writer, a
 # full disk, pruning, a schema migration from a version-1 fixture, and two users' stores.
 source "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/jsondoc.lib"
 
 command -v sqlite3 >/dev/null || skip_all "needs the sqlite3 command (make deps)"
 DB=$VGPU_STATE_DIR/acct.db
@@ -87,6 +88,8 @@ assert_eq "-j with the start of an id" "capped" "$(vgpu acct --json -j "${id:0:6
 run vgpu acct --totals --json
 assert_eq "--totals: one row for root on GPU 0, all its jobs" "$(sqlite3 "$DB" 'SELECT count(*) FROM job_gpus')" \
   "$(printf '%s' "$out" | jq '.totals[0].jobs')"
+check_doc "vgpu acct --json" "$(vgpu acct --json)"
+check_doc "vgpu acct --totals --json" "$out"
 run vgpu acct --since yesterday
 assert_rc "--since yesterday: a usage error" 2
 assert_contains "saying which forms there are" "-7d" "$err"
