@@ -19,6 +19,7 @@
 #   cmd/*.c              one file per subcommand, each defining `const struct vgpu_cmd vgpu_cmd_<file>`
 #   cmd/<name>/*.c       helpers private to one command (e.g. cmd/top/)
 #   lib/core/<concern>/*.c libvgpucore.a (linked into vgpu and libvgpu.so): base/ region/ sched/ place/ mig/ gpu/ top/
+#                        acct/ (SQLite: only vgpu pulls it in, so libvgpu.so never links libsqlite3)
 #   lib/hook/*.c         libvgpu.so (exports only what lib/hook/exports.map lists)
 #   lib/compat/*.c       vgpu only: its start glue and old-glibc stand-ins (see lib/include/vgpu/glibc_compat.h)
 #   tests/unit/test_*.c  cmocka unit tests, one binary each
@@ -34,7 +35,8 @@ CC        ?= cc
 SANITIZE  ?=
 
 DEB_PACKAGES := build-essential pkg-config libjson-c-dev libreadline-dev libncurses-dev \
-                libcmocka-dev tmux bash-completion zsh python3 jq python3-jsonschema
+                libcmocka-dev tmux bash-completion zsh python3 jq python3-jsonschema \
+                libsqlite3-dev sqlite3
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter -Wvla -Wpointer-arith
@@ -122,7 +124,7 @@ $(BUILD)/obj/lib/hook/route.o: CFLAGS += -DVGPU_GLIBC_OWN_DLSYM
 $(BUILD)/obj/tests/progs/glibc_start.o: CFLAGS += -include lib/include/vgpu/glibc_compat.h
 $(BUILD)/tests/progs/glibc_start: $(BUILD)/obj/tests/progs/glibc_start.o $(call obj,$(COMPAT_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDFLAGS) $(GLIBC_COMPAT_LIBS)
+	$(CC) -o $@ $^ $(LDFLAGS) $(GLIBC_COMPAT_LIBS) -lm
 # After each link, say which glibc the file needs, and warn with the symbols to bind when it is
 # above its floor (the link still succeeds; tests/cli/glibc.sh fails).
 glibc_floor = @bash packaging/glibc-needs.sh --max $(2) $(1)
@@ -144,7 +146,20 @@ $(BUILD)/obj/gen/hookblob.o: $(HOOK_LIB)
 	@mkdir -p $(dir $@)
 	cd $(BUILD) && ld -r -b binary -z noexecstack -o obj/gen/hookblob.o libvgpu.so
 
-$(VGPU_BIN): $(call obj,$(CMD_SRC) $(CMDSUB_SRC) $(COMPAT_SRC)) $(BUILD)/obj/gen/cmdtable.o $(BUILD)/obj/gen/hookblob.o $(CORE_LIB)
+# SQLite (accounting, lib/core/acct/) is Debian's libsqlite3.a, copied with its references to
+# symbols newer than the glibc floor renamed to lib/compat/sqlite.c's stand-ins; always static
+# (also in sanitizer builds), and only vgpu links it: libvgpu.so never pulls in lib/core/acct/.
+SQLITE_A           ?= $(shell $(CC) -print-file-name=libsqlite3.a)
+SQLITE_COMPAT_SYMS := fcntl64 stat64 fstat64 lstat64 exp log pow dlopen dlerror dlsym dlclose pthread_create \
+                      pthread_join pthread_mutexattr_init pthread_mutexattr_settype pthread_mutexattr_destroy \
+                      pthread_mutex_trylock
+SQLITE_LIB         := $(BUILD)/libsqlite3-compat.a
+$(SQLITE_LIB): Makefile | check-deps
+	@mkdir -p $(dir $@)
+	@test -f "$(SQLITE_A)" || { echo "libsqlite3.a not found: sudo apt-get install libsqlite3-dev (or sudo make deps)" >&2; exit 1; }
+	objcopy $(foreach s,$(SQLITE_COMPAT_SYMS),--redefine-sym $(s)=vgpu_compat_$(s)) $(SQLITE_A) $@
+
+$(VGPU_BIN): $(call obj,$(CMD_SRC) $(CMDSUB_SRC) $(COMPAT_SRC)) $(BUILD)/obj/gen/cmdtable.o $(BUILD)/obj/gen/hookblob.o $(CORE_LIB) $(SQLITE_LIB)
 	$(CC) -o $@ $^ $(LDFLAGS) $(VGPU_LIBS) $(GLIBC_COMPAT_LIBS)
 	$(call glibc_floor,$@,$(VGPU_GLIBC_FLOOR))
 
@@ -170,7 +185,7 @@ $(BUILD)/fakegpu/%: $(BUILD)/obj/tests/fakegpu/tools/%.o $(call obj,$(FAKE_COMMO
 # ---- tests ----------------------------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka -ljson-c -ldl -lpthread -lm
+	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka -ljson-c -lsqlite3 -ldl -lpthread -lm
 
 # Test programs reach the driver the ways real programs do: linked against libcuda.so.1
 # (the fake at build time, whatever is installed at run time), or through dlopen.

@@ -2,6 +2,7 @@
 #include "cmd.h"
 
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,4 +182,21 @@ int vgpu_unknown_word(const struct vgpu_cmd *cmd, const char *what, const char *
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
                                  candidates[i]);
     return vgpu_fail(VGPU_EXIT_USAGE, "unknown %s '%s': use %s (see 'vgpu %s --help')", what, bad, list, cmd->name);
+}
+
+/* Moved from cmd/ps.c: vgpu acct names signals too. */
+const char *vgpu_signal_name(int sig, char *buf, size_t len)
+{
+    static const struct { int sig; const char *name; } names[] = {
+        { SIGHUP, "SIGHUP" }, { SIGINT, "SIGINT" }, { SIGQUIT, "SIGQUIT" }, { SIGILL, "SIGILL" },
+        { SIGTRAP, "SIGTRAP" }, { SIGABRT, "SIGABRT" }, { SIGBUS, "SIGBUS" }, { SIGFPE, "SIGFPE" },
+        { SIGKILL, "SIGKILL" }, { SIGUSR1, "SIGUSR1" }, { SIGSEGV, "SIGSEGV" }, { SIGUSR2, "SIGUSR2" },
+        { SIGPIPE, "SIGPIPE" }, { SIGALRM, "SIGALRM" }, { SIGTERM, "SIGTERM" }, { SIGXCPU, "SIGXCPU" },
+        { SIGXFSZ, "SIGXFSZ" }, { SIGSYS, "SIGSYS" },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    snprintf(buf, len, "SIG%d", sig);
+    return buf;
 }

@@ -40,6 +40,7 @@ static const char usage[] =
 #include <time.h>
 
 #include "cmd.h"
+#include "common.h"
 #include "ps/migrate.h"
 #include "ps/table.h"
 #include "vgpu/exitcode.h"
@@ -218,29 +219,13 @@ static void gather(struct vgpu_nvml *nv, const struct vgpu_region *r, struct job
     nvml_usage(nv, v);
 }
 
-static const char *signal_name(int sig, char *buf, size_t len)
-{
-    static const struct { int sig; const char *name; } names[] = {
-        { SIGHUP, "SIGHUP" }, { SIGINT, "SIGINT" }, { SIGQUIT, "SIGQUIT" }, { SIGILL, "SIGILL" },
-        { SIGTRAP, "SIGTRAP" }, { SIGABRT, "SIGABRT" }, { SIGBUS, "SIGBUS" }, { SIGFPE, "SIGFPE" },
-        { SIGKILL, "SIGKILL" }, { SIGUSR1, "SIGUSR1" }, { SIGSEGV, "SIGSEGV" }, { SIGUSR2, "SIGUSR2" },
-        { SIGPIPE, "SIGPIPE" }, { SIGALRM, "SIGALRM" }, { SIGTERM, "SIGTERM" }, { SIGXCPU, "SIGXCPU" },
-        { SIGXFSZ, "SIGXFSZ" }, { SIGSYS, "SIGSYS" },
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].sig == sig)
-            return names[i].name;
-    snprintf(buf, len, "SIG%d", sig);
-    return buf;
-}
-
 /* "exited 3" or "killed SIGTERM". */
 static void exit_text(const struct vgpu_region_header *h, char *buf, size_t len)
 {
     int sig = atomic_load(&h->exit_signal);
     char s[16];
     if (sig)
-        snprintf(buf, len, "killed %s", signal_name(sig, s, sizeof s));
+        snprintf(buf, len, "killed %s", vgpu_signal_name(sig, s, sizeof s));
     else
         snprintf(buf, len, "exited %d", atomic_load(&h->exit_code));
 }
@@ -443,7 +428,7 @@ static struct json_object *json_job(const struct job_view *v)
     char sigbuf[16];
     bool normal = v->exited && !sig;
     vgpu_json_u64_or_null(o, "exit_code", normal, normal ? (uint64_t)(atomic_load(&h->exit_code) & 0xff) : 0);
-    vgpu_json_str(o, "exit_signal", sig ? signal_name(sig, sigbuf, sizeof sigbuf) : NULL);
+    vgpu_json_str(o, "exit_signal", sig ? vgpu_signal_name(sig, sigbuf, sizeof sigbuf) : NULL);
     vgpu_json_str(o, "log", v->log[0] ? v->log : NULL);
     struct json_object *pids = json_object_new_array();
     for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++) {

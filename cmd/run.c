@@ -61,7 +61,8 @@ static const char usage[] =
     "  --help         show this help\n"
     "\n"
     "A limit larger than the GPU is an error. Change a running job's limit with vgpu limit.\n"
-    "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s.\n"
+    "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s;\n"
+    "its accounting record (GPU time, memory, status) is kept in STATEDIR/acct.db (vgpu acct).\n"
     "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG;\n"
     "VGPU_FAIL_CLOSED=1 in vgpu run's environment works as --fail-closed.\n"
     "\n"
@@ -89,6 +90,7 @@ static const char usage[] =
 #include "run/child.h"
 #include "run/detach.h"
 #include "run/library.h"
+#include "vgpu/acct.h"
 #include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -647,6 +649,10 @@ out:
          * command never started is removed now. */
         if (atomic_load(&r.hdr->state) != VGPU_JOB_EXITED)
             vgpu_region_remove(&r, &e);
+        else if (vgpu_acct_record_job(&r, &e) < 0)
+            /* The command's status stays ours; the region keeps the record (vgpu/acct.h). */
+            vgpu_warn("job %s: its accounting record could not be written: %s; it stays in the job's region, and "
+                      "the next vgpu acct or vgpu ps writes it", r.info->id, e.msg);
         vgpu_region_close(&r);
     }
     free(cmdline);

@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "common.h"
 #include "main.h"
+#include "vgpu/acct.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 
@@ -93,6 +94,8 @@ static int run_command(const struct vgpu_cmd *c, int argc, char **argv)
 int vgpu_main(int argc, char **argv)
 {
     vgpu_log_set_prefix("vgpu");
+    /* An ended job that vgpu run could not record is recorded by whoever removes it. */
+    vgpu_jobs_on_ended(vgpu_acct_recover);
     char self[256];
     snprintf(self, sizeof self, "%s", argc > 0 && argv[0] ? argv[0] : "vgpu");
     const char *base = basename(self);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "run/asuser.h"
+#include "vgpu/acct.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
@@ -99,17 +100,20 @@ int vgpu_run_prepare_environment(const char *region_path, const char *library, c
  * process of the job, records the host pid of container processes while they live, and so proves
  * such a process dead once it ends (vgpu/proc.h). Its own walk, not the shared period's: a
  * walk is a few microseconds per live process (a container process not yet found costs one walk
- * of /proc, until it is). Without pidfds (Linux before 5.3, some seccomp
+ * of /proc, until it is). Each walk also samples the job's memory for its accounting record
+ * (vgpu_acct_sample). Without pidfds (Linux before 5.3, some seccomp
  * filters) it just waits. */
 static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
 {
     int fd = vgpu_proc_pidfd(pid);
+    vgpu_acct_sample(r);
     for (;;) {
         if (fd >= 0) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
             int n = poll(&p, 1, (int)(VGPU_REGION_REAP_NS / 1000000ULL));
             if (n == 0) {
                 (void)vgpu_region_reap(r);
+                vgpu_acct_sample(r);    /* the memory-time integral (vgpu/acct.h) */
                 continue;
             }
             if (n < 0 && errno == EINTR)
@@ -174,6 +178,7 @@ int vgpu_run_child(struct vgpu_region *r, char **argv)
         return VGPU_EXIT_RUN_FAILED;
     }
     child_pid = 0;
+    vgpu_acct_sample(r);
     restore_signals();
     /* A region damaged meanwhile (truncated) is fenced off by set_state: the command's status
      * still becomes ours, and the lost record is said. */

@@ -15,6 +15,13 @@
 #include "vgpu/exitcode.h"
 #include "vgpu/statedir.h"
 
+static vgpu_jobs_ended_fn ended_hook;
+
+void vgpu_jobs_on_ended(vgpu_jobs_ended_fn fn)
+{
+    ended_hook = fn;
+}
+
 static int by_creation(const void *a, const void *b)
 {
     const struct vgpu_job_ref *x = a, *y = b;
@@ -183,10 +190,21 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
             continue;
         }
         if (reap_is_stale(&r, now, keep)) {
+            /* Its accounting record first, when vgpu run could not write it (vgpu/acct.h): only
+             * the region's owner, whose database it goes to. Kept until that works. */
+            if (ended_hook && st.st_uid == geteuid() && ended_hook(&r) < 0) {
+                vgpu_region_close(&r);
+                continue;
+            }
             remove_job(jobs, de->d_name);
             vgpu_region_close(&r);
             continue;
         }
+        /* Ended, and its vgpu run gone without recording it (a full disk, a locked database):
+         * recorded now, not only when the job is removed VGPU_EXITED_KEEP_S later. */
+        if (ended_hook && st.st_uid == geteuid() && atomic_load(&r.hdr->state) == VGPU_JOB_EXITED &&
+            !vgpu_region_creator_alive(&r))
+            (void)ended_hook(&r);
         ref->readable = true;
         ref->owner = vgpu_region_job_uid(&r);   /* a split region is root's file, the job the user's */
         ref->state = atomic_load(&r.hdr->state);

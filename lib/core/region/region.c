@@ -28,6 +28,11 @@ _Static_assert(sizeof(struct vgpu_region_dev_limits) == 168 && offsetof(struct v
                offsetof(struct vgpu_region_dev_limits, mem_device) == 136,
                "the per-device limits of version 1 must not change");
 _Static_assert(offsetof(struct vgpu_region_header, layout) == 680, "layout took the first reserved word");
+_Static_assert(offsetof(struct vgpu_region_header, acct_flags) == 684 &&
+               offsetof(struct vgpu_region_header, acct_seen_ns) == 688 &&
+               offsetof(struct vgpu_region_dev_limits, acct_mem_byte_s) == 144 &&
+               offsetof(struct vgpu_region_dev_limits, acct_energy_mj) == 152,
+               "accounting took reserved words");
 _Static_assert(sizeof(struct vgpu_region_dev_usage) == 64 && offsetof(struct vgpu_region_dev_usage, spilled) == 56,
                "the per-device usage of version 1 must not change");
 _Static_assert(sizeof(struct vgpu_region_slot) == 168 && offsetof(struct vgpu_region_slot, spill_dev) == 156 &&

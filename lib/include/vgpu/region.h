@@ -67,7 +67,12 @@ struct vgpu_region_dev_limits {
      * and those that cannot fail with CUDA_ERROR_OUT_OF_MEMORY. */
     _Atomic uint32_t flags;             /* VGPU_DEV_* */
     _Atomic uint64_t mem_device;        /* bytes; meaningful with VGPU_DEV_OVERSUB */
-    uint64_t reserved[3];
+    /* Accounting (vgpu/acct.h), written by `vgpu run` only, in its wait loop: the job's memory on
+     * this device integrated over time, and its share of the device's energy. Were reserved
+     * words (0 in regions of an older vgpu, which therefore read as "not measured"). */
+    _Atomic uint64_t acct_mem_byte_s;   /* byte-seconds */
+    _Atomic uint64_t acct_energy_mj;    /* millijoules; VGPU_ACCT_ENERGY_KNOWN in acct_flags */
+    uint64_t reserved[1];
 };
 #define VGPU_DEV_OVERSUB 1u
 
@@ -93,8 +98,12 @@ struct vgpu_region_header {
                                          * pids in it (0: a region of an older vgpu, see the slot) */
     _Atomic uint64_t exited_realtime_ns; /* CLOCK_REALTIME when the command ended (EXITED), else 0 */
     uint32_t layout;                    /* VGPU_LAYOUT_* (was a reserved word: 0 in older regions) */
-    uint32_t reserved32;
-    uint64_t reserved[6];
+    /* Accounting (vgpu/acct.h; were reserved words, 0 in older regions): VGPU_ACCT_* flags, and
+     * CLOCK_REALTIME of `vgpu run`'s last look at the job (its wait loop, every 250 ms), the end
+     * time of a job whose `vgpu run` died. Written by `vgpu run` only. */
+    _Atomic uint32_t acct_flags;
+    _Atomic uint64_t acct_seen_ns;
+    uint64_t reserved[5];
     struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
 };
 
@@ -384,6 +393,13 @@ struct vgpu_job_ref {
  * place, counted in *corrupt when not NULL). *out is malloc'd (free it). 0, or -1 with e set. */
 int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
                    struct vgpu_err *e);
+
+/* Called by vgpu_jobs_list with an ended job's region before it removes the job, when the caller
+ * owns the region's file: 0 lets it go, -1 keeps it for the next listing. vgpu sets it to write
+ * the job's accounting record when `vgpu run` could not (vgpu_acct_recover, vgpu/acct.h);
+ * libvgpu.so never lists jobs and leaves it unset. */
+typedef int (*vgpu_jobs_ended_fn)(const struct vgpu_region *r);
+void vgpu_jobs_on_ended(vgpu_jobs_ended_fn fn);
 
 /* Finds one job by exact id, else exact name, else unique id prefix, and opens it in `mode`.
  * A name shared by an ended job and a later one means the job that has not ended, else the

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Accounting (issue 28): what writing a record adds to a job's end, and vgpu acct --totals over
+# 100 000 records (target < 200 ms), on the simulated GPU. Prints a table.
+#   VGPU_BUILD=build VGPU_SRC=. bash bench/acct.sh
+set -u
+B=${VGPU_BUILD:?}; S=${VGPU_SRC:?}
+command -v sqlite3 >/dev/null || { echo "bench/acct.sh: needs sqlite3 (make deps)" >&2; exit 1; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+export PATH="$B:$B/fakegpu:$B/tests/progs:$PATH" LD_LIBRARY_PATH=$B/fakegpu VGPU_STATE_DIR=$T/state \
+  VGPU_MACHINE_DIR=$T/machine VGPU_FAKE_STATE=$T/fake.state VGPU_FAKE_SCENARIO=$S/tests/fakegpu/scenarios/h100.json
+mkdir -m 0700 "$T/state"; mkdir -m 1777 "$T/machine"
+ms() { local a=${EPOCHREALTIME/./}; "$@" >/dev/null 2>&1; echo $(( (${EPOCHREALTIME/./} - a) )); }
+med() { sort -n | awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] / 1000 }'; }
+
+# A record's cost at the job's end: vgpu run -- true with the record, against the same with the
+# database unusable (a directory in its place: the open fails at once, nothing is written).
+vgpu run -- true
+for i in $(seq 20); do ms vgpu run -- true; done | med > "$T/with"
+rm -f "$T/state/acct.db"*; mkdir "$T/state/acct.db"
+for i in $(seq 20); do ms vgpu run -- true; done | med > "$T/without"
+rm -rf "$T/state/acct.db" "$T/state/jobs"/*
+
+# 100 000 records of 10 users on 8 GPUs, written as vgpu would (one job, then copies in SQL).
+vgpu run --core 50 -- true
+sqlite3 "$T/state/acct.db" "
+  WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+  INSERT INTO jobs SELECT printf('%012x', i), 'job' || i, 1000 + i % 10, 'user' || (i % 10), 'train',
+    start_ns - i * 1000000000, end_ns - i * 1000000000, 0, 0, 0, 0, 0 FROM n, (SELECT * FROM jobs LIMIT 1);
+  INSERT INTO job_gpus SELECT j.id, 0, 'GPU-' || (abs(random()) % 8), abs(random()) % 8, 0, 50, 'hard', 0, 0,
+    1000000000, 0, 1073741824, 3600.0, 'schedule', NULL FROM jobs j WHERE j.name LIKE 'job%';"
+for i in $(seq 5); do ms vgpu acct --totals; done | med > "$T/totals"
+for i in $(seq 5); do ms vgpu acct --totals --since -1d; done | med > "$T/totals_day"
+rows=$(vgpu acct --totals --csv | tail -n +2 | wc -l)
+
+printf '%-52s %12s %10s\n' "what" "median ms" "target"
+printf '%-52s %12s %10s\n' "vgpu run -- true, with its record" "$(cat "$T/with")" ""
+printf '%-52s %12s %10s\n' "vgpu run -- true, no database (open fails)" "$(cat "$T/without")" ""
+printf '%-52s %12s %10s\n' "  => a record adds" "$(awk -v a="$(cat "$T/with")" -v b="$(cat "$T/without")" 'BEGIN { printf "%.2f", a - b }')" "< 5"
+printf '%-52s %12s %10s\n' "vgpu acct --totals, 100 001 records ($rows rows)" "$(cat "$T/totals")" "< 200"
+printf '%-52s %12s %10s\n' "vgpu acct --totals --since -1d (86 400 of them)" "$(cat "$T/totals_day")" ""

@@ -1,0 +1,13 @@
+/* vgpu acct: the times --since and --until take. */
+#ifndef VGPU_CMD_ACCT_WHEN_H
+#define VGPU_CMD_ACCT_WHEN_H
+
+#include <stdint.h>
+#include "vgpu/log.h"
+
+/* "2026-11-01" (local midnight), "2026-11-01T14:30" or "2026-11-01 14:30[:SS]" (local time),
+ * "-7d", "-2h", "-30m", "-90s" (before now), "now", or "@SECONDS" since the epoch: CLOCK_REALTIME
+ * ns into *ns. 0, or -1 with e set (VGPU_EXIT_USAGE) saying what is accepted. */
+int vgpu_acct_parse_when(const char *text, const char *option, uint64_t now_ns, uint64_t *ns, struct vgpu_err *e);
+
+#endif

@@ -1,0 +1,138 @@
+/* A job's accounting record, built from its region (vgpu/acct.h): by `vgpu run` when the command
+ * ends, or by whoever removes an ended job that `vgpu run` could not record (recovery). */
+#include "vgpu/acct.h"
+
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu/exitcode.h"
+
+static uint64_t clock_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* argv[0] of the space-joined command line (a program path with a space in it is cut there: the
+ * region keeps only the joined line). */
+static void first_word(const char *cmdline, char *out, size_t len)
+{
+    size_t n = strcspn(cmdline, " ");
+    snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), cmdline);
+}
+
+void vgpu_acct_record_from_region(const struct vgpu_region *r, struct vgpu_acct_record *rec)
+{
+    const struct vgpu_region_header *info = r->info, *live = r->hdr;
+    memset(rec, 0, sizeof *rec);
+    snprintf(rec->id, sizeof rec->id, "%.*s", (int)sizeof info->id - 1, info->id);
+    snprintf(rec->name, sizeof rec->name, "%.*s", (int)sizeof info->name - 1, info->name);
+    rec->uid = vgpu_region_job_uid(r);
+    struct passwd *pw = getpwuid(rec->uid);
+    snprintf(rec->user, sizeof rec->user, "%s", pw ? pw->pw_name : "");
+    char cmd[VGPU_JOB_CMDLINE_LEN];
+    snprintf(cmd, sizeof cmd, "%.*s", (int)sizeof info->cmdline - 1, info->cmdline);
+    first_word(cmd, rec->command, sizeof rec->command);
+    rec->start_ns = info->created_realtime_ns;
+    rec->run_as_user = info->layout == VGPU_LAYOUT_SPLIT;
+    if (atomic_load(&live->state) == VGPU_JOB_EXITED && atomic_load(&live->exited_realtime_ns)) {
+        rec->end_ns = atomic_load(&live->exited_realtime_ns);
+        rec->exit_code = atomic_load(&live->exit_code);
+        rec->exit_signal = atomic_load(&live->exit_signal);
+    } else {
+        /* vgpu run died: the command's status is lost, and its end is vgpu run's last look. */
+        uint64_t seen = atomic_load(&live->acct_seen_ns);
+        rec->end_ns = seen > rec->start_ns ? seen : rec->start_ns;
+        rec->end_approximate = true;
+        rec->exit_code = -1;
+        rec->exit_signal = 0;
+    }
+    if (rec->end_ns < rec->start_ns)
+        rec->end_ns = rec->start_ns;
+    unsigned flags = atomic_load(&live->acct_flags);
+    rec->gpu_count = vgpu_region_device_count(r);
+    for (unsigned d = 0; d < rec->gpu_count; d++) {
+        const struct vgpu_region_dev_limits *dl = &info->dev[d], *dlive = &live->dev[d];
+        struct vgpu_acct_gpu *g = &rec->gpu[d];
+        g->ordinal = d;
+        snprintf(g->uuid, sizeof g->uuid, "%.*s", (int)sizeof dl->uuid - 1, dl->uuid);
+        g->nvml_index = (int)dl->nvml_index;
+        g->mem_limit_bytes = atomic_load(&dlive->mem_limit);
+        g->core_limit = atomic_load(&dlive->core_limit);
+        snprintf(g->core_policy, sizeof g->core_policy, "%s",
+                 atomic_load(&dlive->core_policy) == VGPU_CORE_SOFT ? "soft" : "hard");
+        g->priority = atomic_load(&dlive->priority);
+        g->oversub_device_bytes = atomic_load(&dlive->flags) & VGPU_DEV_OVERSUB ? atomic_load(&dlive->mem_device) : 0;
+        const struct vgpu_region_dev_usage *u = &r->use->dev[d];
+        g->gpu_ns = atomic_load(&u->gpu_time_ns);
+        /* The schedule charges GPU time only to jobs it schedules (a --core cap below 100 on that
+         * GPU, at some point of the job's life: vgpu limit may have lifted it since). */
+        snprintf(g->gpu_time_source, sizeof g->gpu_time_source, "%s",
+                 g->gpu_ns || (g->core_limit && g->core_limit < 100) ? "schedule" : "none");
+        g->throttled_ns = atomic_load(&u->throttled_ns);
+        g->mem_peak_bytes = atomic_load(&u->peak);
+        g->mem_byte_seconds = (double)atomic_load(&dlive->acct_mem_byte_s);
+        g->energy_known = flags & VGPU_ACCT_ENERGY_KNOWN;
+        g->energy_j = (double)atomic_load(&dlive->acct_energy_mj) / 1000.0;
+    }
+}
+
+/* The last sample's monotonic time, per process (vgpu run samples one job). */
+static uint64_t last_sample_ns;
+
+void vgpu_acct_sample(struct vgpu_region *r)
+{
+    if (!r->hdr_rw || r->damaged)
+        return;
+    uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    if (last_sample_ns && now > last_sample_ns) {
+        /* Rectangles: the memory now, over the time since the last sample. An allocation lives
+         * at least as long as the command's start-up, so 250 ms steps miss little of it. */
+        double dt = (double)(now - last_sample_ns) / 1e9;
+        for (unsigned d = 0; d < vgpu_region_device_count(r); d++) {
+            double bytes = (double)vgpu_region_mem_used(r, d);
+            atomic_fetch_add(&r->hdr_rw->dev[d].acct_mem_byte_s, (uint64_t)(bytes * dt + 0.5));
+        }
+    }
+    last_sample_ns = now;
+    atomic_store(&r->hdr_rw->acct_seen_ns, clock_ns(CLOCK_REALTIME));
+}
+
+int vgpu_acct_record_job(struct vgpu_region *r, struct vgpu_err *e)
+{
+    struct vgpu_acct_record rec;
+    vgpu_acct_record_from_region(r, &rec);
+    struct vgpu_acct_store *s = vgpu_acct_open_user(true, e);
+    if (!s)
+        return -1;
+    int rc = vgpu_acct_insert(s, &rec, e);
+    vgpu_acct_close(s);
+    if (rc < 0)
+        return -1;
+    if (r->hdr_rw)
+        atomic_fetch_or(&r->hdr_rw->acct_flags, VGPU_ACCT_RECORDED);
+    return 0;
+}
+
+int vgpu_acct_recover(const struct vgpu_region *r)
+{
+    if (atomic_load(&r->hdr->acct_flags) & VGPU_ACCT_RECORDED)
+        return 0;
+    struct vgpu_acct_record rec;
+    vgpu_acct_record_from_region(r, &rec);
+    rec.recovered = true;
+    struct vgpu_err e;
+    struct vgpu_acct_store *s = vgpu_acct_open_user(true, &e);
+    int rc = s ? vgpu_acct_insert(s, &rec, &e) : -1;
+    vgpu_acct_close(s);
+    if (rc < 0) {
+        vgpu_debug("job %s ended and is kept until its accounting record can be written: %s", rec.id, e.msg);
+        return -1;
+    }
+    vgpu_debug("job %s: accounting record recovered from its region", rec.id);
+    return 0;
+}

@@ -1,0 +1,506 @@
+/* The accounting database (vgpu/acct.h): opening it safely, its schema and migrations, inserting,
+ * querying and pruning. Every change is one transaction, so a crash or a full disk mid-write
+ * leaves the database as it was before (SQLite's WAL rolls an unfinished transaction back). */
+#include "vgpu/acct.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu/exitcode.h"
+#include "vgpu/statedir.h"
+
+struct vgpu_acct_store {
+    sqlite3 *db;
+    char path[4200];
+};
+
+/* What to do about a failed SQLite call, by its result code. */
+static const char *advice(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_FULL: return " (the file system is full: free space there; the job's record is kept in its region "
+                             "and written by the next vgpu acct)";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return " (another program holds the database's write lock: it is tried again by the next "
+                               "vgpu acct)";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return " (the database is damaged: move it away; vgpu starts a new one)";
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN: return " (check the file's owner and mode: it must be yours, 0600)";
+    default: return "";
+    }
+}
+
+static int fail(struct vgpu_acct_store *s, int rc, const char *what, struct vgpu_err *e)
+{
+    int code = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? VGPU_EXIT_BUSY : VGPU_EXIT_FAIL;
+    vgpu_err_set(e, code, "accounting database %s: %s: %s%s", s->path, what,
+                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc), advice(rc));
+    return -1;
+}
+
+static int exec(struct vgpu_acct_store *s, const char *sql, const char *what, struct vgpu_err *e)
+{
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? 0 : fail(s, rc, what, e);
+}
+
+/* Version 1: jobs and their GPUs. Version 2 adds how GPU time was measured, the energy, and
+ * whether the record was recovered from the region (with an approximate end). A fixture of
+ * version 1 is migrated by tests/cli/acct.sh. */
+static const char schema_v1[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS jobs(id TEXT PRIMARY KEY, name TEXT NOT NULL, uid INTEGER NOT NULL,"
+    " user TEXT NOT NULL, command TEXT NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
+    " exit_code INTEGER NOT NULL, exit_signal INTEGER NOT NULL, run_as_user INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs(end_ns);"
+    "CREATE TABLE IF NOT EXISTS job_gpus(job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    " ordinal INTEGER NOT NULL, uuid TEXT NOT NULL, nvml_index INTEGER NOT NULL, mem_limit_bytes INTEGER NOT NULL,"
+    " core_limit INTEGER NOT NULL, core_policy TEXT NOT NULL, priority INTEGER NOT NULL,"
+    " oversub_device_bytes INTEGER NOT NULL, gpu_ns INTEGER NOT NULL, throttled_ns INTEGER NOT NULL,"
+    " mem_peak_bytes INTEGER NOT NULL, mem_byte_seconds REAL NOT NULL, PRIMARY KEY(job_id, ordinal));"
+    "INSERT OR REPLACE INTO meta VALUES('schema_version', '1');";
+static const char migrate_v1_v2[] =
+    "ALTER TABLE jobs ADD COLUMN recovered INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN end_approximate INTEGER NOT NULL DEFAULT 0;"
+    /* Version 1 recorded GPU time only where the schedule measured it: 'schedule' for capped
+     * GPUs, 'none' elsewhere, as version 2 writes it. */
+    "ALTER TABLE job_gpus ADD COLUMN gpu_time_source TEXT NOT NULL DEFAULT 'none';"
+    "UPDATE job_gpus SET gpu_time_source = 'schedule' WHERE core_limit > 0;"
+    "ALTER TABLE job_gpus ADD COLUMN energy_mj INTEGER;"
+    "UPDATE meta SET value = '2' WHERE key = 'schema_version';";
+
+static int schema_version(struct vgpu_acct_store *s, int *v, struct vgpu_err *e)
+{
+    sqlite3_stmt *st;
+    *v = 0;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        /* No meta table: a new, empty database. */
+        if (strstr(sqlite3_errmsg(s->db), "no such table"))
+            return 0;
+        return fail(s, rc, "reading its schema version", e);
+    }
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        *v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc, "reading its schema version", e);
+}
+
+/* Creates or migrates the schema, in one transaction (BEGIN IMMEDIATE: two first users at once
+ * do it one after the other, and the second finds it done). */
+static int migrate(struct vgpu_acct_store *s, struct vgpu_err *e)
+{
+    int v;
+    if (schema_version(s, &v, e) < 0)
+        return -1;
+    if (v == VGPU_ACCT_SCHEMA_VERSION)
+        return 0;
+    if (exec(s, "BEGIN IMMEDIATE", "starting its schema update", e) < 0)
+        return -1;
+    if (schema_version(s, &v, e) < 0)
+        goto undo;
+    if (v > VGPU_ACCT_SCHEMA_VERSION) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "accounting database %s: its schema is version %d, newer than this vgpu's "
+                     "(%d): use the vgpu that wrote it", s->path, v, VGPU_ACCT_SCHEMA_VERSION);
+        goto undo;
+    }
+    if (v < 1 && exec(s, schema_v1, "creating its tables", e) < 0)
+        goto undo;
+    if (v < 2 && exec(s, migrate_v1_v2, "updating its schema from version 1 to 2", e) < 0)
+        goto undo;
+    if (exec(s, "COMMIT", "updating its schema", e) < 0)
+        goto undo;
+    return 0;
+undo:
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+/* The file itself, through the directory handle: created 0600 (O_EXCL, never through a
+ * symlink), or an existing regular file of the caller's that nobody else can read. The WAL and
+ * shared-memory files SQLite makes beside it get the database file's mode. */
+static int check_file(int dirfd, const char *dirpath, const char *file, bool create, struct vgpu_err *e)
+{
+    struct stat st;
+    int fd = vgpu_dir_open(dirfd, file, O_RDONLY, &st);
+    if (fd < 0 && errno == ENOENT && create) {
+        fd = vgpu_dir_create(dirfd, file, O_RDWR, 0600);
+        if (fd < 0 && errno == EEXIST)
+            fd = vgpu_dir_open(dirfd, file, O_RDONLY, &st);
+        else if (fd >= 0 && fstat(fd, &st) < 0)
+            st.st_uid = (uid_t)-1;
+    }
+    if (fd < 0) {
+        int err = errno;
+        vgpu_err_set(e, err == ENOENT ? VGPU_EXIT_NOT_FOUND : err == EACCES ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL,
+                     "accounting database %s/%s: %s%s", dirpath, file,
+                     err == ELOOP || err == EINVAL ? "not a regular file (a symlink?); vgpu never follows one there: "
+                                                    "remove it" : strerror(err),
+                     err == ENOENT ? " (no job has ended here yet)"
+                     : err == ENOSPC || err == EDQUOT ? " (the file system is full: free space there)" : "");
+        return -1;
+    }
+    close(fd);
+    if (st.st_uid != geteuid() || (st.st_mode & 077)) {
+        vgpu_err_set(e, VGPU_EXIT_PERMISSION, "refusing the accounting database %s/%s: it must be yours (uid %u) and "
+                     "0600, and is uid %u's, mode %03o; run chmod 600 on it, or move it away", dirpath, file,
+                     (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    return 0;
+}
+
+struct vgpu_acct_store *vgpu_acct_open(int dirfd, const char *dirpath, const char *file, bool create,
+                                       struct vgpu_err *e)
+{
+    struct vgpu_acct_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory opening the accounting database");
+        return NULL;
+    }
+    snprintf(s->path, sizeof s->path, "%s/%s", dirpath, file);
+    if (check_file(dirfd, dirpath, file, create, e) < 0) {
+        free(s);
+        return NULL;
+    }
+    /* By path, as SQLite must name its -wal and -shm files: the directory is checked (the
+     * caller's, not writable by others), and SQLITE_OPEN_NOFOLLOW refuses a symlink put in the
+     * file's place since. */
+    int rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        fail(s, rc, "opening", e);
+        vgpu_acct_close(s);
+        return NULL;
+    }
+    sqlite3_busy_timeout(s->db, VGPU_ACCT_BUSY_TIMEOUT_MS);
+    /* WAL: readers never block the writer, and a transaction cut short is rolled back at the
+     * next open. synchronous=NORMAL in WAL mode cannot corrupt; a power cut may lose the last
+     * records, which the job regions no longer hold by then, a risk taken for < 5 ms a job. */
+    sqlite3_stmt *st;
+    rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+        sqlite3_finalize(st);
+    }
+    if (rc != SQLITE_OK || exec(s, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON", "setting it up", e) < 0 ||
+        migrate(s, e) < 0) {
+        if (rc != SQLITE_OK)
+            fail(s, rc, "setting WAL mode", e);
+        vgpu_acct_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+struct vgpu_acct_store *vgpu_acct_open_user(bool create, struct vgpu_err *e)
+{
+    struct vgpu_statedir sd;
+    if (vgpu_statedir_open(&sd, create, e) < 0)
+        return NULL;
+    /* The state directory's handle is O_PATH: openat through it works, and the checks held. */
+    struct vgpu_acct_store *s = vgpu_acct_open(sd.fd, sd.path, VGPU_ACCT_DB_NAME, create, e);
+    vgpu_statedir_close(&sd);
+    return s;
+}
+
+void vgpu_acct_close(struct vgpu_acct_store *s)
+{
+    if (!s)
+        return;
+    if (s->db)
+        sqlite3_close_v2(s->db);
+    free(s);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e)
+{
+    sqlite3_stmt *st;
+    *days = VGPU_ACCT_RETENTION_DEFAULT;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'retention_days'", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(s, rc, "reading its retention", e);
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0)
+        *days = (unsigned)sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc, "reading its retention", e);
+}
+
+static int prune_locked(struct vgpu_acct_store *s, uint64_t now, unsigned *removed, struct vgpu_err *e)
+{
+    unsigned days;
+    if (vgpu_acct_retention(s, &days, e) < 0)
+        return -1;
+    uint64_t keep = (uint64_t)days * 86400ULL * 1000000000ULL;
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE end_ns < ?", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(s, rc, "pruning", e);
+    sqlite3_bind_int64(st, 1, now > keep ? (sqlite3_int64)(now - keep) : 0);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return fail(s, rc, "pruning", e);
+    if (removed)
+        *removed = (unsigned)sqlite3_changes(s->db);
+    return 0;
+}
+
+int vgpu_acct_prune(struct vgpu_acct_store *s, uint64_t now, unsigned *removed, struct vgpu_err *e)
+{
+    if (exec(s, "BEGIN IMMEDIATE", "starting to prune", e) < 0)
+        return -1;
+    if (prune_locked(s, now, removed, e) < 0 || exec(s, "COMMIT", "pruning", e) < 0) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int vgpu_acct_set_retention(struct vgpu_acct_store *s, unsigned days, struct vgpu_err *e)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES('retention_days', ?)", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(s, rc, "setting its retention", e);
+    sqlite3_bind_int(st, 1, (int)days);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, rc, "setting its retention", e);
+}
+
+static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "INSERT OR IGNORE INTO jobs(id, name, uid, user, command, start_ns, end_ns, exit_code,"
+                                " exit_signal, run_as_user, recovered, end_approximate)"
+                                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(s, rc, "writing a record", e);
+    sqlite3_bind_text(st, 1, rec->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, rec->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, rec->uid);
+    sqlite3_bind_text(st, 4, rec->user, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, rec->command, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)rec->start_ns);
+    sqlite3_bind_int64(st, 7, (sqlite3_int64)rec->end_ns);
+    sqlite3_bind_int(st, 8, rec->exit_code);
+    sqlite3_bind_int(st, 9, rec->exit_signal);
+    sqlite3_bind_int(st, 10, rec->run_as_user);
+    sqlite3_bind_int(st, 11, rec->recovered);
+    sqlite3_bind_int(st, 12, rec->end_approximate);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return fail(s, rc, "writing a record", e);
+    if (sqlite3_changes(s->db) == 0)
+        return 1;                       /* recorded already (vgpu run and a recovery raced) */
+    rc = sqlite3_prepare_v2(s->db,
+                            "INSERT INTO job_gpus(job_id, ordinal, uuid, nvml_index, mem_limit_bytes, core_limit,"
+                            " core_policy, priority, oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes,"
+                            " mem_byte_seconds, gpu_time_source, energy_mj) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(s, rc, "writing a record's GPUs", e);
+    for (unsigned d = 0; d < rec->gpu_count; d++) {
+        const struct vgpu_acct_gpu *g = &rec->gpu[d];
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, rec->id, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, (int)g->ordinal);
+        sqlite3_bind_text(st, 3, g->uuid, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 4, g->nvml_index);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)g->mem_limit_bytes);
+        sqlite3_bind_int(st, 6, (int)g->core_limit);
+        sqlite3_bind_text(st, 7, g->core_policy, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 8, g->priority);
+        sqlite3_bind_int64(st, 9, (sqlite3_int64)g->oversub_device_bytes);
+        sqlite3_bind_int64(st, 10, (sqlite3_int64)g->gpu_ns);
+        sqlite3_bind_int64(st, 11, (sqlite3_int64)g->throttled_ns);
+        sqlite3_bind_int64(st, 12, (sqlite3_int64)g->mem_peak_bytes);
+        sqlite3_bind_double(st, 13, g->mem_byte_seconds);
+        sqlite3_bind_text(st, 14, g->gpu_time_source, -1, SQLITE_STATIC);
+        if (g->energy_known)
+            sqlite3_bind_int64(st, 15, (sqlite3_int64)(g->energy_j * 1000.0 + 0.5));
+        else
+            sqlite3_bind_null(st, 15);
+        if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
+            sqlite3_finalize(st);
+            return fail(s, rc, "writing a record's GPUs", e);
+        }
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e)
+{
+    /* IMMEDIATE: take the write lock first (waiting up to the busy timeout for another writer),
+     * so the transaction never has to give up half-way for a lock. */
+    if (exec(s, "BEGIN IMMEDIATE", "starting to write a record", e) < 0)
+        return -1;
+    int rc = insert_locked(s, rec, e);
+    if (rc < 0 || prune_locked(s, now_ns(), NULL, e) < 0 || exec(s, "COMMIT", "writing a record", e) < 0) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return rc;
+}
+
+/* The WHERE clause of a filter over jobs j and job_gpus g, with its parameters bound from 1. */
+static void where_clause(const struct vgpu_acct_filter *f, char *buf, size_t len)
+{
+    snprintf(buf, len, " WHERE (?1 = 0 OR j.end_ns >= ?1) AND (?2 = 0 OR j.end_ns < ?2) AND (?3 = 0 OR j.uid = ?4)"
+             " AND (?5 IS NULL OR j.name = ?5) AND (?6 IS NULL OR substr(j.id, 1, length(?6)) = ?6)%s",
+             f->gpu ? " AND (g.uuid = ?7 OR substr(g.uuid, 1, length(?7)) = ?7 OR CAST(g.nvml_index AS TEXT) = ?7)"
+                    : "");
+}
+
+static void bind_filter(sqlite3_stmt *st, const struct vgpu_acct_filter *f)
+{
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)f->since_ns);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)f->until_ns);
+    sqlite3_bind_int(st, 3, f->by_uid);
+    sqlite3_bind_int64(st, 4, f->uid);
+    if (f->name)
+        sqlite3_bind_text(st, 5, f->name, -1, SQLITE_STATIC);
+    if (f->id)
+        sqlite3_bind_text(st, 6, f->id, -1, SQLITE_STATIC);
+    if (f->gpu)
+        sqlite3_bind_text(st, 7, f->gpu, -1, SQLITE_STATIC);
+}
+
+static void copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
+{
+    const unsigned char *t = sqlite3_column_text(st, col);
+    snprintf(dst, len, "%s", t ? (const char *)t : "");
+}
+
+int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
+                    int (*fn)(const struct vgpu_acct_record *rec, void *arg), void *arg, struct vgpu_err *e)
+{
+    char where[600], sql[2000];
+    where_clause(f, where, sizeof where);
+    /* One row per job and GPU, in job order; a GPU filter keeps the jobs that used that GPU,
+     * with all their GPUs. */
+    snprintf(sql, sizeof sql,
+             "SELECT j.id, j.name, j.uid, j.user, j.command, j.start_ns, j.end_ns, j.exit_code, j.exit_signal,"
+             " j.run_as_user, j.recovered, j.end_approximate, g.ordinal, g.uuid, g.nvml_index, g.mem_limit_bytes,"
+             " g.core_limit, g.core_policy, g.priority, g.oversub_device_bytes, g.gpu_ns, g.gpu_time_source,"
+             " g.throttled_ns, g.mem_peak_bytes, g.mem_byte_seconds, g.energy_mj"
+             " FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id"
+             " WHERE j.id IN (SELECT j.id FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id%s)"
+             " ORDER BY j.end_ns, j.id, g.ordinal", where);
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(s, rc, "reading records", e);
+    bind_filter(st, f);
+    struct vgpu_acct_record *rec = calloc(1, sizeof *rec);
+    if (!rec) {
+        sqlite3_finalize(st);
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory reading the accounting records");
+        return -1;
+    }
+    bool have = false;
+    int stop = 0;
+    while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const unsigned char *id = sqlite3_column_text(st, 0);
+        if (have && strcmp(rec->id, id ? (const char *)id : "") != 0) {
+            stop = fn(rec, arg);
+            have = false;
+        }
+        if (stop)
+            break;
+        if (!have) {
+            memset(rec, 0, sizeof *rec);
+            copy_text(rec->id, sizeof rec->id, st, 0);
+            copy_text(rec->name, sizeof rec->name, st, 1);
+            rec->uid = (uint32_t)sqlite3_column_int64(st, 2);
+            copy_text(rec->user, sizeof rec->user, st, 3);
+            copy_text(rec->command, sizeof rec->command, st, 4);
+            rec->start_ns = (uint64_t)sqlite3_column_int64(st, 5);
+            rec->end_ns = (uint64_t)sqlite3_column_int64(st, 6);
+            rec->exit_code = sqlite3_column_int(st, 7);
+            rec->exit_signal = sqlite3_column_int(st, 8);
+            rec->run_as_user = sqlite3_column_int(st, 9);
+            rec->recovered = sqlite3_column_int(st, 10);
+            rec->end_approximate = sqlite3_column_int(st, 11);
+            have = true;
+        }
+        if (sqlite3_column_type(st, 12) == SQLITE_NULL || rec->gpu_count >= VGPU_REGION_MAX_DEVICES)
+            continue;
+        struct vgpu_acct_gpu *g = &rec->gpu[rec->gpu_count++];
+        g->ordinal = (unsigned)sqlite3_column_int(st, 12);
+        copy_text(g->uuid, sizeof g->uuid, st, 13);
+        g->nvml_index = sqlite3_column_int(st, 14);
+        g->mem_limit_bytes = (uint64_t)sqlite3_column_int64(st, 15);
+        g->core_limit = (unsigned)sqlite3_column_int(st, 16);
+        copy_text(g->core_policy, sizeof g->core_policy, st, 17);
+        g->priority = sqlite3_column_int(st, 18);
+        g->oversub_device_bytes = (uint64_t)sqlite3_column_int64(st, 19);
+        g->gpu_ns = (uint64_t)sqlite3_column_int64(st, 20);
+        copy_text(g->gpu_time_source, sizeof g->gpu_time_source, st, 21);
+        g->throttled_ns = (uint64_t)sqlite3_column_int64(st, 22);
+        g->mem_peak_bytes = (uint64_t)sqlite3_column_int64(st, 23);
+        g->mem_byte_seconds = sqlite3_column_double(st, 24);
+        g->energy_known = sqlite3_column_type(st, 25) != SQLITE_NULL;
+        g->energy_j = (double)sqlite3_column_int64(st, 25) / 1000.0;
+    }
+    if (have && !stop)
+        fn(rec, arg);
+    free(rec);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc, "reading records", e);
+}
+
+int vgpu_acct_totals(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
+                     int (*fn)(const struct vgpu_acct_total *t, void *arg), void *arg, struct vgpu_err *e)
+{
+    char where[600], sql[1600];
+    where_clause(f, where, sizeof where);
+    snprintf(sql, sizeof sql,
+             "SELECT j.uid, max(j.user), g.uuid, max(g.nvml_index), count(*), sum(g.gpu_ns) / 1e9,"
+             " sum(g.mem_byte_seconds) / 1073741824.0, sum(coalesce(g.energy_mj, 0)) / 1000.0, count(g.energy_mj)"
+             " FROM jobs j JOIN job_gpus g ON g.job_id = j.id%s GROUP BY j.uid, g.uuid ORDER BY j.uid, g.uuid",
+             where);
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(s, rc, "adding up records", e);
+    bind_filter(st, f);
+    struct vgpu_acct_total t;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        memset(&t, 0, sizeof t);
+        t.uid = (uint32_t)sqlite3_column_int64(st, 0);
+        copy_text(t.user, sizeof t.user, st, 1);
+        copy_text(t.uuid, sizeof t.uuid, st, 2);
+        t.nvml_index = sqlite3_column_int(st, 3);
+        t.jobs = (uint64_t)sqlite3_column_int64(st, 4);
+        t.gpu_seconds = sqlite3_column_double(st, 5);
+        t.mem_gib_seconds = sqlite3_column_double(st, 6);
+        t.energy_j = sqlite3_column_double(st, 7);
+        t.energy_known = sqlite3_column_int(st, 8) > 0;
+        if (fn(&t, arg))
+            break;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc, "adding up records", e);
+}

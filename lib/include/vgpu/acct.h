@@ -1,0 +1,138 @@
+/* Accounting (DESIGN.md decision 12, issue 28): one record for every job when it ends, kept in an
+ * SQLite database (WAL mode), queried by `vgpu acct` and `vgpu metrics`.
+ *
+ * Where: without the arbiter, one database per user, STATEDIR/acct.db (0600, the user's), written
+ * by `vgpu run` when the job's command ends. When `vgpu run` itself dies (kill -9) or cannot write
+ * (a full disk, a database locked for longer than its busy timeout), the job's region stays and
+ * the next command that lists jobs (vgpu_jobs_list, which removes ended jobs) or `vgpu acct`
+ * writes the record from it (recovered). The store's functions take an open database and know
+ * nothing of who writes: the arbiter can insert the same records into its own database.
+ *
+ * Never corrupts or loses earlier records: every change is one transaction; records are keyed by
+ * the job id, so writing one twice (vgpu run and a recovery racing) keeps the first.
+ * vgpu only (libsqlite3 is linked into the vgpu binary, never into libvgpu.so). */
+#ifndef VGPU_ACCT_H
+#define VGPU_ACCT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "vgpu/log.h"
+#include "vgpu/region.h"
+
+#define VGPU_ACCT_DB_NAME            "acct.db"
+#define VGPU_ACCT_SCHEMA_VERSION     2
+#define VGPU_ACCT_RETENTION_DEFAULT  400     /* days */
+#define VGPU_ACCT_BUSY_TIMEOUT_MS    5000
+
+/* struct vgpu_region_header.acct_flags */
+#define VGPU_ACCT_RECORDED      1u  /* vgpu run wrote the record: nothing to recover */
+#define VGPU_ACCT_ENERGY_KNOWN  2u  /* acct_energy_mj was measured (NVML's energy counter) */
+
+struct vgpu_acct_gpu {
+    unsigned ordinal;                   /* the job's CUDA ordinal (0..) */
+    char uuid[VGPU_REGION_UUID_LEN];
+    int nvml_index;                     /* the physical GPU's NVML index at the job's start */
+    uint64_t mem_limit_bytes;           /* 0: none */
+    unsigned core_limit;                /* percent; 0: none */
+    char core_policy[8];                /* "hard" or "soft" */
+    int priority;
+    uint64_t oversub_device_bytes;      /* --oversubscribe: what may stay on the GPU; 0: not */
+    /* GPU time: measured by the schedule (the limiter charges each lease its busy time) on a
+     * GPU where the job had a --core cap; gpu_time_source says so ("schedule"), or "none"
+     * when nothing measured it (an uncapped GPU: gpu_ns then is 0 and means unknown). */
+    uint64_t gpu_ns;
+    char gpu_time_source[12];
+    uint64_t throttled_ns;              /* launches' waits for the schedule */
+    uint64_t mem_peak_bytes;
+    double mem_byte_seconds;            /* memory integrated over time (sampled every 250 ms) */
+    bool energy_known;
+    double energy_j;                    /* the GPU's energy apportioned by GPU-time share */
+};
+
+struct vgpu_acct_record {
+    char id[VGPU_JOB_ID_LEN];
+    char name[VGPU_JOB_NAME_LEN];
+    uint32_t uid;                       /* the job's user */
+    char user[64];                      /* its name ("" when it has none) */
+    char command[VGPU_JOB_CMDLINE_LEN]; /* argv[0] */
+    uint64_t start_ns, end_ns;          /* CLOCK_REALTIME */
+    int exit_code;                      /* 0..255, or -1 when killed by a signal */
+    int exit_signal;                    /* 0, or the signal */
+    bool run_as_user;                   /* vgpu run --user (root set the limits) */
+    bool recovered;                     /* written from the region after vgpu run could not */
+    bool end_approximate;               /* vgpu run died: end is its last look (<= 250 ms early) */
+    unsigned gpu_count;
+    struct vgpu_acct_gpu gpu[VGPU_REGION_MAX_DEVICES];
+};
+
+struct vgpu_acct_store;
+
+/* Opens (creating with create) the database `file` in the directory dirfd (a checked state
+ * directory, vgpu/statedir.h; `dirpath` is its path): the file must be a regular file owned by
+ * the caller, not a symlink, not readable or writable by others (created 0600). WAL mode,
+ * busy_timeout VGPU_ACCT_BUSY_TIMEOUT_MS, schema created or migrated to the current version.
+ * NULL with e set (VGPU_EXIT_NOT_FOUND when !create and it does not exist). */
+struct vgpu_acct_store *vgpu_acct_open(int dirfd, const char *dirpath, const char *file, bool create,
+                                       struct vgpu_err *e);
+/* The per-user store in the caller's state directory. */
+struct vgpu_acct_store *vgpu_acct_open_user(bool create, struct vgpu_err *e);
+void vgpu_acct_close(struct vgpu_acct_store *s);
+
+/* Inserts one record (and prunes records past the retention) in one transaction. A record whose
+ * id is already there is left as it is (1 returned), else 0; -1 with e set. */
+int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e);
+
+/* Retention in days (default VGPU_ACCT_RETENTION_DEFAULT), kept in the database. */
+int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e);
+int vgpu_acct_set_retention(struct vgpu_acct_store *s, unsigned days, struct vgpu_err *e);
+/* Removes records that ended more than the retention before now_ns; *removed gets how many. */
+int vgpu_acct_prune(struct vgpu_acct_store *s, uint64_t now_ns, unsigned *removed, struct vgpu_err *e);
+
+struct vgpu_acct_filter {
+    uint64_t since_ns, until_ns;        /* jobs that ended in [since, until); 0: open */
+    bool by_uid;
+    uint32_t uid;
+    const char *gpu;                    /* a UUID, its start, or an NVML index; NULL: any */
+    const char *name;                   /* exact job name; NULL: any */
+    const char *id;                     /* exact id or its start; NULL: any */
+};
+
+/* Calls fn for each record that matches, oldest end first; fn returns non-zero to stop. */
+int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
+                    int (*fn)(const struct vgpu_acct_record *rec, void *arg), void *arg, struct vgpu_err *e);
+
+struct vgpu_acct_total {
+    uint32_t uid;
+    char user[64];
+    char uuid[VGPU_REGION_UUID_LEN];
+    int nvml_index;                     /* of the latest job there */
+    uint64_t jobs;
+    double gpu_seconds, mem_gib_seconds, energy_j;
+    bool energy_known;                  /* some job there had its energy measured */
+};
+
+/* Totals per user and GPU over the matching records (for the job's GPUs that match f->gpu). */
+int vgpu_acct_totals(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
+                     int (*fn)(const struct vgpu_acct_total *t, void *arg), void *arg, struct vgpu_err *e);
+
+/* --- records from job regions (record.c) -------------------------------------------------- */
+
+/* Builds the record of a job from its region: exact when the job ended under vgpu run (EXITED),
+ * else recovered with the end approximated by acct_seen_ns. */
+void vgpu_acct_record_from_region(const struct vgpu_region *r, struct vgpu_acct_record *rec);
+
+/* vgpu run's wait loop, every 250 ms and once at the end: integrates the job's memory into the
+ * region (acct_mem_byte_s) and notes the time (acct_seen_ns). r opened ADMIN. */
+void vgpu_acct_sample(struct vgpu_region *r);
+
+/* vgpu run at the job's end: writes its record into the caller's store and marks the region
+ * recorded. 0, or -1 with e set (the region then keeps it for recovery). */
+int vgpu_acct_record_job(struct vgpu_region *r, struct vgpu_err *e);
+
+/* The hook vgpu_jobs_list calls before removing an ended job whose region the caller owns and
+ * that vgpu run did not record: writes the record (recovered). 0 lets the region go; -1 keeps it
+ * (said at debug level; the next listing tries again). */
+int vgpu_acct_recover(const struct vgpu_region *r);
+
+#endif

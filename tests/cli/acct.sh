@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# vgpu acct and the record every job leaves (issue 28): a capped job's GPU time, an idle job, a
+# killed command, a vgpu run killed with -9 (recovered), a database locked by another writer, a
+# full disk, pruning, a schema migration from a version-1 fixture, and two users' stores.
+source "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/jsondoc.lib"
+
+command -v sqlite3 >/dev/null || skip_all "needs the sqlite3 command (make deps)"
+DB=$VGPU_STATE_DIR/acct.db
+jq_rec() { vgpu acct --json | jq -r "$1"; }
+
+# ---- a capped job: 30 % of 4 s is 1.2 GPU-seconds (the schedule's measurement) ----
+must vgpu run --core 30 --name capped -- core_loop -t 4 -k 2000 -s 8
+run vgpu acct --json --name capped
+g=$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].gpu_seconds')
+if awk -v g="$g" 'BEGIN { exit !(g >= 1.0 && g <= 1.4) }'; then ok "--core 30 for 4 s: $g GPU-seconds (1.2 ± 0.2)"
+else not_ok "--core 30 for 4 s: 1.2 ± 0.2 GPU-seconds" "$out"; fi
+assert_eq "its GPU time comes from the schedule, its exit status 0, its command argv[0]" "schedule 0 core_loop" \
+  "$(printf '%s' "$out" | jq -r '[.jobs[0].gpus[0].gpu_time_source, .jobs[0].exit_code, .jobs[0].command] | join(" ")')"
+peak=$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].mem_peak_bytes'); gib=$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].mem_gib_hours')
+# core_loop holds 512 MiB (its buffers) for about 4 s: 2 GiB-seconds, 0.00056 GiB-hours.
+if [ "$peak" -gt 0 ] && awk -v g="$gib" -v p="$peak" 'BEGIN { e = p / 1073741824 * 4 / 3600; exit !(g > e * 0.7 && g < e * 1.3) }'
+then ok "peak memory $peak B and $gib GiB-hours (its memory over its 4 s)"; else not_ok "peak memory and GiB-hours" "$out"; fi
+
+# ---- an idle job: no GPU time ----
+must vgpu run --core 30 --name idle -- sleep 0.5
+assert_eq "an idle capped job: 0 GPU-seconds" "0" "$(vgpu acct --json --name idle | jq -r '.jobs[0].gpus[0].gpu_seconds')"
+must vgpu run --name uncapped -- true
+assert_eq "an uncapped job: GPU time not measured (null, source none)" "null none" \
+  "$(vgpu acct --json --name uncapped | jq -r '.jobs[0].gpus[0] | "\(.gpu_seconds) \(.gpu_time_source)"')"
+
+# ---- a command killed by a signal ----
+run vgpu run --name killed -- sh -c 'kill -KILL $$'
+assert_rc "a killed command: vgpu run dies by its signal" 137
+assert_eq "its record says SIGKILL, no exit code" "9 null" \
+  "$(vgpu acct --json --name killed | jq -r '.jobs[0] | "\(.exit_signal) \(.exit_code)"')"
+run vgpu acct --name killed
+assert_contains "the table says SIGKILL" "SIGKILL" "$out"
+
+# ---- vgpu run killed with -9: the next listing writes the record from the region ----
+vgpu run --name orphan -- sleep 300 & vr=$!
+child() { c=$(cat "/proc/$vr/task/$vr/children" 2>/dev/null | awk '{ print $1 }'); [ -n "$c" ]; }
+wait_until 10 child
+wait_until 10 sh -c "vgpu ps | grep -q orphan"
+kill -9 "$vr"; wait "$vr" 2>/dev/null; kill "$c"
+wait_until 10 sh -c "! kill -0 $c 2>/dev/null"
+assert_eq "not recorded while nothing listed the jobs" "0" "$(sqlite3 "$DB" "SELECT count(*) FROM jobs WHERE name = 'orphan'")"
+run vgpu acct --json --name orphan
+assert_eq "vgpu acct recovers it: recovered, end approximate, status unknown" "true true null" \
+  "$(printf '%s' "$out" | jq -r '.jobs[0] | "\(.recovered) \(.end_time_approximate) \(.exit_code)"')"
+run vgpu acct --name orphan
+assert_contains "the table says so" "end approximate" "$out"
+assert_eq "and the region is gone" "" "$(vgpu ps | grep orphan)"
+
+# ---- a database locked by another writer (sqlite3 holding a write transaction) ----
+mkfifo "$T_DIR/lock.in"
+sqlite3 "$DB" <"$T_DIR/lock.in" & holder=$!
+exec 7>"$T_DIR/lock.in"
+echo "BEGIN IMMEDIATE; INSERT INTO meta VALUES('lock', 'held');" >&7
+wait_until 10 sh -c "! sqlite3 -cmd '.timeout 0' '$DB' 'BEGIN IMMEDIATE' 2>/dev/null"
+run vgpu run --name locked -- sh -c 'exit 3'
+assert_rc "a locked database: vgpu run still exits with the command's status" 3
+assert_contains "and says the record is kept" "stays in the job's region" "$err"
+echo "ROLLBACK;" >&7; exec 7>&-; wait "$holder"
+run vgpu acct --json --name locked
+assert_eq "the next vgpu acct writes it, with the exact end and status" "true false 3" \
+  "$(printf '%s' "$out" | jq -r '.jobs[0] | "\(.recovered) \(.end_time_approximate) \(.exit_code)"')"
+
+# ---- pruning ----
+before=$(sqlite3 "$DB" "SELECT count(*) FROM jobs")
+sqlite3 "$DB" "UPDATE jobs SET end_ns = end_ns - 3 * 86400000000000 WHERE name = 'idle'"
+run vgpu acct --retention 2
+assert_contains "--retention 2 removes the record that ended 3 days ago" "1 older record removed" "$err"
+assert_eq "and only it, with its GPUs" "$((before - 1)) 0" \
+  "$(sqlite3 "$DB" "SELECT count(*) FROM jobs") $(sqlite3 "$DB" "SELECT count(*) FROM job_gpus WHERE job_id NOT IN (SELECT id FROM jobs)")"
+assert_eq "--retention is kept in the database" "2" "$(sqlite3 "$DB" "SELECT value FROM meta WHERE key = 'retention_days'")"
+run vgpu acct --retention 0
+assert_rc "--retention 0: a usage error" 2
+
+# ---- queries ----
+run vgpu acct --since -1h --csv
+assert_eq "--csv: a header and one line per job and GPU" "$(( $(sqlite3 "$DB" 'SELECT count(*) FROM job_gpus') + 1 ))" \
+  "$(printf '%s\n' "$out" | wc -l)"
+run vgpu acct --until -1h --json
+assert_eq "--until -1h: nothing ended before" "0" "$(printf '%s' "$out" | jq '.jobs | length')"
+id=$(vgpu acct --json --name capped | jq -r '.jobs[0].id')
+assert_eq "-j with the start of an id" "capped" "$(vgpu acct --json -j "${id:0:6}" | jq -r '.jobs[0].name')"
+run vgpu acct --totals --json
+assert_eq "--totals: one row for root on GPU 0, all its jobs" "$(sqlite3 "$DB" 'SELECT count(*) FROM job_gpus')" \
+  "$(printf '%s' "$out" | jq '.totals[0].jobs')"
+check_doc "vgpu acct --json" "$(vgpu acct --json)"
+check_doc "vgpu acct --totals --json" "$out"
+run vgpu acct --since yesterday
+assert_rc "--since yesterday: a usage error" 2
+assert_contains "saying which forms there are" "-7d" "$err"
+run vgpu acct --gpu 7 --json
+assert_eq "--gpu 7: no job used it" "0" "$(printf '%s' "$out" | jq '.jobs | length')"
+check "the database is 0600 and whole" sh -c "[ \"\$(stat -c %a '$DB')\" = 600 ] && [ \"\$(sqlite3 '$DB' 'PRAGMA integrity_check')\" = ok ]"
+
+# ---- a full disk: the job's status is kept, the record waits in the region ----
+if [ "$(id -u)" = 0 ] && mkdir -p "$T_DIR/small" && mount -t tmpfs -o size=2m,mode=0700 tmpfs "$T_DIR/small"; then
+  export VGPU_STATE_DIR=$T_DIR/small/state
+  must vgpu run --name first -- true
+  vgpu run --name full -- wait_until 30 test -e "$T_DIR/go" & vr=$!
+  wait_until 10 sh -c "vgpu ps | grep -q full"
+  dd if=/dev/zero of="$T_DIR/small/filler" bs=64k 2>/dev/null
+  touch "$T_DIR/go"; wait "$vr"; vrc=$?
+  assert_eq "a full disk: vgpu run exits with the command's status" 0 "$vrc"
+  rm -f "$T_DIR/small/filler"
+  run vgpu acct --json
+  assert_eq "the earlier record is there, and the next vgpu acct writes the job's" "first:false full:true" \
+    "$(printf '%s' "$out" | jq -r '[.jobs[] | "\(.name):\(.recovered)"] | join(" ")')"
+  check "the database is whole" sh -c "[ \"\$(sqlite3 '$VGPU_STATE_DIR/acct.db' 'PRAGMA integrity_check')\" = ok ]"
+  umount "$T_DIR/small"
+  export VGPU_STATE_DIR=$T_DIR/state
+else
+  skip "a full disk" "needs root to mount a small tmpfs"; skip "a full disk: records" "-"; skip "a full disk: whole" "-"
+fi
+
+# ---- a database of schema version 1 is migrated ----
+export VGPU_STATE_DIR=$T_DIR/old
+mkdir -m 0700 "$VGPU_STATE_DIR"
+sqlite3 "$VGPU_STATE_DIR/acct.db" <"$VGPU_SRC/tests/cli/acct_v1.sql"; chmod 600 "$VGPU_STATE_DIR/acct.db"
+run vgpu acct --json
+assert_eq "version 1's record reads back, its GPU time marked as the schedule's, energy unknown" \
+  "old-train 50 schedule null false" \
+  "$(printf '%s' "$out" | jq -r '.jobs[0] | "\(.name) \(.gpus[0].gpu_seconds) \(.gpus[0].gpu_time_source) \(.gpus[0].energy_joules) \(.recovered)"')"
+assert_eq "the schema is now version 2" "2" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
+must vgpu run --name after -- true
+assert_eq "and takes new records" "old-train after" "$(vgpu acct --json | jq -r '[.jobs[].name] | join(" ")')"
+chmod 644 "$VGPU_STATE_DIR/acct.db"
+run vgpu acct
+assert_rc "a database others can read is refused" 6
+assert_contains "saying what to do" "chmod 600" "$err"
+export VGPU_STATE_DIR=$T_DIR/state
+
+# ---- two users: each reads their own records only ----
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  user_dirs
+  NB=$(mktemp -d /tmp/vgpu-acct-nobody.XXXXXX); chown nobody "$NB"; chmod 0700 "$NB"; T_USER_DIRS+=("$NB")
+  as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env VGPU_STATE_DIR="$NB" "$@"; }
+  run as_nobody vgpu run --name nobodys -- true
+  assert_rc "nobody runs a job" 0
+  run as_nobody vgpu acct --json
+  assert_eq "nobody's vgpu acct: nobody's job only" "nobodys:65534" \
+    "$(printf '%s' "$out" | jq -r '[.jobs[] | "\(.name):\(.uid)"] | join(" ")')"
+  run as_nobody vgpu acct --user root
+  assert_rc "nobody's vgpu acct --user root: refused" 6
+  run setpriv --reuid=nobody --regid=nogroup --clear-groups sqlite3 "$DB" "SELECT count(*) FROM jobs"
+  check "nobody cannot open root's database" test "$rc" != 0
+  run vgpu acct --json
+  assert_not_contains "root's vgpu acct does not show nobody's job" "nobodys" "$out"
+else
+  skip "two users" "needs root and setpriv"
+fi
+done_testing
