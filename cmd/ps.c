@@ -49,6 +49,7 @@ static const char usage[] =
 #include "vgpu/nvml.h"
 #include "vgpu/sched.h"
 #include "vgpu/outside.h"
+#include "vgpu/overlimit.h"
 #include "vgpu/region.h"
 #include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
@@ -341,6 +342,19 @@ static void print_oversub(struct ps_table *t, const struct job_view *v)
     }
 }
 
+/* "  ! over its memory limit: GPU 0: 3.9 GiB used (NVML) ... killed (--over-limit kill)" under a
+ * --user job that its watcher found over its limit (vgpu/overlimit.h). */
+static void print_over_limit(struct ps_table *t, const struct job_view *v)
+{
+    char reason[200], line[PS_TABLE_CELL];
+    if (!vgpu_overlimit_reason(v->r->hdr, reason, sizeof reason))
+        return;
+    if (snprintf(line, sizeof line, "  ! over its memory limit: %s", reason) >= (int)sizeof line)
+        memcpy(line + sizeof line - 5, "...)", 5);
+    if (ps_table_note(t, line) < 0)
+        vgpu_warn("out of memory: a job's memory watch is not shown");
+}
+
 /* The table's columns (cmd/ps/table.c fits them to the terminal). */
 enum { C_ID, C_NAME, C_USER, C_PIDS, C_GPUS, C_LIMIT, C_USED, C_NVML, C_CORE, C_SHARE, C_THROTL, C_AGE, NCOL };
 static const struct ps_col columns[NCOL] = {
@@ -406,6 +420,7 @@ static void print_row(struct ps_table *t, const struct job_view *v)
         vgpu_warn("out of memory: job %s is not shown", k->id);
     print_outside(t, v);
     print_oversub(t, v);
+    print_over_limit(t, v);
 }
 
 static struct json_object *json_job(const struct job_view *v)
@@ -430,6 +445,13 @@ static struct json_object *json_job(const struct job_view *v)
     vgpu_json_u64_or_null(o, "exit_code", normal, normal ? (uint64_t)(atomic_load(&h->exit_code) & 0xff) : 0);
     vgpu_json_str(o, "exit_signal", sig ? vgpu_signal_name(sig, sigbuf, sizeof sigbuf) : NULL);
     vgpu_json_str(o, "log", v->log[0] ? v->log : NULL);
+    /* The memory watch of a --user job (vgpu/overlimit.h): its policy, and what it last did. */
+    uint32_t ow = atomic_load_explicit(&h->over_limit, memory_order_acquire);
+    char reason[200];
+    bool over_rec = vgpu_overlimit_reason(h, reason, sizeof reason);
+    vgpu_json_str(o, "over_limit_policy", vgpu_overlimit_policy_name(vgpu_overlimit_policy_of(ow)));
+    vgpu_json_str(o, "over_limit", over_rec ? vgpu_overlimit_action_name(vgpu_overlimit_action_of(ow)) : NULL);
+    vgpu_json_str(o, "over_limit_reason", over_rec ? reason : NULL);
     struct json_object *pids = json_object_new_array();
     for (unsigned p = 0; p < v->npids && p < MAX_PIDS; p++) {
         struct json_object *po = json_object_new_object();

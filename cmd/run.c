@@ -2,7 +2,7 @@
 static const char usage[] =
     "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
     "                [--priority high|normal|low] [--name NAME] [--mps] [--fail-closed] [-d]\n"
-    "                [--user USER] [--] CMD [ARGS...]\n"
+    "                [--user USER [--over-limit kill|stop|warn]] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ... [--] CMD [ARGS...]\n"
     "\n"
@@ -54,6 +54,11 @@ static const char usage[] =
     "                 change, in the machine-wide directory; vgpu ps/top/limit/wait of root and\n"
     "                 of USER find the job, and only root can change its limits; with --mps,\n"
     "                 USER must reach the MPS daemon's pipe directory\n"
+    "  --over-limit kill|stop|warn  (with --user) vgpu run checks the job's memory as the\n"
+    "                 driver reports it for its processes (NVML), which the job cannot forge,\n"
+    "                 against its limit every 500 ms; over it (by more than 64 MiB or 5%)\n"
+    "                 for 2 s: kill (default) SIGKILLs every process of the job, stop\n"
+    "                 SIGSTOPs them, warn only says so; said on stderr, shown by vgpu ps\n"
     "  -d, --detach   start the job in the background: print its id (one line) and exit 0 once\n"
     "                 it exists. CMD's stdin is /dev/null; its output (and vgpu run's own\n"
     "                 messages from then on) goes to STATEDIR/jobs/ID.log (0600), removed with\n"
@@ -97,6 +102,7 @@ static const char usage[] =
 #include "vgpu/jobcount.h"
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
+#include "vgpu/overlimit.h"
 #include "vgpu/placement.h"
 #include "vgpu/region.h"
 #include "vgpu/userjobs.h"
@@ -122,6 +128,7 @@ static const struct option options[] = {
     { "max-jobs", required_argument, NULL, 'J' },
     { "fail-closed", no_argument, NULL, 'F' },
     { "user", required_argument, NULL, 'u' },
+    { "over-limit", required_argument, NULL, 'L' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -137,6 +144,7 @@ static const struct vgpu_opt_doc optdocs[] = {
     { "oversubscribe", VGPU_ARG_SIZE, NULL },
     { "max-jobs", VGPU_ARG_OTHER, NULL },
     { "user", VGPU_ARG_OTHER, NULL },
+    { "over-limit", VGPU_ARG_WORD, "kill stop warn" },
     { NULL, 0, NULL },
 };
 
@@ -271,7 +279,7 @@ static int cmd_run(int argc, char **argv)
     bool wait_place = false, overcommit = false, mps = false, detach = false, oversub = false;
     const char *oversub_size = NULL, *max_jobs = NULL;
     bool fail_closed = false;
-    const char *user = NULL;
+    const char *user = NULL, *over_limit = NULL;
     int c;
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
@@ -291,6 +299,7 @@ static int cmd_run(int argc, char **argv)
         case 'J': max_jobs = optarg; break;
         case 'F': fail_closed = true; break;
         case 'u': user = optarg; break;
+        case 'L': over_limit = optarg; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -306,6 +315,16 @@ static int cmd_run(int argc, char **argv)
         return VGPU_EXIT_RUN_FAILED;
     if (user && vgpu_run_resolve_user(user) != 0)
         return VGPU_EXIT_RUN_FAILED;
+    /* The memory watch of a --user job (vgpu/overlimit.h): kill unless said otherwise. */
+    int over_policy = over_limit ? vgpu_overlimit_policy_parse(over_limit) : VGPU_OVERLIMIT_KILL;
+    if (over_policy < 0) {
+        static const char *const over_words[] = { "kill", "stop", "warn", NULL };
+        vgpu_unknown_word(&vgpu_cmd_run, "--over-limit", over_limit, over_words);
+        return VGPU_EXIT_RUN_FAILED;
+    }
+    if (over_limit && !user)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--over-limit applies to jobs started with --user, whose limits are "
+                         "root's; a job of your own user is held by libvgpu.so alone (vgpu-security(7))");
     if (name && !vgpu_job_name_valid(name))
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "bad job name '%s': use 1 to %d letters, digits, '.', '_' or '-', not "
                          "starting with '.' or '-'", name, VGPU_JOB_NAME_LEN - 1);
@@ -607,6 +626,7 @@ static int cmd_run(int argc, char **argv)
         spec->split = true;
         spec->job_uid = vgpu_as_user.uid;
         spec->job_gid = vgpu_as_user.gid;
+        spec->over_limit = (unsigned)over_policy;
         if (vgpu_userjobs_prepare(vgpu_as_user.uid, vgpu_as_user.gid, jobdir, sizeof jobdir, &e) < 0) {
             rc = run_fail(&e);
             goto out;

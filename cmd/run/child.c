@@ -17,6 +17,7 @@
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
+#include "vgpu/overlimit.h"
 #include "vgpu/proc.h"
 
 static volatile sig_atomic_t child_pid;
@@ -107,6 +108,9 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
 {
     int fd = vgpu_proc_pidfd(pid);
     vgpu_acct_sample(r);
+    /* A --user job's memory, as NVML sees it, against root's limit (vgpu/overlimit.h); NULL
+     * for other jobs. Sampled from this walk, at most every VGPU_OVERLIMIT_PERIOD_NS. */
+    struct vgpu_overlimit *watch = fd >= 0 ? vgpu_overlimit_start(r, NULL) : NULL;
     for (;;) {
         if (fd >= 0) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -114,6 +118,7 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
             if (n == 0) {
                 (void)vgpu_region_reap(r);
                 vgpu_acct_sample(r);    /* the memory-time integral (vgpu/acct.h) */
+                (void)vgpu_overlimit_tick(watch, r);
                 continue;
             }
             if (n < 0 && errno == EINTR)
@@ -127,6 +132,7 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
             break;
         if (errno != EINTR) {
             int err = errno;
+            vgpu_overlimit_stop(watch);
             if (fd >= 0)
                 close(fd);
             errno = err;
@@ -135,6 +141,7 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
     }
     if (fd >= 0)
         close(fd);
+    vgpu_overlimit_stop(watch);
     return 0;
 }
 

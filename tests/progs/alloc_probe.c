@@ -36,16 +36,24 @@
  *   hold                            prints "holding" and sleeps until killed
  *   await FILE                      prints "awaiting", then waits until FILE exists (the test's
  *                                   signal to go on); after 60 s it fails: exit status 3
+ *   forge                           a job that forges its usage (tests/cli/overlimit.sh): zeroes
+ *                                   the job's `used` counters in its usage file, as the job's user
+ *                                   can (a --user job's .usage beside $VGPU_REGION, else the region
+ *                                   itself), so that the library lets it allocate past its limit
+ *                                   (prints forged=BYTES: what the counter of job device 0 held)
  * SIZE accepts K/M/G suffixes (binary). ALLOC_PROBE_DEVICE=N: use CUDA device N (default 0).
  * Exit status 0 unless the setup failed (2). */
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "driver.h"
+#include "vgpu/region.h"
 
 enum kind { LINEAR, LINEAR32, ASYNC, POOL, VMM, ARRAY, MIPMAP };
 struct held {
@@ -93,6 +101,41 @@ static CUresult release(struct held *h)
     case MIPMAP: return cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h->ptr);
     }
     return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The step "forge": the job's usage counters, zeroed through a mapping of our own. -1: no job. */
+static long long forge_usage(void)
+{
+    const char *region = getenv("VGPU_REGION");
+    if (!region)
+        return -1;
+    char path[4096];
+    size_t len = strlen(region);
+    off_t off = VGPU_REGION_LIMITS_SIZE;            /* one file: the usage follows page 0 */
+    snprintf(path, sizeof path, "%s", region);
+    if (len > 7 && strcmp(region + len - 7, ".region") == 0) {
+        snprintf(path + len - 7, sizeof path - (len - 7), ".usage");
+        if (access(path, F_OK) == 0)
+            off = 0;                                /* the split layout (vgpu run --user) */
+        else
+            snprintf(path, sizeof path, "%s", region);
+    }
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    long page = sysconf(_SC_PAGESIZE);
+    off_t base = off / page * page;
+    size_t span = (size_t)(off - base) + sizeof(struct vgpu_region_usage);
+    void *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, base);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    struct vgpu_region_usage *u = (struct vgpu_region_usage *)((char *)m + (off - base));
+    long long had = (long long)atomic_load(&u->dev[0].used);
+    for (unsigned d = 0; d < VGPU_REGION_MAX_DEVICES; d++)
+        atomic_store(&u->dev[d].used, 0);
+    munmap(m, span);
+    return had;
 }
 
 static CUmemoryPool make_pool(CUmemLocationType type, int id)
@@ -331,6 +374,8 @@ int main(int argc, char **argv)
                 usleep(10000);
             }
             i++;
+        } else if (!strcmp(op, "forge")) {
+            printf("forged=%lld\n", forge_usage());
         } else if (!strcmp(op, "hold")) {
             printf("holding\n");
             for (;;)

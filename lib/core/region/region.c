@@ -33,6 +33,10 @@ _Static_assert(offsetof(struct vgpu_region_header, acct_flags) == 684 &&
                offsetof(struct vgpu_region_dev_limits, acct_mem_byte_s) == 144 &&
                offsetof(struct vgpu_region_dev_limits, acct_energy_mj) == 152,
                "accounting took reserved words");
+_Static_assert(offsetof(struct vgpu_region_header, over_limit_bytes) == 696 &&
+               offsetof(struct vgpu_region_header, over_limit_ns) == 712 &&
+               offsetof(struct vgpu_region_header, over_limit) == 720 &&
+               offsetof(struct vgpu_region_header, dev) == 736, "the memory watch took reserved words");
 _Static_assert(sizeof(struct vgpu_region_dev_usage) == 64 && offsetof(struct vgpu_region_dev_usage, spilled) == 56,
                "the per-device usage of version 1 must not change");
 _Static_assert(sizeof(struct vgpu_region_slot) == 168 && offsetof(struct vgpu_region_slot, spill_dev) == 156 &&
@@ -75,6 +79,8 @@ static void fill_header(struct vgpu_region_header *h, const char *id, const stru
     h->version = VGPU_REGION_VERSION;
     h->limits_size = VGPU_REGION_LIMITS_SIZE;
     h->layout = spec->split ? VGPU_LAYOUT_SPLIT : 0;
+    /* Only a split job's limits are root's: a job of the caller's own user is not watched. */
+    atomic_store(&h->over_limit, spec->split ? spec->over_limit & 0xfu : 0);
     h->total_size = region_file_size_of(h->layout);
     h->max_devices = VGPU_REGION_MAX_DEVICES;
     h->max_slots = VGPU_REGION_MAX_SLOTS;

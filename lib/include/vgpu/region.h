@@ -103,7 +103,18 @@ struct vgpu_region_header {
      * time of a job whose `vgpu run` died. Written by `vgpu run` only. */
     _Atomic uint32_t acct_flags;
     _Atomic uint64_t acct_seen_ns;
-    uint64_t reserved[5];
+    /* The memory watch of a --user job (vgpu/overlimit.h), written by its root watcher alone (the
+     * job's user cannot write page 0 of a split region): the policy (0: not watched), and the
+     * last time the job was found over its memory limit, how (action), where (job device), by
+     * how much (NVML's memory of its processes against the limit then) and when (CLOCK_REALTIME).
+     * The word is stored last, so a reader that sees an action sees its figures. Were reserved
+     * words (0 in older regions: not watched). */
+    _Atomic uint64_t over_limit_bytes;
+    _Atomic uint64_t over_limit_limit;
+    _Atomic uint64_t over_limit_ns;
+    _Atomic uint32_t over_limit;        /* vgpu_overlimit_word(policy, action, dev, count) */
+    uint32_t reserved32;
+    uint64_t reserved[1];
     struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
 };
 
@@ -232,6 +243,7 @@ struct vgpu_job_spec {
     bool split;
     uid_t job_uid;
     gid_t job_gid;
+    unsigned over_limit;                /* enum vgpu_overlimit_policy for a split job (0: not watched) */
 };
 
 /* Creates <statedir>/jobs/<new id>.region (0600, explicit mode, umask untouched), fills it and
