@@ -17,6 +17,8 @@ static const char usage[] =
     "moves at 100 MB/s or more: its share of the GPU's PCIe traffic (which also counts\n"
     "host<->device copies) over 100 ms, which ps waits for only when a job has memory off the\n"
     "device (see vgpu-ps(1)).\n"
+    "A job of vgpu run --user found over its memory limit by NVML's count (it forged its usage)\n"
+    "gets '! over its memory limit: GPU 0: 3.39 GiB used (NVML) ... killed (--over-limit kill)'.\n"
     "A job whose command has ended is shown for 60 s more, with its status in the PIDS column\n"
     "('exited 3', 'killed SIGTERM') and no memory in use, so that vgpu wait can still get it.\n"
     "\n"
