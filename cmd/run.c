@@ -29,7 +29,7 @@ static const char usage[] =
     "                 GPU time) and --mem also its pinned device memory limit; MPS serves one\n"
     "                 user at a time (another user's clients make the job wait: said)\n"
     "  --name NAME    a name for vgpu ps/limit/wait (letters, digits, '.', '_', '-'); no other\n"
-    "                 job that has not ended may have it\n"
+    "                 job that has not ended may have it, and it may not be a job's id\n"
     "  --place POLICY with --mem SIZE (not PCT% or IDX:SIZE) and no --gpu, vgpu chooses one GPU\n"
     "                 (or MIG instance) whose memory not yet promised to running jobs fits:\n"
     "                 binpack (default: the fullest that fits) or spread (the emptiest)\n"
@@ -544,8 +544,19 @@ static int cmd_run(int argc, char **argv)
     for (size_t i = 0; name && *name && i < njobs && !same; i++)
         if (refs[i].readable && refs[i].state != VGPU_JOB_EXITED && strcmp(refs[i].name, name) == 0)
             same = &refs[i];
+    /* An exact id wins over a name in every lookup (vgpu_jobs_find): a job named after another
+     * job's id could never be reached by its name, and vgpu limit NAME would change the other. */
+    const struct vgpu_job_ref *id_clash = NULL;
+    for (size_t i = 0; name && *name && i < njobs && !same && !id_clash; i++)
+        if (strcmp(refs[i].id, name) == 0)
+            id_clash = &refs[i];
     if (same)
         vgpu_fail(rc, "--name: a job named '%s' is running (id %s); choose another name", name, same->id);
+    else if (id_clash)
+        vgpu_fail(rc, "--name: '%s' is the id of %s job; vgpu limit/wait would reach that job, not this one: "
+                  "choose another name", name, id_clash->state == VGPU_JOB_EXITED ? "an ended" : "a running");
+    if (id_clash)
+        same = id_clash;
     free(refs);
     if (same)
         goto out;
