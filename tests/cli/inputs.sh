@@ -73,6 +73,12 @@ for pair in "--mem|--mem 1G --mem 2G" "--core|--core 30 --core 40" "--gpu|--gpu 
   assert_contains "run $args says $opt is given twice" "$opt is given twice" "$err"
 done
 
+# A VGPU_MACHINE_DIR that does not exist is refused, never made world-writable where it points.
+run env VGPU_MACHINE_DIR="$T_DIR/no-such-machine-dir" vgpu run --mem 1G -- true
+assert_rc "run with a missing VGPU_MACHINE_DIR exits 125" 125
+assert_contains "... saying it does not exist" "does not exist" "$err"
+check "... and it was not created" test ! -e "$T_DIR/no-such-machine-dir"
+
 # --- names and lists ----------------------------------------------------------------------------
 run vgpu run --name "" -- true
 assert_rc "run --name '' is refused" 125

@@ -35,6 +35,11 @@ run vgpu limit "$a" --mem 1G
 assert_rc "an exact id: 0" 0
 assert_eq "the exact id reached its own job" "1073741824 2147483648" "$(limit_of first) $(limit_of "$p")"
 
+# An empty word names no job: a usage error (2), not "no such job" (8).
+run vgpu limit "" --mem 1G
+assert_rc "vgpu limit '' exits 2" 2
+assert_contains "... saying the job is empty" "the job is empty" "$err"
+
 # Not found: the running jobs are listed first, and the ended ones counted, never cut silently.
 must vgpu run --name ended-one -- true
 run vgpu limit nosuch --mem 1G
