@@ -37,6 +37,16 @@ probe pool 500M pool 13M free trim meminfo
 assert_eq "cuMemAllocFromPoolAsync just under / over" "pool rc=0|pool rc=2" "$(line pool 1)|$(line pool 2)"
 assert_contains "explicit pool trimmed: charge given back" "$base" "$(line meminfo)"
 
+# A stale charge must not give a false out-of-memory: after the synchronize the pool holds
+# nothing, but the job is still charged its 500 MiB until the hook measures the pool again.
+# Before refusing, the hook re-measures and tries once more (acct.c): the 500 MiB fit.
+probe async 500M free sync charged alloc 500M charged
+assert_eq "a pool emptied at synchronize is still charged (the stale charge)" "bytes=1061158912" \
+  "$(line charged 1 | sed 's/.* //')"
+assert_eq "cuMemAlloc_v2 re-measures before refusing: 500 MiB fit" "alloc rc=0 size=524288000" "$(line alloc)"
+assert_eq "... and the job region holds the new charge only" "bytes=1061158912" \
+  "$(line charged 2 | sed 's/.* //')"
+
 probe async 100M async 100M async 100M async 100M async 100M async 100M meminfo
 assert_eq "16-style repeated cuMemAllocAsync stops at the limit" "5" "$(printf '%s\n' "$out" | grep -c '^async rc=0')"
 assert_eq "... and the next one is OUT_OF_MEMORY, never -1" "async rc=2" "$(line async 6)"
