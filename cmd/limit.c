@@ -7,7 +7,7 @@ static const char usage[] =
     "what the job uses is allowed: nothing is taken away, but new allocations fail until its use\n"
     "drops below the limit.\n"
     "\n"
-    "  --mem SIZE    new memory limit: 4G, 512MiB ...; PCT% of the GPU's total; none to remove it\n"
+    "  --mem SIZE    new memory limit: 4G, 4Gi, 512MiB ...; PCT% of the GPU's total; none to remove it\n"
     "  --core PCT    new GPU time cap in percent; none to remove it\n"
     "  --gpu IDX     only this GPU of the job (counted from 0 in the job's order, as in\n"
     "                vgpu ps --json job_index); default: every GPU of the job\n"

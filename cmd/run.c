@@ -13,7 +13,7 @@ static const char usage[] =
     "\n"
     "  --gpu SEL      the job's GPUs: an index, a UUID or its unique start, a PCI bus id, a MIG\n"
     "                 UUID, a comma list of those (each GPU once), or 'all' (default: all)\n"
-    "  --mem SIZE     memory limit on every GPU of the job: 4G, 512MiB, 1.5GiB ... (a number\n"
+    "  --mem SIZE     memory limit on every GPU of the job: 4G, 4Gi, 512MiB, 1.5GiB (a number\n"
     "                 without a unit is bytes, at least 1048576)\n"
     "  --mem PCT%     a share of each GPU's total memory, 1% to 100% (50%)\n"
     "  --mem IDX:SIZE,...  per job GPU (IDX counts the job's GPUs from 0, in --gpu order);\n"
@@ -29,7 +29,7 @@ static const char usage[] =
     "                 GPU time) and --mem also its pinned device memory limit; MPS serves one\n"
     "                 user at a time (another user's clients make the job wait: said)\n"
     "  --name NAME    a name for vgpu ps/limit/wait (letters, digits, '.', '_', '-'); no other\n"
-    "                 job that has not ended may have it\n"
+    "                 job that has not ended may have it, and it may not be a job's id\n"
     "  --place POLICY with --mem SIZE (not PCT% or IDX:SIZE) and no --gpu, vgpu chooses one GPU\n"
     "                 (or MIG instance) whose memory not yet promised to running jobs fits:\n"
     "                 binpack (default: the fullest that fits) or spread (the emptiest)\n"
@@ -65,7 +65,8 @@ static const char usage[] =
     "                 the job's record. Wait for it and get its status with vgpu wait ID\n"
     "  --help         show this help\n"
     "\n"
-    "A limit larger than the GPU is an error. Change a running job's limit with vgpu limit.\n"
+    "A limit larger than the GPU is an error, and so is an option given twice (--mem 1G --mem 2G).\n"
+    "Change a running job's limit with vgpu limit.\n"
     "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s;\n"
     "its accounting record (GPU time, memory, status) is kept in STATEDIR/acct.db (vgpu acct).\n"
     "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG;\n"
@@ -180,7 +181,7 @@ static int apply_oversub(struct vgpu_job_spec *spec, const struct vgpu_gpu *cons
             return -1;
         }
         if (dev_size) {
-            if (vgpu_mem_limit_value(dev_size, g->mem_total, desc, false, &share, e) < 0)
+            if (vgpu_mem_value("--oversubscribe", dev_size, g->mem_total, desc, false, &share, e) < 0)
                 return -1;
         } else {
             /* What the GPU has free now: the job spills rather than take memory others use. */
@@ -270,6 +271,19 @@ static char *join_args(char **argv)
     return s;
 }
 
+/* An option that takes a value may be given once: "--mem 1G --mem 2G" is a slip (an edited
+ * command line, a wrapper adding its own), and taking the last silently runs the job with a
+ * limit its user did not check. */
+static bool once(const char **slot, const char *opt)
+{
+    if (*slot) {
+        vgpu_fail(VGPU_EXIT_USAGE, "%s is given twice ('%s' and '%s'): give it once", opt, *slot, optarg);
+        return false;
+    }
+    *slot = optarg;
+    return true;
+}
+
 /* ---- the command -------------------------------------------------------------------------------- */
 
 static int cmd_run(int argc, char **argv)
@@ -284,22 +298,29 @@ static int cmd_run(int argc, char **argv)
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
         switch (c) {
-        case 'g': gpu = optarg; break;
-        case 'm': mem = optarg; break;
-        case 'c': core = optarg; break;
-        case 'C': core_policy = optarg; break;
-        case 'p': priority = optarg; break;
-        case 'n': name = optarg; break;
-        case 'P': place = optarg; break;
+        case 'g': if (!once(&gpu, "--gpu")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'm': if (!once(&mem, "--mem")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'c': if (!once(&core, "--core")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'C': if (!once(&core_policy, "--core-policy")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'p': if (!once(&priority, "--priority")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'n': if (!once(&name, "--name")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'P': if (!once(&place, "--place")) return VGPU_EXIT_RUN_FAILED; break;
         case 'W': wait_place = true; break;
         case 'O': overcommit = true; break;
         case 'M': mps = true; break;
         case 'd': detach = true; break;
-        case 'S': oversub = true; oversub_size = optarg; break;
-        case 'J': max_jobs = optarg; break;
+        case 'S':
+            if (oversub) {
+                vgpu_fail(VGPU_EXIT_USAGE, "--oversubscribe is given twice: give it once");
+                return VGPU_EXIT_RUN_FAILED;
+            }
+            oversub = true;
+            oversub_size = optarg;
+            break;
+        case 'J': if (!once(&max_jobs, "--max-jobs")) return VGPU_EXIT_RUN_FAILED; break;
         case 'F': fail_closed = true; break;
-        case 'u': user = optarg; break;
-        case 'L': over_limit = optarg; break;
+        case 'u': if (!once(&user, "--user")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'L': if (!once(&over_limit, "--over-limit")) return VGPU_EXIT_RUN_FAILED; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -393,7 +414,7 @@ static int cmd_run(int argc, char **argv)
     if (placing && oversub_size) {
         /* Oversubscribed, the job promises only what stays on the device. */
         uint64_t share;
-        if (vgpu_mem_limit_value(oversub_size, 0, "the GPU", false, &share, &e) < 0)
+        if (vgpu_mem_value("--oversubscribe", oversub_size, 0, "the GPU", false, &share, &e) < 0)
             return run_fail(&e);
         if (share < preq.want)
             preq.want = share;
@@ -568,8 +589,19 @@ static int cmd_run(int argc, char **argv)
     for (size_t i = 0; name && *name && i < njobs && !same; i++)
         if (refs[i].readable && refs[i].state != VGPU_JOB_EXITED && strcmp(refs[i].name, name) == 0)
             same = &refs[i];
+    /* An exact id wins over a name in every lookup (vgpu_jobs_find): a job named after another
+     * job's id could never be reached by its name, and vgpu limit NAME would change the other. */
+    const struct vgpu_job_ref *id_clash = NULL;
+    for (size_t i = 0; name && *name && i < njobs && !same && !id_clash; i++)
+        if (strcmp(refs[i].id, name) == 0)
+            id_clash = &refs[i];
     if (same)
         vgpu_fail(rc, "--name: a job named '%s' is running (id %s); choose another name", name, same->id);
+    else if (id_clash)
+        vgpu_fail(rc, "--name: '%s' is the id of %s job; vgpu limit/wait would reach that job, not this one: "
+                  "choose another name", name, id_clash->state == VGPU_JOB_EXITED ? "an ended" : "a running");
+    if (id_clash)
+        same = id_clash;
     free(refs);
     if (same)
         goto out;

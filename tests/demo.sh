@@ -45,7 +45,14 @@ printf '\n$ vgpu run --name infer --mem 4G --core 30 -- JOB &    # JOB: a GPU lo
 vgpu run --name infer --mem 4G --core 30 -- "${job[@]}" > "$demo_dir/infer.out" &
 printf '$ vgpu run --name train --mem 8G --core 60 -- JOB &\n'
 vgpu run --name train --mem 8G --core 60 -- "${job[@]}" > "$demo_dir/train.out" &
-sleep 4
+# Shown once both jobs have had half a second of GPU time each (the limiter's own measure),
+# however long a loaded machine takes to start them; not after a guessed delay.
+both_ran() {
+  [ "$(vgpu ps --json 2>/dev/null | jq '[.jobs[] | select(.name == "infer" or .name == "train")
+      | select(([.gpus[].gpu_time_ns // 0] | add) >= 500000000)] | length' 2>/dev/null)" = 2 ]
+}
+for _ in $(seq 600); do both_ran && break; sleep 0.05; done
+both_ran || { echo "vgpu demo: the two jobs did not get 0.5 s of GPU time each within 30 s" >&2; vgpu ps >&2; exit 1; }
 step vgpu ps
 step env COLUMNS=110 vgpu top --once
 wait

@@ -14,7 +14,7 @@ VGPU_FAKE_ROOT=1 run nvidia-smi -i 0 -c EXCLUSIVE_PROCESS
 assert_rc "the GPU goes EXCLUSIVE_PROCESS" 0
 alloc_probe hold >"$T_DIR/holder" 2>&1 &
 holder=$!
-for _ in $(seq 100); do grep -q holding "$T_DIR/holder" && break; sleep 0.05; done
+wait_until 20 grep -q holding "$T_DIR/holder"
 run alloc_probe meminfo
 assert_rc "EXCLUSIVE_PROCESS: a second process cannot create a context" 2
 assert_contains "... CUDA_ERROR_DEVICE_UNAVAILABLE (46)" "failed: 46" "$err"
@@ -47,7 +47,7 @@ assert_eq "the job's view: 3 GiB less the new context and the 2 GiB" $((3 * G - 
 # ---- fragmentation ----
 fakegpu-ctl hold 0 $((60 * G)) 30 >"$T_DIR/big" 2>&1 &
 big=$!
-for _ in $(seq 100); do grep -q ready "$T_DIR/big" && break; sleep 0.05; done
+wait_until 20 grep -q ready "$T_DIR/big"
 # About 18.7 GiB stay free; fragmented at 50 %, one allocation gets at most about 9.1 GiB of it.
 run alloc_probe meminfo alloc 10G
 assert_contains "unfragmented: 10 GiB fit in the free memory" "alloc rc=0 size=$((10 * G))" "$out"

@@ -5,61 +5,86 @@
 . "$(dirname "$0")/lib.sh"
 
 probe() { run vgpu run --mem 1G -- alloc_probe "$@"; }
+# The charge is also read from the job region ('charged', before the job's own cuMemGetInfo,
+# which re-measures pools): a bug that moved the job's view and its charge together would pass
+# a check of the view alone (issue 27).
 line() { printf '%s\n' "$out" | grep -E "^$1 " | sed -n "${2:-1}p"; }
 base="used=536870912"    # the context overhead alone
 
-probe alloc 512M alloc 1 free meminfo
+probe alloc 512M charged alloc 1 free charged meminfo
 assert_eq "cuMemAlloc_v2 up to the limit exactly" "alloc rc=0 size=536870912" "$(line alloc 1)"
 assert_eq "cuMemAlloc_v2 one byte over: OUT_OF_MEMORY" "alloc rc=2 size=1" "$(line alloc 2)"
 assert_contains "cuMemFree_v2 gives the charge back" "$base" "$(line meminfo)"
+assert_eq "the job region is charged the limit exactly" "charged rc=0 bytes=1073741824" "$(line charged 1)"
+assert_eq "cuMemFree_v2 gives the charge back (read from the job region)" "charged rc=0 bytes=536870912" "$(line charged 2)"
 assert_match "the refusal names the job, the request and the limit" \
   "vgpu\[[0-9]+\]: warning: job [0-9a-f]+: cuMemAlloc_v2 of 1 B on GPU 0 refused .*of its 1 GiB limit" "$err"
 assert_eq "one line on stderr per refusal" 1 "$(printf '%s\n' "$err" | grep -c refused)"
 
-probe alloc32 512M alloc32 1 free meminfo
+probe alloc32 512M alloc32 1 free charged meminfo
 assert_eq "old 32-bit cuMemAlloc just under / over" "alloc32 rc=0|alloc32 rc=2" "$(line alloc32 1)|$(line alloc32 2)"
 assert_contains "old cuMemFree gives the charge back" "$base" "$(line meminfo)"
+assert_eq "old cuMemFree gives the charge back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe pitch 1024 524288 pitch 1024 1 free meminfo
+probe pitch 1024 524288 pitch 1024 1 free charged meminfo
 assert_eq "cuMemAllocPitch_v2 just under (pitch x height = 512 MiB)" "pitch rc=0 pitch=1024" "$(line pitch 1)"
 assert_eq "cuMemAllocPitch_v2 over" "pitch rc=2 pitch=0" "$(line pitch 2)"
 assert_contains "pitched free gives the charge back" "$base" "$(line meminfo)"
+assert_eq "pitched free gives the charge back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe managed 500M managed 13M free meminfo
+probe managed 500M managed 13M free charged meminfo
 assert_eq "cuMemAllocManaged just under / over" "managed rc=0|managed rc=2" "$(line managed 1)|$(line managed 2)"
 assert_contains "managed free gives the charge back" "$base" "$(line meminfo)"
+assert_eq "managed free gives the charge back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe async 500M async 13M free trim meminfo
+probe async 500M async 13M free trim charged meminfo
 assert_eq "cuMemAllocAsync just under / over" "async rc=0|async rc=2" "$(line async 1)|$(line async 2)"
 assert_contains "the pool's memory is given back once the pool shrinks" "$base" "$(line meminfo)"
+assert_eq "the pool's memory is given back once the pool shrinks (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe pool 500M pool 13M free trim meminfo
+probe pool 500M pool 13M free trim charged meminfo
 assert_eq "cuMemAllocFromPoolAsync just under / over" "pool rc=0|pool rc=2" "$(line pool 1)|$(line pool 2)"
 assert_contains "explicit pool trimmed: charge given back" "$base" "$(line meminfo)"
+assert_eq "explicit pool trimmed: charge given back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
+
+# A stale charge must not give a false out-of-memory: after the synchronize the pool holds
+# nothing, but the job is still charged its 500 MiB until the hook measures the pool again.
+# Before refusing, the hook re-measures and tries once more (acct.c): the 500 MiB fit.
+probe async 500M free sync charged alloc 500M charged
+assert_eq "a pool emptied at synchronize is still charged (the stale charge)" "bytes=1061158912" \
+  "$(line charged 1 | sed 's/.* //')"
+assert_eq "cuMemAlloc_v2 re-measures before refusing: 500 MiB fit" "alloc rc=0 size=524288000" "$(line alloc)"
+assert_eq "... and the job region holds the new charge only" "bytes=1061158912" \
+  "$(line charged 2 | sed 's/.* //')"
 
 probe async 100M async 100M async 100M async 100M async 100M async 100M meminfo
 assert_eq "16-style repeated cuMemAllocAsync stops at the limit" "5" "$(printf '%s\n' "$out" | grep -c '^async rc=0')"
 assert_eq "... and the next one is OUT_OF_MEMORY, never -1" "async rc=2" "$(line async 6)"
 
-probe vmm 500M vmm 14M free meminfo
+probe vmm 500M vmm 14M free charged meminfo
 assert_eq "cuMemCreate (DEVICE) just under / over" "vmm rc=0|vmm rc=2" "$(line vmm 1)|$(line vmm 2)"
 assert_contains "cuMemRelease gives the charge back" "$base" "$(line meminfo)"
+assert_eq "cuMemRelease gives the charge back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe vmmhost 2G meminfo
+probe vmmhost 2G charged meminfo
 assert_eq "cuMemCreate on a HOST_NUMA location is not device memory" "vmmhost rc=0" "$(line vmmhost)"
 assert_contains "... and is not charged" "$base" "$(line meminfo)"
+assert_eq "... and is not charged (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe array 1024 100000 array 1024 40000 free meminfo
+probe array 1024 100000 array 1024 40000 free charged meminfo
 assert_eq "cuArrayCreate_v2 just under / over" "array rc=0|array rc=2" "$(line array 1)|$(line array 2)"
 assert_contains "cuArrayDestroy gives the charge back" "$base" "$(line meminfo)"
+assert_eq "cuArrayDestroy gives the charge back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe array3d 64 64 30000 array3d 64 64 10000 free meminfo
+probe array3d 64 64 30000 array3d 64 64 10000 free charged meminfo
 assert_eq "cuArray3DCreate_v2 over / under" "array3d rc=2|array3d rc=0" "$(line array3d 1)|$(line array3d 2)"
 assert_contains "3D array destroyed: charge given back" "$base" "$(line meminfo)"
+assert_eq "3D array destroyed: charge given back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
-probe mipmap 16384 8192 2 mipmap 4096 4096 5 free meminfo
+probe mipmap 16384 8192 2 mipmap 4096 4096 5 free charged meminfo
 assert_eq "cuMipmappedArrayCreate over / under" "mipmap rc=2|mipmap rc=0" "$(line mipmap 1)|$(line mipmap 2)"
 assert_contains "cuMipmappedArrayDestroy gives the charge back" "$base" "$(line meminfo)"
+assert_eq "cuMipmappedArrayDestroy gives the charge back (read from the job region)" "bytes=536870912" "$(line charged | sed 's/.* //')"
 
 probe heap 256M meminfo heap 1G meminfo heap 8M meminfo
 assert_eq "cuCtxSetLimit(MALLOC_HEAP_SIZE) within / beyond the limit" "heap rc=0|heap rc=2|heap rc=0" \
@@ -89,8 +114,10 @@ run vgpu run -- alloc_probe alloc 8G meminfo
 assert_eq "no limit: allocations pass" "alloc rc=0 size=8589934592" "$(line alloc)"
 assert_match "no limit: cuMemGetInfo shows the real GPU" "total=84927315968" "$(line meminfo)"
 
-probe graph 100M meminfo graphtrim meminfo
+probe graph 100M charged meminfo graphtrim charged meminfo
 assert_eq "a graph with a memory node launches" "graph rc=0" "$(line graph)"
 assert_contains "the graph pool's growth (100 MiB, 2 MiB steps) is charged" "used=641728512" "$(line meminfo 1)"
+assert_eq "... in the job region too" "charged rc=0 bytes=641728512" "$(line charged 1)"
 assert_contains "cuDeviceGraphMemTrim gives it back" "$base" "$(line meminfo 2)"
+assert_eq "... in the job region too" "charged rc=0 bytes=536870912" "$(line charged 2)"
 done_testing

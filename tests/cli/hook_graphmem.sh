@@ -53,17 +53,21 @@ assert_eq "... charged once" "region used=$((1012 * MIB)) limit=1073741824" "$(l
 
 # The simulated GPU: graph memory stays in use until the free node runs. (The kernels before the
 # frees run 1 s, so a loaded machine cannot reach the free before the probe looks.)
-probe pending 256M 1000 meminfo
+probe pending 256M 1000 region meminfo
 assert_eq "graph memory is in use after cuGraphLaunch until the stream runs the free node" \
   "pending launched=$((256 * MIB)) synced=0" "$(line pending)"
+assert_eq "... and charged in the job region meanwhile" "region used=$((768 * MIB)) limit=1073741824" "$(line region)"
 
 # cuMemFreeAsync: the memory stays in use until the stream gets there, so an allocation on
 # another stream meanwhile grows the pool, and the job is charged for both.
-probe asyncfree 200M 1000 meminfo sync trim meminfo
+probe asyncfree 200M 1000 region meminfo sync trim region meminfo
 assert_eq "an allocation on another stream before the free ran grows the pool" \
   "asyncfree rc=0 reserved=$((400 * MIB))" "$(line asyncfree)"
 assert_contains "... and the job is charged the pool's 400 MiB" "used=$((912 * MIB))" "$(line meminfo 1)"
+assert_eq "... in the job region too (read before the job's own view)" "region used=$((912 * MIB)) limit=1073741824" \
+  "$(line region 1)"
 assert_contains "after synchronize and trim, only the live allocation is charged" "used=$((712 * MIB))" "$(line meminfo 2)"
+assert_eq "... in the job region too" "region used=$((712 * MIB)) limit=1073741824" "$(line region 2)"
 probe asyncfree 300M 1000 region
 assert_eq "... and at the limit that allocation is refused: the freed memory is not back yet" \
   "asyncfree rc=2 reserved=$((300 * MIB))" "$(line asyncfree)"

@@ -45,4 +45,26 @@ assert_contains "no limit: NVML still lists only the job's GPU" "count=1" "$out"
 assert_contains "no limit: NVML shows the real total" "total=$real_total " "$out"
 assert_contains "no limit: cuDeviceTotalMem is the real total, never 0" "totalmem rc=0 bytes=84927315968" "$out"
 assert_match "no limit: cuMemGetInfo shows the real GPU" "meminfo rc=0 free=[0-9]+ total=84927315968" "$out"
+# Another tenant beside the job (fakegpu-ctl hold: a context and 70 GiB, outside any job): the
+# job's free memory is capped at what the GPU really has free, never its limit's worth. A view
+# that ignored the device (free = limit - used) promised 40 GiB of which 9 GiB existed.
+use_scenario h100
+coproc HOLD { fakegpu-ctl hold 0 $((70 * 1024 * 1024 * 1024)); }
+read -r -t 20 ready <&"${HOLD[0]}"
+assert_match "a second tenant holds 70 GiB of the GPU" "^ready" "${ready:-}"
+# The driver's own numbers (raw: without libvgpu.so), each beside the view the job gets through
+# the same API, in the same state (a CUDA process pays a context, an NVML one does not).
+run vgpu run --gpu 0 --mem 40G -- sh -c 'env -u LD_PRELOAD alloc_probe meminfo | sed s/^/raw:/; alloc_probe meminfo
+  env -u LD_PRELOAD nvml_probe | sed s/^/raw:/; nvml_probe'
+phys_free=$(field free "$(grep '^raw:meminfo' <<<"$out")")
+job_free=$(field free "$(grep '^meminfo' <<<"$out")")
+nvml_phys_free=$(field free "$(grep '^raw:gpu=' <<<"$out")")
+nvml_free=$(field free "$(grep '^gpu=' <<<"$out")")
+check "the physical free memory beside the tenant is under 10 GiB ($phys_free)" test "$phys_free" -lt $((10 * 1024 * 1024 * 1024))
+check "cuMemGetInfo's free ($job_free) is no more than the GPU has free ($phys_free)" test "${job_free:-999999999999}" -le "$phys_free"
+check "... and NVML's free ($nvml_free) is no more than NVML's own ($nvml_phys_free)" \
+  test "${nvml_free:-999999999999}" -le "${nvml_phys_free:-0}"
+check "... yet not 0: the job may use what is there" test "${job_free:-0}" -gt 0
+kill "$HOLD_PID" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null
+
 done_testing

@@ -25,6 +25,60 @@ assert_contains "run --mem -- CMD says --mem needs a value" "option '--mem' need
 run vgpu run --gpu 0 --mem 2097152 -- true
 assert_rc "a bare number of at least 1 MiB is bytes" 0
 
+# Advice is itself valid: no "1048575%" (a percentage is 1..100), no "1048575G".
+run vgpu run --gpu 0 --mem 1048575 -- true
+assert_contains "--mem 1048575 (under 1 MiB) says to write the unit" "write the unit" "$err"
+assert_not_contains "... without suggesting 1048575%" "1048575%" "$err"
+assert_not_contains "... or 1048575G" "1048575G" "$err"
+run vgpu run --gpu 0 --mem 50 -- true
+assert_contains "--mem 50 suggests 50%, a valid percentage" "50%" "$err"
+# Over the GPU by one byte: both sizes print as 79.65 GiB, so the bytes are said, and the
+# advice is a value that fits (the rounded 79.65G would not).
+total=$(vgpu list --json | jq '.gpus[0].mem_total_bytes')
+for gpu in "" "--gpu 0"; do
+  # shellcheck disable=SC2086
+  run vgpu run $gpu --mem $((total + 1)) -- true
+  assert_rc "run ${gpu:-(placing)} --mem TOTAL+1 is refused" 125
+  assert_contains "run ${gpu:-(placing)} --mem TOTAL+1 says the GPU's bytes" "$total bytes" "$err"
+  assert_contains "run ${gpu:-(placing)} --mem TOTAL+1 says its own bytes" "$((total + 1)) bytes" "$err"
+done
+advice=$(sed -n 's/.*give at most \([^ ]*\).*/\1/p' <<<"$err")
+run vgpu run --gpu 0 --mem "$advice" -- true
+assert_rc "the size advised ($advice) is accepted" 0
+# Gi, Mi, Ki, Ti, as Kubernetes writes them (vgpu(1), SIZES).
+for v in 4194304Ki 4096Mi 4Gi; do
+  run vgpu run --gpu 0 --mem "$v" -- alloc_probe meminfo
+  assert_contains "--mem $v is 4 GiB" "total=4294967296" "$out"
+done
+run vgpu run --gpu 0 --mem 1Ti -- true
+assert_contains "--mem 1Ti is a size (larger than the GPU)" "is larger than" "$err"
+# --oversubscribe's errors name --oversubscribe, not --mem.
+for bad in 0 -1G 1e3M; do
+  run vgpu run --gpu 0 --mem 4G --oversubscribe="$bad" -- true
+  assert_rc "--oversubscribe=$bad exits 125" 125
+  assert_contains "--oversubscribe=$bad names --oversubscribe" "--oversubscribe" "$err"
+  assert_not_contains "--oversubscribe=$bad does not blame --mem" "--mem" "$err"
+done
+
+# --- an option given twice is refused, never last-wins ----------------------------------------
+for pair in "--mem|--mem 1G --mem 2G" "--core|--core 30 --core 40" "--gpu|--gpu 0 --gpu 0" "--name|--name a --name b" \
+            "--core-policy|--core 30 --core-policy hard --core-policy soft" \
+            "--priority|--core 30 --priority low --priority high" "--place|--mem 1G --place binpack --place spread" \
+            "--max-jobs|--max-jobs 3 --max-jobs 4" "--user|--user root --user nobody" \
+            "--oversubscribe|--mem 1G --oversubscribe --oversubscribe=1G"; do
+  opt=${pair%%|*} args=${pair#*|}
+  # shellcheck disable=SC2086
+  run vgpu run $args -- true
+  assert_rc "run $args exits 125" 125
+  assert_contains "run $args says $opt is given twice" "$opt is given twice" "$err"
+done
+
+# A VGPU_MACHINE_DIR that does not exist is refused, never made world-writable where it points.
+run env VGPU_MACHINE_DIR="$T_DIR/no-such-machine-dir" vgpu run --mem 1G -- true
+assert_rc "run with a missing VGPU_MACHINE_DIR exits 125" 125
+assert_contains "... saying it does not exist" "does not exist" "$err"
+check "... and it was not created" test ! -e "$T_DIR/no-such-machine-dir"
+
 # --- names and lists ----------------------------------------------------------------------------
 run vgpu run --name "" -- true
 assert_rc "run --name '' is refused" 125

@@ -65,23 +65,35 @@ mkdir -m 0700 -p "$VGPU_STATE_DIR"
 mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
 
 T_N=0
-# For scripts that run jobs as nobody (root only; run_user.sh, mps_user.sh, truncated_user.sh):
-# copies of the programs that nobody can read, a machine-wide directory ($U_MACHINE) and one
-# simulated GPU for both users, outside root's 0700 T_DIR, which the job must not need;
-# removed at exit.
+T_SCENARIOS=$VGPU_SRC/tests/fakegpu/scenarios
+T_USER_DIRS=()
+# For scripts that run programs as nobody (root only): copies that nobody can read of the
+# programs, libraries and simulated-GPU scenarios, in $U_BIN (PATH, LD_LIBRARY_PATH,
+# VGPU_LIBRARY and use_scenario point there). The checkout may sit in a 0700 or 0750 home
+# directory, where nobody reaches nothing of it (issue 27). Removed at exit.
+public_bin() {
+  U_BIN=$(mktemp -d /tmp/vgpu-user-bin.XXXXXX)
+  cp "$VGPU_BUILD/vgpu" "$VGPU_BUILD/libvgpu.so" "$VGPU_BUILD"/fakegpu/* "$VGPU_BUILD"/tests/progs/* "$U_BIN/"
+  cp -r "$VGPU_SRC/tests/fakegpu/scenarios" "$U_BIN/scenarios"
+  chmod -R a+rX "$U_BIN"; chmod 0755 "$U_BIN"
+  T_USER_DIRS+=("$U_BIN")
+  T_SCENARIOS=$U_BIN/scenarios
+  export PATH="$U_BIN:$PATH" LD_LIBRARY_PATH="$U_BIN" VGPU_LIBRARY=$U_BIN/libvgpu.so \
+    VGPU_FAKE_SCENARIO=$U_BIN/scenarios/${VGPU_FAKE_SCENARIO##*/}
+}
+# For scripts that run jobs as nobody (run_user.sh, mps_user.sh, truncated_user.sh): public_bin,
+# a machine-wide directory ($U_MACHINE) and one simulated GPU for both users, outside root's
+# 0700 T_DIR, which the job must not need; removed at exit.
 user_dirs() {
-  local bin fk
-  bin=$(mktemp -d /tmp/vgpu-user-bin.XXXXXX)
-  cp "$VGPU_BUILD/vgpu" "$VGPU_BUILD/libvgpu.so" "$VGPU_BUILD"/fakegpu/* "$VGPU_BUILD"/tests/progs/* "$bin/"
-  chmod -R a+rX "$bin"; chmod 0755 "$bin"
+  local fk
+  public_bin
   U_MACHINE=$(mktemp -d /tmp/vgpu-user-machine.XXXXXX); chmod 1777 "$U_MACHINE"
   fk=$(mktemp -d /tmp/vgpu-user-fake.XXXXXX); chmod 1777 "$fk"
-  T_USER_DIRS=("$bin" "$U_MACHINE" "$fk")
-  export PATH="$bin:$PATH" LD_LIBRARY_PATH="$bin" VGPU_MACHINE_DIR=$U_MACHINE VGPU_FAKE_SHARED=user-$$-$RANDOM \
-    VGPU_FAKE_SHARED_DIR=$fk VGPU_LIBRARY=$bin/libvgpu.so
+  T_USER_DIRS+=("$U_MACHINE" "$fk")
+  export VGPU_MACHINE_DIR=$U_MACHINE VGPU_FAKE_SHARED=user-$$-$RANDOM VGPU_FAKE_SHARED_DIR=$fk
 }
 use_scenario() {
-  export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/$1.json
+  export VGPU_FAKE_SCENARIO=$T_SCENARIOS/$1.json
   rm -f "$VGPU_FAKE_STATE"
 }
 

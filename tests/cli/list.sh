@@ -47,9 +47,41 @@ run vgpu list --gpu 5
 assert_rc "unknown index exits 2" 2
 assert_contains "unknown index is named" "there is no GPU 5" "$err"
 assert_contains "unknown index lists the GPUs" "$uuid1" "$err"
+# "GPU-" (or "G") says nothing about which GPU: at least two characters of the UUID itself.
 run vgpu list --gpu GPU-
+assert_rc "--gpu GPU- (no UUID character) exits 2" 2
+assert_contains "--gpu GPU- asks for two characters of the UUID" "two characters or more after GPU-" "$err"
+use_scenario h100
+run vgpu list --gpu GPU-
+assert_rc "--gpu GPU- is refused with one GPU too" 2
+run vgpu list --gpu GPU-4f --json
+assert_eq "--gpu GPU-4f (two characters) selects it" 0 "$(jq -r '.gpus[0].index' <<<"$out")"
+# lspci writes the domain with 4 digits, NVML with 8: both name the GPU, in either case.
+for pci in 0000:1B:00.0 0000:1b:00.0 00000000:1B:00.0 1b:00.0; do
+  run vgpu list --gpu "$pci" --json
+  assert_eq "--gpu $pci selects the GPU at 00000000:1B:00.0" 0 "$(jq -r '.gpus[0].index' <<<"$out")"
+done
+run vgpu list --gpu 0001:1B:00.0
+assert_rc "--gpu in another PCI domain matches nothing" 2
+for typo in al alll lal; do
+  run vgpu list --gpu "$typo"
+  assert_contains "--gpu $typo: did you mean 'all'" "did you mean 'all'?" "$err"
+done
+run vgpu list --gpu 4f
+assert_rc "--gpu 4f: a UUID start is no typo of all" 0
+# Values have no spaces, as every other option's (vgpu(1), SIZES): "0, 1" was taken as 0,1.
+for sp in " 0" "0 " "0, 0"; do
+  run vgpu list --gpu "$sp"
+  assert_rc "--gpu '$sp' (a space) exits 2" 2
+  assert_contains "--gpu '$sp' says it has a space" "has a space" "$err"
+done
+# Two GPUs whose UUIDs start alike: their common start is ambiguous, said with the count.
+sed 's/GPU-7d3e9b20/GPU-4f6c9b20/' "$VGPU_SRC/tests/fakegpu/scenarios/mixed.json" > "$T_DIR/alike.json"
+export VGPU_FAKE_SCENARIO=$T_DIR/alike.json; rm -f "$VGPU_FAKE_STATE"
+run vgpu list --gpu GPU-4f6c
 assert_rc "ambiguous prefix exits 2" 2
-assert_contains "ambiguous prefix says so" "matches 3 GPUs" "$err"
+assert_contains "ambiguous prefix says so" "matches 2 GPUs" "$err"
+use_scenario mixed
 run vgpu list --gpu nonsense
 assert_rc "unknown selector exits 2" 2
 assert_contains "unknown selector quotes it" "'nonsense'" "$err"

@@ -66,8 +66,11 @@ poll_until 20 grep -q holding "$T_DIR/inner3" || not_ok "a lone process in a PID
 region_used() { region_sampler "$(cat "$T_DIR/lone.region")" 0 1 | sed -n 's/.* last=\([0-9]*\).*/\1/p'; }
 region_used_is() { [ "$(region_used)" = "$1" ]; }
 assert_eq "a lone process in a PID namespace is counted" $((1073741824 + 536870912)) "$(region_used)"
-sleep 0.6                       # two of vgpu run's walks: one saw it alive
-kill -KILL "$(children "$(cat "$T_DIR/unshare3.pid")" | head -n1)"
+# vgpu run's walk must have seen it alive (it records the host pid then): no reader did.
+lone=$(children "$(cat "$T_DIR/unshare3.pid")" | head -n1)
+host_pid_recorded() { region_sampler "$(cat "$T_DIR/lone.region")" 0 1 | grep -Eq "host_pids=([0-9]+,)*$1(,|\$)"; }
+wait_until 10 host_pid_recorded "$lone"
+kill -KILL "$lone"
 t0=${EPOCHREALTIME/./}
 poll_until 5 region_used_is 0
 t1=${EPOCHREALTIME/./}

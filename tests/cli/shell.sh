@@ -25,7 +25,7 @@ S
 assert_rc "-k goes on and exits with the last status" 0
 assert_contains "-k ran the line after the failure" "NVIDIA H100" "$out"
 
-printf 'vgpu list --gpu "0"\nlist --gpu '"'"'GPU-'"'"'\n' > "$T_DIR/script"
+printf 'vgpu list --gpu "0"\nlist --gpu '"'"'GPU-4f'"'"'\n' > "$T_DIR/script"
 run vgpu shell "$T_DIR/script"
 assert_rc "script file with quotes and a vgpu prefix runs" 0
 

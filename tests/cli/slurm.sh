@@ -14,8 +14,11 @@ for c in munged slurmctld slurmd srun sbatch scontrol sinfo; do
 done
 [ -f "$plugin" ] || skip_all "$plugin is not built: make slurm (needs libslurm-dev)"
 
-export VGPU_NVML_LIB=$VGPU_BUILD/fakegpu/libnvidia-ml.so.1
-slurm_up "$T_DIR/slurm" "$plugin" "shards_per_gpu=4 max_mem=60G max_core=90 library=$VGPU_BUILD/libvgpu.so" ||
+# The tasks of nobody below load the library, the simulated GPU and the programs: copies it can
+# read (public_bin), not the checkout's, which may be in a 0700 home directory (issue 27).
+public_bin
+export VGPU_NVML_LIB=$U_BIN/libnvidia-ml.so.1
+slurm_up "$T_DIR/slurm" "$plugin" "shards_per_gpu=4 max_mem=60G max_core=90 library=$U_BIN/libvgpu.so" ||
   skip_all "Slurm did not start here: $slurm_why"
 ok "a one-node Slurm is up, with the plugin in plugstack.conf"
 total=$(vgpu list --json | jq '.gpus[0].mem_total_bytes')
@@ -104,7 +107,7 @@ rm -rf "$ud"
 
 # --- the TaskProlog alternative, on a Slurm without the plugin --------------------------------------
 slurm_down
-printf '%s\n' VGPU_SHARDS_PER_GPU=4 "VGPU_LIBRARY=$VGPU_BUILD/libvgpu.so" "VGPU=$VGPU_BUILD/vgpu" > "$T_DIR/tp.conf"
+printf '%s\n' VGPU_SHARDS_PER_GPU=4 "VGPU_LIBRARY=$U_BIN/libvgpu.so" "VGPU=$U_BIN/vgpu" > "$T_DIR/tp.conf"
 # slurmstepd runs the TaskProlog with the task's environment, where VGPU_TASK_PROLOG_CONF points at it.
 if SLURM_EXTRA_CONF="TaskProlog=$VGPU_SRC/packaging/slurm/vgpu-task-prolog" slurm_up "$T_DIR/slurm2" - ""; then
   run S srun --gres=shard:1 --export=ALL,VGPU_TASK_PROLOG_CONF="$T_DIR/tp.conf" alloc_probe meminfo alloc 30G

@@ -54,8 +54,13 @@ kill "$sup" 2>/dev/null
 # vgpu wait, waiting on a job whose region is truncated meanwhile: status 11 and why, no SIGBUS.
 id=$(vgpu run -d --mem 1G -- sleep 30)
 sup=$(vgpu ps --json | jq -r --arg j "$id" '.jobs[] | select(.id == $j) | .creator_pid')
-(sleep 0.5; truncate -s 0 "$VGPU_STATE_DIR/jobs/$id.region") &
-run vgpu wait --timeout 20 "$id"
+vgpu wait --timeout 20 "$id" >"$T_DIR/wait.out" 2>"$T_DIR/wait.err" &
+waiter=$!
+# Truncated once vgpu wait has the region mapped (it is waiting on it), not after a guessed delay.
+wait_until 10 grep -q "$id.region" "/proc/$waiter/maps"
+truncate -s 0 "$VGPU_STATE_DIR/jobs/$id.region"
+wait "$waiter"; rc=$?
+err=$(cat "$T_DIR/wait.err")
 assert_rc "vgpu wait on a region truncated while it waits: 11" 11
 assert_contains "... saying the status is lost" "its exit status is lost" "$err"
 kill "$sup" 2>/dev/null

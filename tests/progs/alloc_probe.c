@@ -21,6 +21,12 @@
  *   graphtrim                       cuDeviceGraphMemTrim
  *   trim                            synchronize and trim every pool to 0
  *   meminfo                         cuMemGetInfo_v2 (free= total=) ; meminfo32: old ABI
+ *   charged                         the job's charge on its GPU 0 read from the job region
+ *                                   ($VGPU_REGION, read-only, as vgpu ps reads it): bytes=; not
+ *                                   through this process's own view, which a bug could move
+ *                                   together with the charge
+ *   sync                            cuStreamSynchronize(0) (pools shrink to their release
+ *                                   threshold; the hook learns it only at its next measure)
  *   totalmem                        cuDeviceTotalMem_v2 (bytes=)
  *   fill SIZE                       cuMemAlloc_v2 of SIZE until it fails (prints count=)
  *   churn MS                        cuMemAlloc_v2/cuMemFree_v2 of 1 MiB in a loop for MS ms (prints n=)
@@ -44,8 +50,10 @@
  * SIZE accepts K/M/G suffixes (binary). ALLOC_PROBE_DEVICE=N: use CUDA device N (default 0).
  * Exit status 0 unless the setup failed (2). */
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
@@ -54,6 +62,23 @@
 
 #include "driver.h"
 #include "vgpu/region.h"
+
+/* The job's charge on job GPU 0, from the region file itself (region_sampler's reading). */
+static int region_charge(uint64_t *bytes)
+{
+    const char *path = getenv("VGPU_REGION");
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0)
+        return -1;
+    void *m = mmap(NULL, VGPU_REGION_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    const struct vgpu_region_usage *u = (const void *)((const char *)m + VGPU_REGION_LIMITS_SIZE);
+    *bytes = atomic_load(&u->dev[0].used);
+    munmap(m, VGPU_REGION_SIZE);
+    return 0;
+}
 
 enum kind { LINEAR, LINEAR32, ASYNC, POOL, VMM, ARRAY, MIPMAP };
 struct held {
@@ -301,6 +326,13 @@ int main(int argc, char **argv)
             size_t fr = 0, to = 0;
             rc = cuMemGetInfo_v2(&fr, &to);
             printf("meminfo rc=%d free=%zu total=%zu used=%zu\n", rc, fr, to, to - fr);
+        } else if (!strcmp(op, "charged")) {
+            uint64_t b = 0;
+            rc = region_charge(&b);
+            printf("charged rc=%d bytes=%llu\n", rc, (unsigned long long)b);
+        } else if (!strcmp(op, "sync")) {
+            rc = cuStreamSynchronize(NULL);
+            printf("sync rc=%d\n", rc);
         } else if (!strcmp(op, "meminfo32")) {
             unsigned int fr = 0, to = 0;
             rc = cuMemGetInfo(&fr, &to);

@@ -1,6 +1,8 @@
 /* region_sampler: reads a job region (read-only, as `vgpu ps` would, without taking part in
  * the job) and samples job device DEV's accounted memory every 50 us for MS milliseconds:
- *     samples=N max=BYTES last=BYTES limit=BYTES
+ *     samples=N max=BYTES last=BYTES limit=BYTES host_pids=P,...
+ * host_pids: the host pids recorded in the job's live process slots (by the process itself, or
+ * by a reader in the creator's namespace that saw it alive: vgpu run's walk), "-" when none.
  * Used to check that concurrent processes never pass the limit, at any sampled instant.
  *   region_sampler REGION DEV MS [STOPFILE]
  * With STOPFILE it samples until STOPFILE exists (the test says when its scenario is over), MS
@@ -61,7 +63,15 @@ int main(int argc, char **argv)
     int timed_out = stop && !stopped;
     if (timed_out)
         printf("timeout=1 ");
-    printf("samples=%llu max=%llu last=%llu limit=%llu\n", (unsigned long long)n, (unsigned long long)max,
+    printf("samples=%llu max=%llu last=%llu limit=%llu host_pids=", (unsigned long long)n, (unsigned long long)max,
            (unsigned long long)last, (unsigned long long)atomic_load(&h->dev[dev].mem_limit));
+    int listed = 0;
+    for (unsigned i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+        uint64_t o = atomic_load(&u->slot[i].owner);
+        int32_t hp = atomic_load(&u->slot[i].host_pid);
+        if (vgpu_slot_state_of(o) == VGPU_SLOT_LIVE && hp > 0)
+            printf("%s%d", listed++ ? "," : "", (int)hp);
+    }
+    printf("%s\n", listed ? "" : "-");
     return timed_out;
 }

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -129,6 +130,74 @@ static void test_ranges(void **state)
     assert_non_null(strstr(e.msg, "'4Q' is not a size"));
 }
 
+/* The K suffix (issue 27: one test guarded it): every spelling is 1024, a fraction of a K must
+ * be whole bytes, and K * huge overflows instead of wrapping. A K read as 1000, or as a byte,
+ * fails here. */
+static void test_k_suffix(void **state)
+{
+    (void)state;
+    good("1K", 1024);
+    good("1k", 1024);
+    good("1KB", 1024);
+    good("1kb", 1024);
+    good("1KiB", 1024);
+    good("1Ki", 1024);
+    good("1kib", 1024);
+    good("1048576K", 1ULL << 30);
+    good("0.5K", 512);
+    good("0.25K", 256);
+    good("0.001953125K", 2);
+    good("0K", 0);
+    good("18014398509481983K", 18014398509481983ULL * 1024);   /* the largest whole-K size */
+    bad("18014398509481984K", "too large");
+    bad("0.1K", "whole number of bytes");                      /* 102.4 bytes */
+    bad("1KK", "not a size");
+    bad("1Kb ", "not a size");
+    bad("K", "not a size");
+    bad("1 K", "not a size");
+    bad("1e3K", "not a size");
+    uint64_t b = 0;
+    struct vgpu_err e;
+    assert_int_equal(vgpu_parse_mem_limit("1024K", &b, "--mem", &e), 0);   /* a unit: 1 MiB, allowed */
+    assert_int_equal(b, 1ULL << 20);
+    assert_int_equal(vgpu_parse_mem_limit("1023K", &b, "--mem", &e), 0);   /* a unit says it is meant */
+    assert_int_equal(b, 1023ULL * 1024);
+}
+
+/* Advice in a refusal is itself a valid value (issue 27: "--mem 1048575" suggested 1048575%),
+ * and sizes that print alike are told apart in bytes ("79.65 GiB is larger than 79.65 GiB"). */
+static void test_advice(void **state)
+{
+    (void)state;
+    struct vgpu_err e;
+    uint64_t b = 0, total = 85520809984ULL;
+    assert_int_equal(vgpu_parse_mem_limit("1048575", &b, "--mem", &e), -1);
+    assert_null(strstr(e.msg, "1048575%"));
+    assert_null(strstr(e.msg, "1048575G"));
+    assert_int_equal(vgpu_parse_mem_limit("50", &b, "--mem", &e), -1);
+    assert_non_null(strstr(e.msg, "50%"));
+    assert_int_equal(vgpu_mem_limit_value("85520809985", total, "GPU 0", false, &b, &e), -1);
+    assert_non_null(strstr(e.msg, "85520809985 bytes"));
+    assert_non_null(strstr(e.msg, "85520809984 bytes"));
+    const char *at = strstr(e.msg, "give at most ");
+    assert_non_null(at);
+    char advice[32];
+    assert_int_equal(sscanf(at, "give at most %31s", advice), 1);
+    assert_int_equal(vgpu_mem_limit_value(advice, total, "GPU 0", false, &b, &e), 0);
+    assert_true(b <= total);
+    assert_int_equal(vgpu_mem_limit_value("81G", total, "GPU 0", false, &b, &e), -1);
+    assert_null(strstr(e.msg, "bytes"));                        /* 81 GiB and 79.65 GiB differ */
+    char s[64];
+    assert_string_equal(vgpu_format_size_near(4ULL << 30, 3ULL << 30, s, sizeof s), "4 GiB");
+    assert_string_equal(vgpu_format_size_near(total + 1, total, s, sizeof s), "79.65 GiB = 85520809985 bytes");
+    /* --oversubscribe's value is named as such. */
+    assert_int_equal(vgpu_mem_value("--oversubscribe", "0", total, "GPU 0", false, &b, &e), -1);
+    assert_non_null(strstr(e.msg, "--oversubscribe"));
+    assert_null(strstr(e.msg, "--mem"));
+    assert_int_equal(vgpu_mem_value("--oversubscribe", "101%", total, "GPU 0", false, &b, &e), -1);
+    assert_non_null(strstr(e.msg, "--oversubscribe"));
+}
+
 static void test_format(void **state)
 {
     (void)state;
@@ -155,6 +224,8 @@ int main(void)
         cmocka_unit_test(test_percent),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_k_suffix),
+        cmocka_unit_test(test_advice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,6 +51,16 @@ int vgpu_machinedir_open(bool create, struct vgpu_err *e)
 {
     const char *path = vgpu_machinedir_path();
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* Only the default is made here: a VGPU_MACHINE_DIR that does not exist is more likely a
+     * typo than a wish for a world-writable directory wherever it points (/nonexistent). */
+    const char *env = getenv("VGPU_MACHINE_DIR");
+    bool from_env = env && *env;
+    if (fd < 0 && errno == ENOENT && create && geteuid() == 0 && from_env) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "VGPU_MACHINE_DIR=%s does not exist, and vgpu creates only the default "
+                     "(%s): create it (as root: mkdir -m 1777 %s), or unset VGPU_MACHINE_DIR", path,
+                     VGPU_MACHINEDIR_DEFAULT, path);
+        return -1;
+    }
     if (fd < 0 && errno == ENOENT && create && geteuid() == 0) {
         /* The mode is filtered by the umask, which we never change: set it after. */
         if (mkdir(path, 01777) != 0 && errno != EEXIST) {

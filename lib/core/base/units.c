@@ -81,7 +81,8 @@ int vgpu_parse_size(const char *text, uint64_t *bytes, const char *what, struct 
 bad:
     vgpu_err_set(e, VGPU_EXIT_USAGE,
                  "%s: '%s' is not a size; use a decimal number with an optional unit B, K, M, G, T "
-                 "(KiB/MiB/GiB/TiB and KB/MB/GB/TB mean the same, binary), e.g. 4G, 512MiB, 1.5G", w, text);
+                 "(Ki/KiB/KB ... Ti/TiB/TB mean the same, binary), no spaces or exponents, e.g. 4G, 512MiB, 1.5G",
+                 w, text);
     return -1;
 overflow:
     vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' is too large: a size is at most 16 EiB (18446744073709551615 bytes)",
@@ -132,17 +133,51 @@ int vgpu_parse_mem_limit(const char *text, uint64_t *bytes, const char *what, st
     while ((*p >= '0' && *p <= '9') || *p == '.')
         p++;
     if (*p == '\0' && v && v < VGPU_MIB) {
+        /* Only advice that is itself valid: N% exists only for 1..100, and NM/NG only while
+         * they stay sizes a GPU could have (not "1048575%" or "1048575G"). */
+        char advice[160];
+        if (v <= 100)
+            snprintf(advice, sizeof advice, "e.g. %sM or %sG, or %s%% for a share of the GPU", text, text, text);
+        else if (v < 1024)
+            snprintf(advice, sizeof advice, "e.g. %sM or %sMiB", text, text);
+        else
+            snprintf(advice, sizeof advice, "e.g. 512M or 4G");
         vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' has no unit, so it would be %llu bytes; a number without a unit must "
-                     "be at least 1048576 (1 MiB): write the unit, e.g. %sM or %sG, or %s%% for a share of the GPU",
-                     w, text, (unsigned long long)v, text, text, text);
+                     "be at least 1048576 (1 MiB): write the unit, %s", w, text, (unsigned long long)v, advice);
         return -1;
     }
     *bytes = v;
     return 0;
 }
 
-int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *out,
-                         struct vgpu_err *e)
+char *vgpu_format_size_near(uint64_t x, uint64_t other, char *buf, size_t len)
+{
+    char o[32];
+    vgpu_format_size(x, buf, len);
+    vgpu_format_size(other, o, sizeof o);
+    if (x != other && (strcmp(buf, o) == 0 || (x > other ? x - other : other - x) < (x > other ? x : other) / 1000)) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, " = %llu bytes", (unsigned long long)x);
+    }
+    return buf;
+}
+
+/* What to type for "at most `total`": its size when that prints exactly (80G), else its bytes:
+ * the rounded "79.65 GiB" would itself be more than the GPU has. */
+static void exact_size(uint64_t total, char *buf, size_t len)
+{
+    static const char *const unit[] = { "", "K", "M", "G", "T" };
+    int u = 0;
+    uint64_t v = total;
+    while (u < 4 && v && v % 1024 == 0) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%llu%s", (unsigned long long)v, unit[u]);
+}
+
+int vgpu_mem_value(const char *what, const char *text, uint64_t total, const char *gpu_desc, bool allow_none,
+                   uint64_t *out, struct vgpu_err *e)
 {
     size_t len = strlen(text);
     const char *alt = allow_none ? ", or none to remove the limit" : "";
@@ -153,30 +188,40 @@ int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc,
     uint64_t v;
     if (len > 0 && text[len - 1] == '%') {
         unsigned pct;
-        if (vgpu_parse_percent_range(text, 1, 100, &pct, "--mem", e) < 0)
+        if (vgpu_parse_percent_range(text, 1, 100, &pct, what, e) < 0)
             return -1;
         if (!total) {
-            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s: the total memory of %s is not known; give a size such as 4G",
-                         text, gpu_desc);
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "%s %s: the total memory of %s is not known; give a size such as 4G",
+                         what, text, gpu_desc);
             return -1;
         }
         v = total / 100 * pct + total % 100 * pct / 100;
     } else {
-        if (vgpu_parse_mem_limit(text, &v, "--mem", e) < 0)
+        if (vgpu_parse_mem_limit(text, &v, what, e) < 0)
             return -1;
         if (v == 0) {
-            vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: '%s' leaves no memory at all; give a size such as 4G%s", text, alt);
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "%s: '%s' leaves no memory at all; give a size such as 4G%s", what, text,
+                         alt);
             return -1;
         }
     }
     if (total && v > total) {
-        char a[32], b[32];
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s (%s) is larger than %s (%s total); give at most %s", text,
-                     vgpu_format_size(v, a, sizeof a), gpu_desc, vgpu_format_size(total, b, sizeof b), b);
+        char a[64], b[64], c[32];
+        vgpu_format_size_near(v, total, a, sizeof a);
+        vgpu_format_size_near(total, v, b, sizeof b);
+        exact_size(total, c, sizeof c);
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s %s (%s) is larger than %s (%s total); give at most %s (or 100%%)", what,
+                     text, a, gpu_desc, b, c);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *out,
+                         struct vgpu_err *e)
+{
+    return vgpu_mem_value("--mem", text, total, gpu_desc, allow_none, out, e);
 }
 
 const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len)

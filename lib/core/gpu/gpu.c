@@ -172,16 +172,57 @@ void vgpu_gpus_describe(const struct vgpu_gpu_list *list, char *buf, size_t len)
     }
 }
 
-/* PCI bus ids compare without the domain's leading zeros and case: "18:00.0" matches
- * "00000000:18:00.0" as nvidia-smi accepts. */
+/* A PCI bus id split into its domain and the rest ("1B:00.0"): NVML writes the domain with 8
+ * hex digits (00000000:1B:00.0), lspci with 4 (0000:1b:00.0), nvidia-smi also accepts none. */
+static bool pci_split(const char *id, unsigned long *domain, const char **rest)
+{
+    const char *c1 = strchr(id, ':');
+    if (!c1)
+        return false;
+    const char *c2 = strchr(c1 + 1, ':');
+    if (!c2) {
+        *domain = 0;
+        *rest = id;
+        return strlen(id) >= 7;                 /* BB:DD.F */
+    }
+    if (c1 == id || (size_t)(c1 - id) > 8 || strspn(id, "0123456789abcdefABCDEF") != (size_t)(c1 - id))
+        return false;
+    *domain = strtoul(id, NULL, 16);
+    *rest = c1 + 1;
+    return true;
+}
+
+/* PCI bus ids compare by domain value and case-insensitively: "18:00.0", "0000:18:00.0" and
+ * "00000000:18:00.0" name the same GPU. */
 static bool pci_match(const char *want, const char *have)
 {
     if (!*have)
         return false;
     if (strcasecmp(want, have) == 0)
         return true;
-    size_t lw = strlen(want), lh = strlen(have);
-    return lw >= 7 && lw < lh && have[lh - lw - 1] == ':' && strcasecmp(have + lh - lw, want) == 0;
+    unsigned long dw, dh;
+    const char *rw, *rh;
+    return pci_split(want, &dw, &rw) && pci_split(have, &dh, &rh) && dw == dh && strcasecmp(rw, rh) == 0;
+}
+
+/* One typing slip away from `want` (a letter wrong, missing, extra, or two swapped), case
+ * aside: "al", "alll", "lal" for "all". */
+static bool one_slip(const char *s, const char *want)
+{
+    size_t ls = strlen(s), lw = strlen(want), i = 0;
+    while (i < ls && i < lw && tolower((unsigned char)s[i]) == want[i])
+        i++;
+    if (i == ls && i == lw)
+        return false;                           /* the word itself */
+    if (ls == lw)
+        return strcasecmp(s + i + 1, want + i + 1) == 0 ||
+               (i + 1 < ls && tolower((unsigned char)s[i]) == want[i + 1] &&
+                tolower((unsigned char)s[i + 1]) == want[i] && strcasecmp(s + i + 2, want + i + 2) == 0);
+    if (ls + 1 == lw)
+        return strcasecmp(s + i, want + i + 1) == 0;
+    if (ls == lw + 1)
+        return strcasecmp(s + i + 1, want + i) == 0;
+    return false;
 }
 
 static bool is_number(const char *s)
@@ -253,10 +294,14 @@ static int select_one(const struct vgpu_gpu_list *list, const char *s, struct vg
             matches = 1;
             break;
         }
-        /* Unique prefix, with or without the "GPU-" / "MIG-" part. */
-        size_t ls = strlen(s);
+        /* Unique prefix, with or without the "GPU-" / "MIG-" part; at least two characters of
+         * the UUID itself: "GPU-" or "G" says nothing about which GPU, even on a machine with one. */
         const char *bare = strchr(u, '-') ? strchr(u, '-') + 1 : u;
-        if (ls >= 2 && (strncasecmp(u, s, ls) == 0 || strncasecmp(bare, s, ls) == 0)) {
+        const char *key = s;
+        if (bare != u && strncasecmp(s, u, (size_t)(bare - u)) == 0)
+            key = s + (bare - u);
+        size_t lk = strlen(key);
+        if (lk >= 2 && strncasecmp(bare, key, lk) == 0) {
             found = (int)i;
             matches++;
         }
@@ -267,9 +312,11 @@ static int select_one(const struct vgpu_gpu_list *list, const char *s, struct vg
     }
     if (matches > 1)
         snprintf(what, sizeof what, "--gpu: '%s' matches %d GPUs; give more of the UUID", s, matches);
+    else if (*s && strlen(s) <= 4 && (strncasecmp(s, "all", strlen(s)) == 0 || one_slip(s, "all")))
+        snprintf(what, sizeof what, "--gpu: no GPU matches '%s' (did you mean 'all'?)", s);
     else
-        snprintf(what, sizeof what, "--gpu: no GPU matches '%s' (give an index, a UUID or its unique start, a PCI "
-                 "bus id, a MIG UUID, or 'all')", s);
+        snprintf(what, sizeof what, "--gpu: no GPU matches '%s' (give an index, a UUID or its unique start (two "
+                 "characters or more after GPU-), a PCI bus id, a MIG UUID, or 'all')", s);
     return fail_sel(list, what, e);
 }
 
@@ -295,10 +342,14 @@ int vgpu_gpus_select(const struct vgpu_gpu_list *list, const char *sel, struct v
         snprintf(what, sizeof what, "--gpu: '%.200s' has an empty entry (a stray comma)", sel);
         return fail_sel(list, what, e);
     }
+    /* No spaces, as in every other value (vgpu(1), SIZES): "0, 1" was read as 0,1 while
+     * "--mem '4G '" was refused. */
+    if (strpbrk(buf, " \t\n\r\v\f")) {
+        snprintf(what, sizeof what, "--gpu: '%.200s' has a space; write the list without spaces, e.g. 0,1", sel);
+        return fail_sel(list, what, e);
+    }
     bool has_comma = strchr(buf, ',') != NULL;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ')
-            tok++;
         if (strcasecmp(tok, "all") == 0) {
             if (has_comma) {
                 snprintf(what, sizeof what, "--gpu: '%.200s': 'all' already names every GPU; give it alone", sel);

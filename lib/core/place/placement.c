@@ -404,15 +404,16 @@ static void describe_left(const struct vgpu_gpu_list *list, const struct cands *
 }
 
 /* "GPU 0 (79.65 GiB)" or "every GPU: GPU 0 (40 GiB), GPU 1 (80 GiB)". */
-static void describe_totals(const struct vgpu_gpu_list *list, const struct cands *cs, char *buf, size_t len)
+static void describe_totals(const struct vgpu_gpu_list *list, const struct cands *cs, uint64_t want, char *buf,
+                            size_t len)
 {
     size_t used = (size_t)snprintf(buf, len, "%s", cs->n > 1 ? "every GPU: " : "");
     for (unsigned i = 0; i < cs->n && used + 1 < len; i++) {
         const struct vgpu_gpu *g = &list->gpu[cs->pos[i]];
-        char t[32], idx[32];
+        char t[64], idx[32];
         gpu_label(g, idx, sizeof idx);
         int k = snprintf(buf + used, len - used, "%sGPU %s (%s)", i ? ", " : "", idx,
-                         vgpu_format_size(cs->c[i].total, t, sizeof t));
+                         vgpu_format_size_near(cs->c[i].total, want, t, sizeof t));
         if (k < 0)
             break;
         used += (size_t)k;
@@ -536,11 +537,11 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         for (unsigned i = 0; i < cs->n; i++)
             bigger += req->want > cs->c[i].total;
         if (bigger == cs->n) {
-            char a[32], all[1500];
-            describe_totals(list, cs, all, sizeof all);
+            char a[64], all[1500];
+            describe_totals(list, cs, req->want, all, sizeof all);
             ledger_close(&l);
             vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s is larger than %s; ask for at most the memory of one GPU",
-                         vgpu_format_size(req->want, a, sizeof a), all);
+                         vgpu_format_size_near(req->want, cs->c[0].total, a, sizeof a), all);
             break;
         }
         /* First come, first served: while others wait, a newcomer queues behind them. */

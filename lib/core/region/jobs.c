@@ -239,6 +239,41 @@ static bool id_starts(const struct vgpu_job_ref *j, const char *key)
     return *key && strncmp(j->id, key, strlen(key)) == 0;
 }
 
+/* "no job 'X'; jobs: ...": the running jobs first, as many as fit, then how many more and how
+ * many ended ones there are, so nothing is left out without saying so. */
+static void not_found(const struct vgpu_job_ref *refs, size_t n, const char *key, struct vgpu_err *e)
+{
+    char list[360] = "";
+    size_t used = 0, running = 0, shown = 0, ended = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!refs[i].readable)
+            continue;
+        if (refs[i].state == VGPU_JOB_EXITED) {
+            ended++;
+            continue;
+        }
+        running++;
+        char one[VGPU_JOB_ID_LEN + VGPU_JOB_NAME_LEN + 8];
+        int len = snprintf(one, sizeof one, "%s %s%s%s%s", shown ? "," : "", refs[i].id, refs[i].name[0] ? " (" : "",
+                           refs[i].name, refs[i].name[0] ? ")" : "");
+        if (len > 0 && used + (size_t)len < sizeof list && shown == running - 1) {
+            memcpy(list + used, one, (size_t)len + 1);
+            used += (size_t)len;
+            shown++;
+        }
+    }
+    char more[96] = "", ends[64] = "";
+    if (running > shown)
+        snprintf(more, sizeof more, ", and %zu more", running - shown);
+    if (ended)
+        snprintf(ends, sizeof ends, "; %zu ended job%s kept for vgpu wait", ended, ended == 1 ? "" : "s");
+    if (running)
+        vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s' (by id, id prefix or name); running:%s%s%s (see vgpu ps)",
+                     key, list, more, ends);
+    else
+        vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s': no job of yours is running%s (see vgpu ps)", key, ends);
+}
+
 int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
                    struct vgpu_err *e)
 {
@@ -296,18 +331,7 @@ int vgpu_jobs_find(const char *statedir, const char *key, enum vgpu_region_mode 
         hit = prefix_hit;
     }
     if (!hit) {
-        char list[400] = "";
-        size_t used = 0;
-        for (size_t i = 0; i < n && used < sizeof list - 90; i++)
-            if (refs[i].readable)
-                used += (size_t)snprintf(list + used, sizeof list - used, "%s %s%s%s%s", used ? "," : "",
-                                         refs[i].id, refs[i].name[0] ? " (" : "", refs[i].name,
-                                         refs[i].name[0] ? ")" : "");
-        if (used)
-            vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s' (by id, id prefix or name); jobs:%s (see vgpu ps)",
-                         key, list);
-        else
-            vgpu_err_set(e, VGPU_EXIT_NOT_FOUND, "no job '%s': no job of yours is running (see vgpu ps)", key);
+        not_found(refs, n, key, e);
         free(refs);
         return -1;
     }

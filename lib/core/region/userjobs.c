@@ -188,6 +188,12 @@ int vgpu_jobs_list_all(const char *statedir, struct vgpu_job_ref **out, size_t *
 int vgpu_jobs_find_all(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,
                        struct vgpu_err *e)
 {
+    /* An empty word names no job: a usage error (2), not "no such job" (8). */
+    if (!*key) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "the job is empty (''): give a job id, a unique start of one, or a job name "
+                     "(see vgpu ps)");
+        return -1;
+    }
     if (statedir[0]) {
         if (vgpu_jobs_find(statedir, key, mode, r, e) == 0)
             return 0;

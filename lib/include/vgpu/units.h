@@ -1,9 +1,12 @@
 /* Sizes and percents as users write them on the command line and in the environment.
  * Sizes are decimal numbers (an optional fraction) with an optional binary suffix:
- *   B; K, KB, KiB; M, MB, MiB; G, GB, GiB; T, TB, TiB (case-insensitive; "KB" means 1024,
- *   as nvidia-smi and Docker users expect). Plain digits are bytes.
- * Rejected, with the bad text quoted: empty, signs, hex/octal/exponent forms, unknown
- * suffixes, a fraction of a byte, overflow. Percents: "30" or "30%", 0..100, integers.
+ *   B; K, Ki, KB, KiB; M, Mi, MB, MiB; G, Gi, GB, GiB; T, Ti, TB, TiB (case-insensitive; "KB"
+ *   means 1024, as nvidia-smi and Docker users expect; "Gi" as Kubernetes writes it). Plain
+ *   digits are bytes.
+ * Rejected, with the bad text quoted: empty, whitespace anywhere, signs, hex/octal/exponent
+ * forms ("1e3"), unknown suffixes, a fraction of a byte, overflow. Percents: "30" or "30%",
+ * integers in the caller's range, no whitespace. Every option of vgpu takes its value by this
+ * grammar (vgpu(1), SIZES): no option trims spaces or reads exponents where another refuses them.
  * Memory limits typed by a user (vgpu_parse_mem_limit) also refuse a number without a unit
  * below 1 MiB: "--mem 50" is a forgotten unit or '%', never 50 bytes. */
 #ifndef VGPU_UNITS_H
@@ -36,6 +39,9 @@ int vgpu_parse_mem_limit(const char *text, uint64_t *bytes, const char *what, st
  * 0, or -1 with e filled (code VGPU_EXIT_USAGE). */
 int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *out,
                          struct vgpu_err *e);
+/* The same for another option than --mem (--oversubscribe=SIZE): `what` names it in messages. */
+int vgpu_mem_value(const char *what, const char *text, uint64_t total, const char *gpu_desc, bool allow_none,
+                   uint64_t *out, struct vgpu_err *e);
 
 /* text when it fits in w characters, else its first w-1 and a '+' (written into buf), so a cut
  * name never passes for a whole one; "" when w is 0. ASCII text (names are sanitized). */
@@ -43,6 +49,9 @@ const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len);
 
 /* "4.00 GiB", "512 MiB", "1023 B": binary units, at most 3 significant decimals. */
 char *vgpu_format_size(uint64_t bytes, char *buf, size_t len);
+/* vgpu_format_size, adding " = N bytes" when x and `other` print alike or nearly, so a message
+ * comparing them never says "79.65 GiB is larger than 79.65 GiB". */
+char *vgpu_format_size_near(uint64_t x, uint64_t other, char *buf, size_t len);
 /* "4G"-style compact form used in tables: "4G", "1.5G", "512M". */
 char *vgpu_format_size_short(uint64_t bytes, char *buf, size_t len);
 /* "1h02m", "3m05s", "12s". */
