@@ -86,7 +86,9 @@ static uint64_t last_sample_ns;
 
 void vgpu_acct_sample(struct vgpu_region *r)
 {
-    if (!r->hdr_rw || r->damaged)
+    /* The file may have been cut short under us (truncated.sh): look before touching it, which
+     * also puts private memory in place of a damaged file's pages. */
+    if (!r->hdr_rw || r->damaged || vgpu_region_check(r) != 0)
         return;
     uint64_t now = clock_ns(CLOCK_MONOTONIC);
     if (last_sample_ns && now > last_sample_ns) {
