@@ -40,21 +40,6 @@
  * lease on at once even when the application is not launching. When a waiter only asks, the
  * helper gives the lease back once no launch came for VGPU_SCHED_IDLE_NS (`touched`).
  *
- * Gang turns (DESIGN.md decision 11): a job of several GPUs is one tenant. Each GPU's schedule
- * alone let one GPU's turn open while another's was closed: a thread that drives both waited on
- * one while the other idled (one process, two GPUs, --core 50: 25 % on each), and a collective
- * kernel (NCCL) spun on one GPU, charged, until its peer on the other GPU got a turn. So the
- * job's turns on all its GPUs are the same windows of one clock: cap% of every period of
- * VGPU_SCHED_PERIOD_NS, at a phase taken from the job's id, which every process of the job on
- * every GPU computes alike from CLOCK_MONOTONIC (the job's region carries the clock: its id). A
- * process of such a job asks for the lease only inside the window and gives it back at its end;
- * outside, it waits for the next window without asking (a waiter outside its turn must not hold
- * a lease it cannot use on its other GPUs). Beside a job of one GPU, the window is when the gang
- * job is owed the GPU: it has saved credit while waiting, so at the window's start it preempts
- * (credit near its burst), and the other job runs in the rest. A job alone on its GPUs gets cap%
- * of each; time not used inside a window is not made up later (--core-policy soft borrows
- * nothing for such jobs).
- *
  * A launch never waits longer than VGPU_SCHED_STALL_NS: a schedule that keeps it out that long
  * is damaged or held by someone hostile, and the process then runs unscheduled (the driver's
  * plain time-slicing) until the schedule moves again, saying so once. */
@@ -64,7 +49,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -98,8 +82,6 @@ LAUNCH_TLS unsigned t_since_fence[MAX_DEV];
                                            * waiter waits for (reference/latency.md) */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static bool gang_off;   /* VGPU_GANG=0: each GPU of a job paced on its own, as before gang turns
-                         * (for comparison: tests/gpu/multi.sh) */
 
 /* ---- the real driver functions draining needs -------------------------------------------------- */
 
@@ -135,13 +117,10 @@ static void init(void)
     drv.ev_destroy = (vgpu_cuEventDestroy_v2_fn)vgpu_real_cuda_sym("cuEventDestroy_v2");
     drv.ev_elapsed = (vgpu_cuEventElapsedTime_fn)vgpu_real_cuda_sym("cuEventElapsedTime");
     vgpu_lim_keeper_init();
-    const char *g = getenv("VGPU_GANG");
-    gang_off = g && !strcmp(g, "0");
     for (unsigned i = 0; i < MAX_DEV; i++) {
         pthread_mutex_init(&vgpu_lim_devs[i].mu, NULL);
         vgpu_lim_devs[i].s.fd = -1;
         vgpu_lim_devs[i].proc = -1;
-        atomic_store(&vgpu_lim_devs[i].gang_end, UINT64_MAX);
         atomic_store(&vgpu_lim_devs[i].fence_every, FENCE_EVERY_START);
     }
     pthread_atfork(NULL, NULL, reset_child);
@@ -155,7 +134,6 @@ static void reset_child(void)
         struct dstate *d = &vgpu_lim_devs[i];
         pthread_mutex_init(&d->mu, NULL);
         atomic_store(&d->lease, 0);
-        atomic_store(&d->gang_end, UINT64_MAX);
         atomic_store(&d->inflight, 0u);
         d->proc = -1;
         d->ready = d->ready == 1 ? 0 : d->ready;
@@ -298,36 +276,6 @@ static bool schedule_moved(struct dstate *d, uint64_t now)
         return false;
     d->arb_look_at = now + ARB_LOOK_NS;
     return vgpu_arb_available();
-}
-
-/* ---- gang turns (see the top of this file) ------------------------------------------------------ */
-
-/* A job of several GPUs with a cap on this one: its turns here follow the job's clock. */
-static bool gang(const struct vgpu_region *r, unsigned cap)
-{
-    return !gang_off && vgpu_region_device_count(r) > 1 && cap > 0 && cap < 100;
-}
-
-/* The job's window at `now`: true when inside it (*until: its end), else false (*until: the next
- * window's start). */
-static bool gang_window(uint64_t key, unsigned cap, uint64_t now, uint64_t *until)
-{
-    uint64_t period = VGPU_SCHED_PERIOD_NS, len = period * cap / 100;
-    uint64_t phase = key % period, pos = (now + period - phase) % period;
-    if (len < VGPU_SCHED_MIN_LEASE_NS)
-        len = VGPU_SCHED_MIN_LEASE_NS;
-    if (pos < len) {
-        *until = now + (len - pos);
-        return true;
-    }
-    *until = now + (period - pos);
-    return false;
-}
-
-uint64_t vgpu_lim_lease_end(struct dstate *d, uint64_t lease)
-{
-    uint64_t end = vgpu_sched_deadline(&d->s, lease), g = atomic_load_explicit(&d->gang_end, memory_order_relaxed);
-    return g < end ? g : end;
 }
 
 static void track(struct dstate *d, CUstream stream, bool ptsz)
@@ -475,7 +423,6 @@ void vgpu_lim_drain_and_release(struct dstate *d, int dev, bool at_deadline, uin
     d->nfence = 0;               /* drained: every fence recorded so far is done */
     d->have_done = false;        /* and the next interval would span other jobs' turns */
     atomic_store(&d->end, 0);
-    atomic_store(&d->gang_end, UINT64_MAX);
     atomic_store(&d->lease, 0);
 }
 
@@ -644,12 +591,12 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         uint64_t lease = atomic_load(&d->lease);
         if (!lease && now < d->bypass_until)
             break;                       /* the schedule looked damaged: unscheduled for now */
-        if (lease && now < vgpu_lim_lease_end(d, lease)) {
+        if (lease && now < vgpu_sched_deadline(&d->s, lease)) {
             if (t_since_fence[dev] + 1 >= atomic_load_explicit(&d->fence_every, memory_order_relaxed)) {
                 CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
                 bool ovl = false, fenced = pace_wait(d, rec, &ovl);
                 now = vgpu_now_ns();
-                if (now >= vgpu_lim_lease_end(d, lease))
+                if (now >= vgpu_sched_deadline(&d->s, lease))
                     continue;            /* preempted (or out of time) while we waited: queue no more */
                 /* A job that would preempt us is due back before this work would end: give the
                  * lease back now and queue nothing until then (vgpu/sched.h, "Keeping clear"). */
@@ -702,19 +649,6 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
                 d->clear_until = 0;
             continue;
         }
-        uint64_t gang_until = UINT64_MAX;
-        if (gang(r, x.cap) && !gang_window(job_key(r), x.cap, now, &gang_until)) {
-            /* Outside the job's turn: wait for it without asking (a lease freed meanwhile is
-             * not ours to take). Counted as throttled time like any wait for a turn. */
-            vgpu_sched_unwant(&d->s, d->proc);
-            if (!waited_from)
-                waited_from = now;
-            struct timespec ts = { (time_t)((gang_until - now) / 1000000000ULL), (long)((gang_until - now) % 1000000000ULL) };
-            pthread_mutex_unlock(&d->mu);
-            nanosleep(&ts, NULL);
-            pthread_mutex_lock(&d->mu);
-            continue;
-        }
         if (!waited_from) {
             waited_from = now;
             note_gap(d, arrived);
@@ -750,7 +684,6 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             d->in_overlap = vgpu_sched_overlapping(&d->s, now);   /* we preempted a holder */
             atomic_store(&d->touched, 1);
             atomic_store(&d->end, end);
-            atomic_store(&d->gang_end, gang_until);   /* UINT64_MAX unless a gang turn */
             atomic_store(&d->lease, granted);
             vgpu_lt_record(VGPU_LT_GRANT, dev, now, end - now);
             if (now > waited_from && r->use)
@@ -762,11 +695,6 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
     }
     pthread_mutex_unlock(&d->mu);
     return counted;
-}
-
-static inline uint64_t earlier(uint64_t a, uint64_t b)
-{
-    return a < b ? a : b;
 }
 
 int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
@@ -801,8 +729,7 @@ int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
             if (atomic_load(&d->lease) == lease &&
                 (__builtin_expect(n % CLOCK_EVERY != 0, 1) ||
                  (atomic_load_explicit(&f->lease, memory_order_relaxed) == lease &&
-                  vgpu_now_ns() < earlier(atomic_load_explicit(&f->lease_end, memory_order_relaxed),
-                                          atomic_load_explicit(&d->gang_end, memory_order_relaxed))))) {
+                  vgpu_now_ns() < atomic_load_explicit(&f->lease_end, memory_order_relaxed)))) {
                 if (!atomic_load_explicit(&d->touched, memory_order_relaxed))
                     atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
                 return dev;

@@ -29,8 +29,6 @@ struct dstate {
     int job, proc;
     _Atomic uint64_t lease;      /* the lease word we hold, 0 when none */
     _Atomic uint64_t end;        /* its deadline */
-    _Atomic uint64_t gang_end;   /* a job of several GPUs: the end of the job's turn, which ends the
-                                  * lease too (UINT64_MAX: none; see "Gang turns" in limiter.c) */
     _Atomic uint64_t start;     /* when the lease was granted (read by the helper without d->mu) */
     _Atomic uint32_t touched;    /* a launch came since the helper last looked (idle detection) */
     _Atomic uint32_t inflight;   /* launches passed under the lease and not yet back from the driver */
@@ -71,10 +69,6 @@ struct dstate {
 
 /* Per job device: this process's part of the GPU's schedule (limiter.c sets them up). */
 extern struct dstate vgpu_lim_devs[MAX_DEV];
-
-/* When the lease d holds must end: its deadline in the schedule, or the end of the job's gang
- * turn when that comes first. */
-uint64_t vgpu_lim_lease_end(struct dstate *d, uint64_t lease);
 
 /* Ends the lease d holds: waits for its work, charges it, passes it on (d->mu held). idle_at:
  * when it went idle, for a lease given back idle (0 otherwise). */

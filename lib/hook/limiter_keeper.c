@@ -55,7 +55,7 @@ static void *keeper(void *arg)
             uint64_t lease = atomic_load(&d->lease);
             if (!lease || !d->s.f)
                 continue;
-            uint64_t end = vgpu_lim_lease_end(d, lease);
+            uint64_t end = vgpu_sched_deadline(&d->s, lease);
             bool give_back = now >= end;
             /* A service (it publishes when it expects its next request) gives the lease back
              * once idle whether or not anyone asks: holders keeping clear of it do not ask, and
