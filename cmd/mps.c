@@ -22,7 +22,7 @@ static const char usage[] =
     "\n"
     "  --gpu SEL       GPUs or one MIG device the daemon serves (default: all it can see)\n"
     "  --pipe-dir DIR  the daemon's pipe directory (default: $CUDA_MPS_PIPE_DIRECTORY, the\n"
-    "                  one 'vgpu mps start' recorded, or /tmp/nvidia-mps)\n"
+    "                  one 'vgpu mps start' recorded, or /tmp/nvidia-mps); not empty\n"
     "  --log-dir DIR   its log directory (default: $CUDA_MPS_LOG_DIRECTORY, or\n"
     "                  /var/log/nvidia-mps for root)\n"
     "  --json          one JSON document (see vgpu-mps(1))\n"
@@ -519,8 +519,15 @@ static int cmd_mps(int argc, char **argv)
     while ((c = vgpu_getopt(&vgpu_cmd_mps, argc, argv, "")) != -1) {
         switch (c) {
         case 'g': o.gpu = optarg; break;
-        case 'p': o.pipe_dir = optarg; break;
-        case 'l': o.log_dir = optarg; break;
+        case 'p':
+        case 'l':
+            /* An empty directory in CUDA_MPS_*_DIRECTORY means the daemon's default, the machine-wide
+             * /tmp/nvidia-mps: 'start' would run a daemon there while saying it started none. */
+            if (!*optarg)
+                return vgpu_usage_error(&vgpu_cmd_mps, "%s needs a directory, not an empty string",
+                                        c == 'p' ? "--pipe-dir" : "--log-dir");
+            *(c == 'p' ? &o.pipe_dir : &o.log_dir) = optarg;
+            break;
         case 'f': o.force = true; break;
         case 'j': o.json = true; break;
         case 't': {
