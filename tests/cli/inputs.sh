@@ -183,7 +183,7 @@ assert_rc "run of a missing path: 127" 127
 assert_not_contains "a path is not said to be looked up in PATH" "in PATH" "$err"
 run vgpu run -- nonexistent-cmd-xyz
 assert_contains "a bare name is said to be looked up in PATH" "not found in PATH" "$err"
-run env VGPU_MPS_CONTROL=/nonexistent vgpu mps start --log-dir "$T_DIR/mpslog"
+run env VGPU_MPS_CONTROL=/nonexistent vgpu mps start --pipe-dir "$T_DIR/pipe" --log-dir "$T_DIR/mpslog"
 assert_not_contains "VGPU_MPS_CONTROL=/nonexistent: not 'on PATH'" "on PATH" "$err"
 assert_contains "VGPU_MPS_CONTROL=/nonexistent: says to fix the variable" "set VGPU_MPS_CONTROL" "$err"
 run env VGPU_FAKE_MPS_FAULT=exit vgpu mps start --pipe-dir "$T_DIR/pipe" --log-dir "$T_DIR/mpslog"
