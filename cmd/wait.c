@@ -145,7 +145,7 @@ static int cmd_wait(int argc, char **argv)
         bool failed;
         rc = wait_one(dir, argv[i], deadline, &failed);
         if (rc == -124)
-            return vgpu_fail(124, "timed out after %g s waiting for job %s", timeout, argv[i]);
+            return vgpu_fail(VGPU_EXIT_TIMEOUT, "timed out after %g s waiting for job %s", timeout, argv[i]);
         /* Said, and the others still waited for; the error, not a later job's status, is the
          * exit status, so that a script sees that something went wrong. */
         if (failed && !first_err)
