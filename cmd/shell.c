@@ -14,7 +14,7 @@ static const char usage[] =
     "\n"
     "When standard input is not a terminal, or FILE is given, the lines are a script: blank\n"
     "lines and lines starting with # are skipped, words are split like a shell does ('...',\n"
-    "\"...\" and backslash quoting), the script stops at the first failing command unless -k,\n"
+    "\"...\" and backslash quoting; a line ending in a backslash is refused), the script stops at the first failing command unless -k,\n"
     "and the shell exits with the status of the last command run.\n"
     "\n"
     "  -k, --keep-going   in a script, go on after a failing command\n"
