@@ -375,8 +375,8 @@ static int script(FILE *in, const char *name, bool keep_going)
         if (rc != 0 && !keep_going) {
             /* The script's name and line as escaped as any message's (log.h). */
             char qname[512], qline[1024];
-            vgpu_escape_controls(name, strlen(name), qname, sizeof qname);
-            vgpu_escape_controls(p, strlen(p), qline, sizeof qline);
+            vgpu_escape_controls(name, strlen(name), qname, sizeof qname, false);
+            vgpu_escape_controls(p, strlen(p), qline, sizeof qline, false);
             fprintf(stderr, "vgpu shell: %s:%u: '%s' failed with status %d; stopping (use -k to go on)\n", qname,
                     lineno, qline, rc);
             break;

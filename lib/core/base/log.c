@@ -2,6 +2,7 @@
 #include "vgpu/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ enum vgpu_log_level vgpu_log_level(void)
             found = VGPU_LOG_WARN;
         if (found < 0) {
             char shown[128];
-            vgpu_escape_controls(env, strlen(env), shown, sizeof shown);
+            vgpu_escape_controls(env, strlen(env), shown, sizeof shown, false);
             fprintf(stderr, "%s: warning: VGPU_LOG='%s' is not one of error, warn, info, debug; using warn\n",
                     prefix, shown);
         }
@@ -55,7 +56,7 @@ const char *vgpu_log_prefix(void)
     return prefix;
 }
 
-size_t vgpu_escape_controls(const char *in, size_t len, char *out, size_t size)
+size_t vgpu_escape_controls(const char *in, size_t len, char *out, size_t size, bool keep_newlines)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
@@ -65,7 +66,7 @@ size_t vgpu_escape_controls(const char *in, size_t len, char *out, size_t size)
         unsigned char ch = (unsigned char)in[i];
         char esc[5];
         size_t el = 0;
-        if (ch >= 0x20 && ch != 0x7f) {
+        if ((ch >= 0x20 && ch != 0x7f) || (ch == '\n' && keep_newlines)) {
             esc[el++] = (char)ch;
         } else {
             esc[el++] = '\\';
@@ -101,8 +102,9 @@ static void vlog(enum vgpu_log_level lvl, const char *fmt, va_list ap)
         ml--;
     /* A message echoes what it was given (a job name, a path, an option's value): control bytes
      * in it would reach the terminal raw (an escape sequence could recolour or retitle it, or
-     * hide the message), so they are written as \n, \t, \r or \xHH. */
-    n += (int)vgpu_escape_controls(msg, ml, buf + n, sizeof buf - 1 - (size_t)n);
+     * hide the message), so they are written as \t, \r or \xHH. Newlines stay: some messages
+     * are several lines (a list of the GPUs). */
+    n += (int)vgpu_escape_controls(msg, ml, buf + n, sizeof buf - 1 - (size_t)n, true);
     buf[n++] = '\n';
     fwrite(buf, 1, (size_t)n, stderr);
 }
