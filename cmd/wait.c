@@ -13,7 +13,7 @@ static const char usage[] =
     "\n"
     "Exit status: the job's status; 8 when a job does not exist (any more: a job's status is\n"
     "kept for 60 seconds after it ends); 124 on timeout; 1 when a job ended without a status\n"
-    "(its 'vgpu run' was killed); 2 bad usage or an ambiguous JOB; 11 a job's region file is\n"
+    "(its 'vgpu run' was killed); 2 bad usage, an empty or ambiguous JOB; 11 a job's region file is\n"
     "damaged. JOB is looked up as an exact id, then a name, then a unique id start. Every JOB\n"
     "is looked up before any is waited for: one that is not found or ambiguous ends the wait at\n"
     "once. A job that fails later (1, 11) makes that the status, whatever the last one gave.\n";
@@ -56,6 +56,9 @@ static double now_s(void)
 static int find_job(const char *dir, const char *key, struct vgpu_region *r)
 {
     struct vgpu_err e;
+    /* A mistake on the command line (an unset variable), not a job that has gone. */
+    if (!*key)
+        return vgpu_usage_error(&vgpu_cmd_wait, "JOB is empty: give a job id, a unique start of one, or a name");
     if (vgpu_jobs_find_all(dir, key, VGPU_REGION_JOB, r, &e) == 0)
         return 0;
     if (e.code == VGPU_EXIT_NOT_FOUND)
