@@ -14,9 +14,10 @@ static const char usage[] =
     "Exit status: the job's status; 8 when a job does not exist (any more: a job's status is\n"
     "kept for 60 seconds after it ends); 124 on timeout; 1 when a job ended without a status\n"
     "(its 'vgpu run' was killed); 2 bad usage, an empty or ambiguous JOB; 11 a job's region\n"
-    "file is damaged. JOB is looked up as an exact id, then a name, then a unique id start. Every JOB\n"
-    "is looked up before any is waited for: one that is not found or ambiguous ends the wait at\n"
-    "once. A job that fails later (1, 11) makes that the status, whatever the last one gave.\n";
+    "file is damaged. JOB is looked up as an exact id, then a name, then a unique id start.\n"
+    "Every JOB is looked up before any is waited for: one that is not found or ambiguous ends\n"
+    "the wait at once. A job that fails later (1, 11) makes that the status, whatever the last\n"
+    "one gave.\n";
 
 #include <errno.h>
 #include <stdio.h>
