@@ -208,6 +208,9 @@ run env VGPU_LOG=$'\e[31mloud' vgpu run true
 raw_controls "$err" && not_ok "VGPU_LOG with control bytes: the warning has none raw" "$(od -c <<<"$err" | head -5)" \
   || ok "VGPU_LOG with control bytes: the warning has none raw"
 assert_contains "... shown escaped" '\x1b[31mloud' "$err"
+# A bad VGPU_LOG is said by a command that logs nothing else, once.
+run env VGPU_LOG=loud vgpu ps
+assert_eq "a bad VGPU_LOG is said once by vgpu ps, which logs nothing else" 1 "$(grep -c "VGPU_LOG='loud'" <<<"$err")"
 
 # --- the simulated MPS daemon: an ordinary file as its pipe directory is refused, not chmod'ed --
 : >"$T_DIR/pipefile"; chmod 600 "$T_DIR/pipefile"
