@@ -14,7 +14,8 @@ static const char usage[] =
     "           by UUID) and wait until it answers; if it does not, what was started is\n"
     "           stopped again. Non-root users get a log directory in vgpu's state directory.\n"
     "  stop     ask the daemon to quit (it stops its servers); --force kills it after\n"
-    "           --timeout seconds (default 10) when clients keep it from quitting\n"
+    "           --timeout seconds (whole, 0 to 3600; default 10) when clients keep it from\n"
+    "           quitting\n"
     "  status   the daemon, its defaults, its servers and their clients, with each client's\n"
     "           own limits (from its environment) and vgpu job\n"
     "  set      defaults for MPS servers started afterwards: --core PCT (active thread\n"
@@ -533,7 +534,8 @@ static int cmd_mps(int argc, char **argv)
         case 't': {
             char *end;
             unsigned long v = strtoul(optarg, &end, 10);
-            if (!*optarg || *end || v > 3600)
+            /* Digits only: strtoul also takes " 5", "+5" and "-0". */
+            if (!*optarg || *end || strspn(optarg, "0123456789") != strlen(optarg) || v > 3600)
                 return vgpu_usage_error(&vgpu_cmd_mps, "--timeout takes whole seconds (0..3600), not '%s'", optarg);
             o.timeout_s = (unsigned)v;
             break;

@@ -12,7 +12,7 @@ static const char usage[] =
     "while that memory moves at 100 MB/s or more over the interval (its share of the GPU's PCIe\n"
     "traffic, which also counts host<->device copies; see vgpu-top(1)).\n"
     "\n"
-    "  -d, --delay SECONDS  refresh interval (0.1 to 3600; default 1)\n"
+    "  -d, --delay SECONDS  refresh interval (0.1 to 3600, a plain decimal; default 1)\n"
     "  -n, --iterations N   exit after N refreshes (default: until q, or forever with --json;\n"
     "                       1, also with --json, when stdin or stdout is not a terminal)\n"
     "      --gpu SEL        only these GPUs: an index, a UUID or its unique start, a PCI bus id,\n"
@@ -213,7 +213,10 @@ static int cmd_top(int argc, char **argv)
         case 'd':
             errno = 0;
             delay = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !isfinite(delay) || delay < 0.1 || delay > 3600)
+            /* Plain decimals, as vgpu wait --timeout takes them: strtod also takes " 1", "1e0",
+             * hex and "inf". */
+            if (errno || end == optarg || *end || strspn(optarg, "0123456789.") != strlen(optarg) ||
+                !isfinite(delay) || delay < 0.1 || delay > 3600)
                 return vgpu_usage_error(&vgpu_cmd_top, "-d '%s': the refresh interval is in seconds, 0.1 to 3600",
                                         optarg);
             break;

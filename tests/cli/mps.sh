@@ -121,6 +121,10 @@ run vgpu mps status --core 5
 assert_rc "--core belongs to set" 2
 run vgpu mps restart
 assert_rc "unknown verb" 2
+for t in ' 5' +5 -0; do
+  run vgpu mps stop --pipe-dir "$P" --timeout "$t"
+  assert_rc "stop --timeout '$t' is refused: whole seconds, digits only" 2
+done
 
 # An empty --pipe-dir is the daemon's machine-wide default (/tmp/nvidia-mps): refused before any
 # control program runs. A spy stands in for it, so that a vgpu that does run it starts nothing.

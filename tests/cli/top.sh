@@ -10,6 +10,10 @@ run vgpu top -d 0
 assert_rc "-d 0 is refused" 2
 run vgpu top -d abc
 assert_rc "-d abc is refused" 2
+for d in 1e0 ' 1' 0x1 +1; do
+  run vgpu top --once -d "$d"
+  assert_rc "-d '$d' is refused: plain decimals, as wait --timeout" 2
+done
 run vgpu top -n 0
 assert_rc "-n 0 is refused" 2
 run vgpu top -n 99999999999999999999
