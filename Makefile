@@ -307,6 +307,9 @@ install: $(VGPU_BIN) $(HOOK_LIB)
 	if ls man/*.7 >/dev/null 2>&1; then install -m 0644 man/*.7 $(DESTDIR)$(PREFIX)/share/man/man7/; fi
 	install -m 0644 man/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 completions/vgpu.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu
+	# bash-completion loads a command's completion by its name on first use: without a vgpu-CMD
+	# beside vgpu, vgpu-CMD had none until vgpu itself was completed once.
+	for n in $(CMD_NAMES); do ln -sf vgpu $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu-$$n; done
 	install -m 0644 completions/_vgpu $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_vgpu
 	install -m 0755 packaging/slurm/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog
 	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
@@ -318,7 +321,8 @@ install: $(VGPU_BIN) $(HOOK_LIB)
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/vgpu $(DESTDIR)$(PREFIX)/lib/vgpu/libvgpu.so \
 	  $(DESTDIR)$(PREFIX)/lib/vgpu/vgpu-task-prolog $(DESTDIR)$(PREFIX)/lib/vgpu/spank_vgpu.so
-	for n in $(CMD_NAMES); do rm -f $(DESTDIR)$(PREFIX)/bin/vgpu-$$n $(DESTDIR)$(PREFIX)/share/man/man1/vgpu-$$n.1; done
+	for n in $(CMD_NAMES); do rm -f $(DESTDIR)$(PREFIX)/bin/vgpu-$$n $(DESTDIR)$(PREFIX)/share/man/man1/vgpu-$$n.1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions/vgpu-$$n; done
 	for f in man/*.7; do rm -f $(DESTDIR)$(PREFIX)/share/man/man7/$${f#man/}; done
 	for f in man/*.8; do rm -f $(DESTDIR)$(PREFIX)/share/man/man8/$${f#man/}; done
 	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/system/vgpu-daemon.service

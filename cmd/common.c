@@ -1,4 +1,4 @@
-/* Helpers every command uses: option parsing with "did you mean", usage errors, help. */
+/* Helpers every command uses: option parsing with "did you mean" (vgpu/closest.h), usage errors, help. */
 #include "cmd.h"
 
 #include <stdarg.h>
@@ -10,54 +10,6 @@
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 #include "common.h"
-
-/* Edit distance (Damerau-style transpositions count as one), for "did you mean". */
-size_t vgpu_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 64;
-    size_t d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            size_t v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v)
-                v = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + cost < v)
-                v = d[i - 1][j - 1] + cost;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    return d[la][lb];
-}
-
-const char *vgpu_closest(const char *bad, const char *const *cands, size_t n)
-{
-    const char *best = NULL;
-    size_t bestd = (size_t)-1;
-    for (size_t i = 0; i < n; i++) {
-        if (!cands[i])
-            continue;
-        size_t dd = vgpu_edit_distance(bad, cands[i]);
-        /* A prefix of a candidate is as good as a typo of it. */
-        if (strncmp(cands[i], bad, strlen(bad)) == 0 && *bad)
-            dd = dd < 1 ? dd : 1;
-        if (dd < bestd) {
-            bestd = dd;
-            best = cands[i];
-        }
-    }
-    /* Only a near miss is worth suggesting: one slip in a short word, two in a longer one.
-     * A looser bound ("bogus" -> "ls", "urgent" -> "high") suggests words nobody meant. */
-    size_t limit = strlen(bad) <= 4 ? 1 : 2;
-    return bestd <= limit ? best : NULL;
-}
 
 const struct vgpu_cmd *vgpu_cmd_find(const char *name)
 {

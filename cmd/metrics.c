@@ -10,9 +10,11 @@ static const char usage[] =
     "and hpc_job (the Slurm job id of a job named slurm-JOB.STEP.TASK, as DCGM's job mapping).\n"
     "\n"
     "  --textfile DIR   write DIR/vgpu.prom atomically (for node_exporter's textfile collector,\n"
-    "                   e.g. /var/lib/prometheus/node-exporter) instead of printing\n"
+    "                   e.g. /var/lib/prometheus/node-exporter) instead of printing; DIR\n"
+    "                   must not be empty\n"
     "  --listen ADDR    serve the metrics over HTTP at ADDR ([HOST:]PORT; HOST defaults to\n"
-    "                   127.0.0.1) on /metrics, freshly read for every request, until killed\n"
+    "                   127.0.0.1) on /metrics, freshly read for every request, until killed;\n"
+    "                   clients are served at once, each closed 1 s after it connected\n"
     "  --help           show this help\n"
     "\n"
     "Only the jobs of the caller's state directory are shown, as with vgpu ps (root: /run/vgpu).\n"
@@ -38,6 +40,7 @@ static const char usage[] =
 #include <unistd.h>
 
 #include "cmd.h"
+#include "metrics/serve.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
@@ -461,55 +464,7 @@ static int listen_on(const char *addr)
     freeaddrinfo(ai);
     signal(SIGPIPE, SIG_IGN);
     vgpu_info("serving the metrics on http://%s:%s/metrics", host, port);
-    for (;;) {
-        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0) {
-            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
-                continue;
-            return vgpu_fail(VGPU_EXIT_FAIL, "--listen %s: accept: %s", addr, strerror(errno));
-        }
-        /* A slow or silent client cannot hold the server for long. */
-        struct timeval tv = { .tv_sec = 5 };
-        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        char req[4096];
-        size_t got = 0;
-        while (got < sizeof req - 1) {
-            ssize_t r = read(c, req + got, sizeof req - 1 - got);
-            if (r <= 0)
-                break;
-            got += (size_t)r;
-            req[got] = '\0';
-            if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-                break;
-        }
-        req[got] = '\0';
-        char hdr[256];
-        if (strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET / ", 6) == 0) {
-            struct vgpu_err e = { 0 };
-            size_t len = 0;
-            char *body = exposition(&len, &e);
-            if (body) {
-                int hl = snprintf(hdr, sizeof hdr, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
-                                  "charset=utf-8\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", len);
-                if (write_all(c, hdr, (size_t)hl) == 0)
-                    (void)write_all(c, body, len);
-                free(body);
-            } else {
-                char msg[600];
-                int ml = snprintf(msg, sizeof msg, "vgpu metrics: %s\n", e.msg);
-                int hl = snprintf(hdr, sizeof hdr, "HTTP/1.0 500 Internal Server Error\r\nContent-Type: text/plain\r\n"
-                                  "Content-Length: %d\r\nConnection: close\r\n\r\n", ml);
-                if (write_all(c, hdr, (size_t)hl) == 0)
-                    (void)write_all(c, msg, (size_t)ml);
-            }
-        } else {
-            static const char nf[] = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n"
-                                     "Connection: close\r\n\r\nthe metrics: /metrics\n";
-            (void)write_all(c, nf, sizeof nf - 1);
-        }
-        close(c);
-    }
+    return vgpu_metrics_serve(fd, addr, exposition);
 }
 
 static int cmd_metrics(int argc, char **argv)
@@ -518,7 +473,12 @@ static int cmd_metrics(int argc, char **argv)
     int c;
     while ((c = vgpu_getopt(&vgpu_cmd_metrics, argc, argv, "")) != -1) {
         switch (c) {
-        case 't': textfile = optarg; break;
+        case 't':
+            /* "" would make the file /vgpu.prom, at the root of the machine. */
+            if (!*optarg)
+                return vgpu_usage_error(&vgpu_cmd_metrics, "--textfile needs a directory, not an empty string");
+            textfile = optarg;
+            break;
         case 'l': listen_addr = optarg; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_USAGE;

@@ -173,6 +173,10 @@ static int set_one(struct vgpu_nvml *nv, struct vgpu_gpu *g, int mode, bool *cha
         snprintf(msg, len, "%s is not available", who);
         return VGPU_EXIT_FAIL;
     }
+    /* Nothing to change is no error, also where a change would be refused: 'mode set default'
+     * over every GPU failed on a MIG-enabled one already in the default mode. */
+    if (g->compute_mode == mode)
+        return 0;
     if (!g->is_mig && g->has_mig_mode && g->mig_current) {
         snprintf(msg, len, "%s is in MIG mode: its compute mode is set per MIG device; give a MIG device "
                  "with --gpu MIG-... ('vgpu list' shows them), or leave --gpu out to set them all", who);
@@ -184,8 +188,6 @@ static int set_one(struct vgpu_nvml *nv, struct vgpu_gpu *g, int mode, bool *cha
                  "MIG device with the default compute mode", who);
         return VGPU_EXIT_FAIL;
     }
-    if (g->compute_mode == mode)
-        return 0;
     if (!nv->nvmlDeviceSetComputeMode) {
         snprintf(msg, len, "%s: this NVML has no nvmlDeviceSetComputeMode", who);
         return VGPU_EXIT_FAIL;

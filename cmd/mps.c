@@ -14,7 +14,8 @@ static const char usage[] =
     "           by UUID) and wait until it answers; if it does not, what was started is\n"
     "           stopped again. Non-root users get a log directory in vgpu's state directory.\n"
     "  stop     ask the daemon to quit (it stops its servers); --force kills it after\n"
-    "           --timeout seconds (default 10) when clients keep it from quitting\n"
+    "           --timeout seconds (whole, 0 to 3600; default 10) when clients keep it from\n"
+    "           quitting\n"
     "  status   the daemon, its defaults, its servers and their clients, with each client's\n"
     "           own limits (from its environment) and vgpu job\n"
     "  set      defaults for MPS servers started afterwards: --core PCT (active thread\n"
@@ -22,7 +23,7 @@ static const char usage[] =
     "\n"
     "  --gpu SEL       GPUs or one MIG device the daemon serves (default: all it can see)\n"
     "  --pipe-dir DIR  the daemon's pipe directory (default: $CUDA_MPS_PIPE_DIRECTORY, the\n"
-    "                  one 'vgpu mps start' recorded, or /tmp/nvidia-mps)\n"
+    "                  one 'vgpu mps start' recorded, or /tmp/nvidia-mps); not empty\n"
     "  --log-dir DIR   its log directory (default: $CUDA_MPS_LOG_DIRECTORY, or\n"
     "                  /var/log/nvidia-mps for root)\n"
     "  --json          one JSON document (see vgpu-mps(1))\n"
@@ -519,14 +520,22 @@ static int cmd_mps(int argc, char **argv)
     while ((c = vgpu_getopt(&vgpu_cmd_mps, argc, argv, "")) != -1) {
         switch (c) {
         case 'g': o.gpu = optarg; break;
-        case 'p': o.pipe_dir = optarg; break;
-        case 'l': o.log_dir = optarg; break;
+        case 'p':
+        case 'l':
+            /* An empty directory in CUDA_MPS_*_DIRECTORY means the daemon's default, the machine-wide
+             * /tmp/nvidia-mps: 'start' would run a daemon there while saying it started none. */
+            if (!*optarg)
+                return vgpu_usage_error(&vgpu_cmd_mps, "%s needs a directory, not an empty string",
+                                        c == 'p' ? "--pipe-dir" : "--log-dir");
+            *(c == 'p' ? &o.pipe_dir : &o.log_dir) = optarg;
+            break;
         case 'f': o.force = true; break;
         case 'j': o.json = true; break;
         case 't': {
             char *end;
             unsigned long v = strtoul(optarg, &end, 10);
-            if (!*optarg || *end || v > 3600)
+            /* Digits only: strtoul also takes " 5", "+5" and "-0". */
+            if (!*optarg || *end || strspn(optarg, "0123456789") != strlen(optarg) || v > 3600)
                 return vgpu_usage_error(&vgpu_cmd_mps, "--timeout takes whole seconds (0..3600), not '%s'", optarg);
             o.timeout_s = (unsigned)v;
             break;

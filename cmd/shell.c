@@ -14,7 +14,7 @@ static const char usage[] =
     "\n"
     "When standard input is not a terminal, or FILE is given, the lines are a script: blank\n"
     "lines and lines starting with # are skipped, words are split like a shell does ('...',\n"
-    "\"...\" and backslash quoting), the script stops at the first failing command unless -k,\n"
+    "\"...\" and backslash quoting; a line ending in a backslash is refused), the script stops at the first failing command unless -k,\n"
     "and the shell exits with the status of the last command run.\n"
     "\n"
     "  -k, --keep-going   in a script, go on after a failing command\n"
@@ -373,8 +373,12 @@ static int script(FILE *in, const char *name, bool keep_going)
         if (is_exit)
             break;
         if (rc != 0 && !keep_going) {
-            fprintf(stderr, "vgpu shell: %s:%u: '%s' failed with status %d; stopping (use -k to go on)\n", name,
-                    lineno, p, rc);
+            /* The script's name and line as escaped as any message's (log.h). */
+            char qname[512], qline[1024];
+            vgpu_escape_controls(name, strlen(name), qname, sizeof qname, false);
+            vgpu_escape_controls(p, strlen(p), qline, sizeof qline, false);
+            fprintf(stderr, "vgpu shell: %s:%u: '%s' failed with status %d; stopping (use -k to go on)\n", qname,
+                    lineno, qline, rc);
             break;
         }
     }

@@ -120,8 +120,15 @@ static int smi_failure(const struct vgpu_proc *p, const char *doing, const struc
         snprintf(msg, len, "%s: nvidia-smi rejected %s (%s)", who, doing, reason);
         return VGPU_EXIT_FAIL;
     default:
-        snprintf(msg, len, "%s: nvidia-smi failed while %s (exit status %d%s%s)", who, doing, p->status,
-                 reason[0] ? ": " : "", reason);
+        /* Exit status 0 with an answer that is not the one expected: "failed (exit status 0)"
+         * read as a contradiction; say what was missing instead. */
+        if (p->status == 0)
+            snprintf(msg, len, "%s: nvidia-smi exited 0 while %s but did not say it succeeded (%s%s); is "
+                     "VGPU_NVIDIA_SMI the nvidia-smi of this driver?", who, doing,
+                     reason[0] ? "it said: " : "it printed nothing", reason);
+        else
+            snprintf(msg, len, "%s: nvidia-smi failed while %s (exit status %d%s%s)", who, doing, p->status,
+                     reason[0] ? ": " : "", reason);
         return VGPU_EXIT_FAIL;
     }
 }

@@ -12,14 +12,16 @@ static const char usage[] =
     "while that memory moves at 100 MB/s or more over the interval (its share of the GPU's PCIe\n"
     "traffic, which also counts host<->device copies; see vgpu-top(1)).\n"
     "\n"
-    "  -d, --delay SECONDS  refresh interval (0.1 to 3600; default 1)\n"
-    "  -n, --iterations N   exit after N refreshes (default: until q; 1 without a terminal)\n"
+    "  -d, --delay SECONDS  refresh interval (0.1 to 3600, a plain decimal; default 1)\n"
+    "  -n, --iterations N   exit after N refreshes (default: until q, or forever with --json;\n"
+    "                       1, also with --json, when stdin or stdout is not a terminal)\n"
     "      --gpu SEL        only these GPUs: an index, a UUID or its unique start, a PCI bus id,\n"
     "                       a MIG UUID, a comma list of those, or 'all'\n"
     "      --once           print one text snapshot and exit (as top -b -n1); the default\n"
     "                       when stdin or stdout is not a terminal\n"
     "      --json           one JSON object per refresh, one a line (JSON Lines, \"schema\": 1,\n"
-    "                       sizes in bytes, null for N/A); with --once one document\n"
+    "                       sizes in bytes, null for N/A); with --once one document; into a\n"
+    "                       pipe, give -n N to get N refreshes\n"
     "      --help           show this help\n"
     "\n"
     "Keys: q quit, h or ? help, arrows or j/K move, Tab next panel, s sort column, S reverse,\n"
@@ -35,6 +37,7 @@ static const char usage[] =
     "number; below 40 the lines are cut), else the terminal's width, else 120.\n";
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,15 +214,22 @@ static int cmd_top(int argc, char **argv)
         case 'd':
             errno = 0;
             delay = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !isfinite(delay) || delay < 0.1 || delay > 3600)
+            /* Plain decimals, as vgpu wait --timeout takes them: strtod also takes " 1", "1e0",
+             * hex and "inf". */
+            if (errno || end == optarg || *end || strspn(optarg, "0123456789.") != strlen(optarg) ||
+                !isfinite(delay) || delay < 0.1 || delay > 3600)
                 return vgpu_usage_error(&vgpu_cmd_top, "-d '%s': the refresh interval is in seconds, 0.1 to 3600",
                                         optarg);
             break;
         case 'n':
             errno = 0;
             count = strtol(optarg, &end, 10);
+            /* Too many digits is its own mistake: "must be 1 or more" was said of 99999999999999999999. */
+            if (errno == ERANGE && count == LONG_MAX)
+                return vgpu_usage_error(&vgpu_cmd_top, "-n '%s': too many refreshes; at most %ld", optarg, LONG_MAX);
             if (errno || end == optarg || *end || count < 1)
-                return vgpu_usage_error(&vgpu_cmd_top, "-n '%s': the number of refreshes must be 1 or more", optarg);
+                return vgpu_usage_error(&vgpu_cmd_top, "-n '%s': the number of refreshes must be a whole number, 1 "
+                                        "or more", optarg);
             break;
         case 'g': gpu = optarg; break;
         case 'o': once = true; break;
@@ -237,12 +247,15 @@ static int cmd_top(int argc, char **argv)
         return vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
     struct vgpu_err e;
     int rc;
+    bool terminal = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     if (top_sampler_init(s, gpu, &e) < 0) {
         rc = vgpu_err_report(&e);
     } else {
         vgpu_arb_note_alone("top");
-        if (json || once || !isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-            rc = batch(s, json, once, json ? count : (count ? count : 1), delay_ms);
+        if (json || once || !terminal) {
+            /* Without a terminal nobody can press q: one refresh unless -n asks for more, for
+             * --json as for text (--json into a pipe streamed forever). */
+            rc = batch(s, json, once, count ? count : terminal ? 0 : 1, delay_ms);
         } else {
             const char *nc = getenv("NO_COLOR");
             struct top_ui_opts o = { .delay_ms = delay_ms, .count = count, .color = !(nc && *nc) };

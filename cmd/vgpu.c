@@ -86,6 +86,9 @@ static int run_command(const struct vgpu_cmd *c, int argc, char **argv)
     char prefix[64];
     snprintf(prefix, sizeof prefix, "vgpu %s", c->name);
     vgpu_log_set_prefix(prefix);
+    /* Reads VGPU_LOG now, so that a bad value is said by every command, not only by one that
+     * happens to log something (vgpu ps said nothing). It is read once a process. */
+    (void)vgpu_log_level();
     argv[0] = (char *)c->name;
     optind = 0; /* getopt_long: full reinitialisation, so a shell can run many commands */
     return c->fn(argc, argv);

@@ -13,8 +13,11 @@ static const char usage[] =
     "\n"
     "Exit status: the job's status; 8 when a job does not exist (any more: a job's status is\n"
     "kept for 60 seconds after it ends); 124 on timeout; 1 when a job ended without a status\n"
-    "(its 'vgpu run' was killed); 2 bad usage or an ambiguous JOB; 11 a job's region file is\n"
-    "damaged. JOB is looked up as an exact id, then a name, then a unique id start.\n";
+    "(its 'vgpu run' was killed); 2 bad usage, an empty or ambiguous JOB; 11 a job's region\n"
+    "file is damaged. JOB is looked up as an exact id, then a name, then a unique id start.\n"
+    "Every JOB is looked up before any is waited for: one that is not found or ambiguous ends\n"
+    "the wait at once. A job that fails later (1, 11) makes that the status, whatever the last\n"
+    "one gave.\n";
 
 #include <errno.h>
 #include <stdio.h>
@@ -50,21 +53,34 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Waits for one job; returns its shell-style status, or a negative value: -124 timeout. */
-static int wait_one(const char *dir, const char *key, double deadline)
+/* Opens the job named by key, or says why not and returns its exit code. */
+static int find_job(const char *dir, const char *key, struct vgpu_region *r)
+{
+    struct vgpu_err e;
+    /* A mistake on the command line (an unset variable), not a job that has gone. */
+    if (!*key)
+        return vgpu_usage_error(&vgpu_cmd_wait, "JOB is empty: give a job id, a unique start of one, or a name");
+    if (vgpu_jobs_find_all(dir, key, VGPU_REGION_JOB, r, &e) == 0)
+        return 0;
+    if (e.code == VGPU_EXIT_NOT_FOUND)
+        return vgpu_fail(e.code, "%s; a job's status is kept for %d seconds after it ends", e.msg,
+                         VGPU_EXITED_KEEP_DEFAULT_S);
+    return vgpu_err_report(&e);
+}
+
+/* Waits for one job; returns its shell-style status, or a negative value: -124 timeout. When
+ * the job cannot be waited for, *failed is set and the value is the error's exit code. */
+static int wait_one(const char *dir, const char *key, double deadline, bool *failed)
 {
     struct vgpu_region r;
-    struct vgpu_err e;
-    if (vgpu_jobs_find_all(dir, key, VGPU_REGION_JOB, &r, &e) < 0) {
-        if (e.code == VGPU_EXIT_NOT_FOUND)
-            return vgpu_fail(e.code, "%s; a job's status is kept for %d seconds after it ends", e.msg,
-                             VGPU_EXITED_KEEP_DEFAULT_S);
-        return vgpu_err_report(&e);
-    }
-    int rc;
+    int rc = find_job(dir, key, &r);
+    *failed = rc != 0;
+    if (rc)
+        return rc;
     for (;;) {
         /* Truncated while we wait: its page would kill us (SIGBUS); the status is lost. */
         if (vgpu_region_check(&r) != 0) {
+            *failed = true;
             rc = vgpu_fail(VGPU_EXIT_STATE, "job %s: %s; its exit status is lost (its command may still run: see "
                            "vgpu ps)", r.info->id, r.damaged_why);
             break;
@@ -76,6 +92,7 @@ static int wait_one(const char *dir, const char *key, double deadline)
             break;
         }
         if (!vgpu_region_creator_alive(&r)) {
+            *failed = true;
             rc = vgpu_fail(VGPU_EXIT_FAIL, "job %s ended without an exit status: its 'vgpu run' (pid %d) is gone",
                            r.info->id, r.hdr->creator_pid);
             break;
@@ -118,16 +135,27 @@ static int cmd_wait(int argc, char **argv)
     struct vgpu_err e;
     if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0)
         return vgpu_err_report(&e);
-    double deadline = timeout > 0 ? now_s() + timeout : 0;
-    int rc = 0;
+    /* Every JOB first: a mistyped one is said at once, before waiting hours for the others. */
     for (int i = optind; i < argc; i++) {
-        rc = wait_one(dir, argv[i], deadline);
-        if (rc == -124)
-            return vgpu_fail(124, "timed out after %g s waiting for job %s", timeout, argv[i]);
-        if (rc == VGPU_EXIT_NOT_FOUND && i + 1 < argc)
-            continue; /* report it, wait for the others; the last one decides the status */
+        struct vgpu_region r;
+        int rc = find_job(dir, argv[i], &r);
+        if (rc)
+            return rc;
+        vgpu_region_close(&r);
     }
-    return rc;
+    double deadline = timeout > 0 ? now_s() + timeout : 0;
+    int rc = 0, first_err = 0;
+    for (int i = optind; i < argc; i++) {
+        bool failed;
+        rc = wait_one(dir, argv[i], deadline, &failed);
+        if (rc == -124)
+            return vgpu_fail(VGPU_EXIT_TIMEOUT, "timed out after %g s waiting for job %s", timeout, argv[i]);
+        /* Said, and the others still waited for; the error, not a later job's status, is the
+         * exit status, so that a script sees that something went wrong. */
+        if (failed && !first_err)
+            first_err = rc;
+    }
+    return first_err ? first_err : rc;
 }
 
 const struct vgpu_cmd vgpu_cmd_wait = {

@@ -66,12 +66,12 @@ int vgpu_words_split(const char *line, struct vgpu_words *w, char *msg, size_t m
                 p++;
                 break;
             case '\\':
-                if (p[1]) {
-                    buf[n++] = p[1];
-                    p += 2;
-                } else {
-                    p++;
-                }
+                /* A shell would join the next line; each line here is a command of its own, and
+                 * a lone backslash at the end made an empty last word. */
+                if (!p[1])
+                    goto trailing_backslash;
+                buf[n++] = p[1];
+                p += 2;
                 break;
             default:
                 buf[n++] = *p++;
@@ -86,6 +86,12 @@ int vgpu_words_split(const char *line, struct vgpu_words *w, char *msg, size_t m
     }
     free(buf);
     return 0;
+trailing_backslash:
+    free(buf);
+    snprintf(msg, msglen, "the line ends with a backslash, but lines do not continue; join them into one line, "
+             "or write '\\\\' for a backslash: %s", line);
+    vgpu_words_free(w);
+    return -1;
 unterminated:
     free(buf);
     snprintf(msg, msglen, "unterminated quote in: %s", line);

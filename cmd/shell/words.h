@@ -11,7 +11,7 @@ struct vgpu_words {
     char **argv;   /* NULL-terminated */
 };
 
-/* 0, or -1 with msg set (unterminated quote). Free with vgpu_words_free(). */
+/* 0, or -1 with msg set (an unterminated quote, a trailing backslash). Free with vgpu_words_free(). */
 int vgpu_words_split(const char *line, struct vgpu_words *w, char *msg, size_t msglen);
 void vgpu_words_free(struct vgpu_words *w);
 

@@ -237,7 +237,7 @@ assert_rc "run of a missing path: 127" 127
 assert_not_contains "a path is not said to be looked up in PATH" "in PATH" "$err"
 run vgpu run -- nonexistent-cmd-xyz
 assert_contains "a bare name is said to be looked up in PATH" "not found in PATH" "$err"
-run env VGPU_MPS_CONTROL=/nonexistent vgpu mps start --log-dir "$T_DIR/mpslog"
+run env VGPU_MPS_CONTROL=/nonexistent vgpu mps start --pipe-dir "$T_DIR/pipe" --log-dir "$T_DIR/mpslog"
 assert_not_contains "VGPU_MPS_CONTROL=/nonexistent: not 'on PATH'" "on PATH" "$err"
 assert_contains "VGPU_MPS_CONTROL=/nonexistent: says to fix the variable" "set VGPU_MPS_CONTROL" "$err"
 run env VGPU_FAKE_MPS_FAULT=exit vgpu mps start --pipe-dir "$T_DIR/pipe" --log-dir "$T_DIR/mpslog"
@@ -248,6 +248,23 @@ assert_not_contains "VGPU_STATE_DIR=/: no '//' path" "//" "$err"
 assert_contains "VGPU_STATE_DIR=/: refused with the reason" "cannot be /" "$err"
 run env VGPU_STATE_DIR="$VGPU_STATE_DIR/" vgpu ps
 assert_rc "VGPU_STATE_DIR with a trailing / works" 0
+
+# --- control bytes in a value a message echoes are escaped, never written raw to the terminal ----
+# (an escape sequence in a job name or a path could retitle or recolour the terminal, or hide
+# the message). Every message goes through log.c's one escaping helper.
+raw_controls() { LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' <<<"$1"; }
+run vgpu wait $'a\e]0;pwned\ab\tc'
+assert_rc "a job name with control bytes: not found" 8
+raw_controls "$err" && not_ok "... the message has no raw control byte" "$(od -c <<<"$err" | head -5)" \
+  || ok "... the message has no raw control byte"
+assert_contains "... they are shown escaped" 'a\x1b]0;pwned\x07b\tc' "$err"
+run env VGPU_LOG=$'\e[31mloud' vgpu run true
+raw_controls "$err" && not_ok "VGPU_LOG with control bytes: the warning has none raw" "$(od -c <<<"$err" | head -5)" \
+  || ok "VGPU_LOG with control bytes: the warning has none raw"
+assert_contains "... shown escaped" '\x1b[31mloud' "$err"
+# A bad VGPU_LOG is said by a command that logs nothing else, once.
+run env VGPU_LOG=loud vgpu ps
+assert_eq "a bad VGPU_LOG is said once by vgpu ps, which logs nothing else" 1 "$(grep -c "VGPU_LOG='loud'" <<<"$err")"
 
 # --- the simulated MPS daemon: an ordinary file as its pipe directory is refused, not chmod'ed --
 : >"$T_DIR/pipefile"; chmod 600 "$T_DIR/pipefile"

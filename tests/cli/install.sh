@@ -21,6 +21,19 @@ for c in $(vgpu completion --complete 1 vgpu | grep -vx help); do
     ok "vgpu-$c: link and man page" \
     || not_ok "vgpu-$c: link and man page"
 done
+# bash-completion loads a completion by the command's name, the first time it is completed: a
+# vgpu-CMD link gets one in a fresh shell, before vgpu was ever completed.
+bc=/usr/share/bash-completion/bash_completion
+if [ -r "$bc" ]; then
+  for c in run top; do
+    check "vgpu-$c has its bash completion file (a link to vgpu's)" test -L "$p/share/bash-completion/completions/vgpu-$c"
+    run env -u LD_PRELOAD XDG_DATA_DIRS="$p/share" PATH="$p/bin:$PATH" bash --norc -c \
+      ". $bc; __load_completion vgpu-$c; complete -p vgpu-$c"
+    assert_contains "a fresh bash loads vgpu-$c's completion by its own name" "-F _vgpu" "$out"
+  done
+else
+  skip "bash-completion loads vgpu-CMD's completion" "bash-completion is not installed"
+fi
 run "$p/bin/vgpu-list" --json
 assert_rc "the installed vgpu-list link runs list" 0
 run "$p/bin/vgpu" run sh -c 'echo "${LD_PRELOAD%% *}"'

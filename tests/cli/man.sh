@@ -40,4 +40,10 @@ sentence vgpu.1 'Leading zeros are decimal, never octal: 010G is 10 GiB.'
 sentence vgpu.1 'must be at least 1048576 (1 MiB)'
 sentence vgpu-run.1 'A number without a unit is bytes and must be at least 1048576 (1 MiB)'
 
+# vgpu(1)'s EXIT STATUS names every status of lib/include/vgpu/exitcode.h (124 was left out).
+status_text=$(render "$VGPU_SRC/man/vgpu.1" | sed -n '/^EXIT STATUS/,/^ENVIRONMENT/p')
+for code in $(sed -n 's/^ *VGPU_EXIT_[A-Z_]* *= *\([0-9]*\),.*/\1/p' "$VGPU_SRC/lib/include/vgpu/exitcode.h"); do
+  printf '%s\n' "$status_text" | grep -qE "(^|[^0-9])$code([^0-9]|$)" && ok "vgpu(1) EXIT STATUS names $code" \
+    || not_ok "vgpu(1) EXIT STATUS names $code"
+done
 done_testing

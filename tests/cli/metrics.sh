@@ -72,6 +72,9 @@ assert_rc "... valid exposition" 0
 run vgpu metrics --textfile "$T_DIR/missing"
 assert_rc "a missing --textfile directory is an error" 1
 assert_contains "... saying what to do" "create the directory first" "$err"
+run vgpu metrics --textfile ''
+assert_rc "an empty --textfile is a usage error" 2
+assert_contains "... saying why" "not an empty string" "$err"
 run vgpu metrics --textfile "$T_DIR/tf" --listen 9999
 assert_rc "--textfile and --listen together are a usage error" 2
 run vgpu metrics --listen 70000
@@ -95,6 +98,25 @@ assert_rc "--listen serves valid exposition on /metrics" 0
 assert_contains "... the job's series" "job_name=slurm-77.0.3" "$out"
 assert_contains "... as text/plain version 0.0.4" "version=0.0.4" "$(printf '%s' "$got" | sed -n '1,/^\r*$/p')"
 assert_match "... and 404 elsewhere" "^HTTP/1.0 404" "$(http_get $port /other 2>/dev/null)"
+assert_match "... whose length is right" "^Content-Length: 22" "$(http_get $port /other 2>/dev/null | tr -d '\r' | grep Content-Length)"
+
+# Slow clients never hold a scrape: three connections that trickle a request a byte every 3 s
+# (each says when it is connected), then one timed scrape. Served one at a time with a timeout
+# per read, such a client held every scrape for 14.5 s and more, past Prometheus' 10 s timeout.
+for k in 1 2 3; do
+  timeout 20 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1; : >"$1"
+    for b in G E T " " /; do printf %s "$b" >&3 || exit 0; sleep 3; done' "$port" "$T_DIR/slow$k" 2>/dev/null &
+done
+slow_connected() { [ -e "$T_DIR/slow1" ] && [ -e "$T_DIR/slow2" ] && [ -e "$T_DIR/slow3" ]; }
+wait_until 10 slow_connected || not_ok "the slow clients connect"
+t0=$(date +%s%N)
+got=$(http_get $port /metrics 2>/dev/null)
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+assert_match "a scrape beside three slow clients is answered" "^HTTP/1.0 200" "$got"
+[ "$ms" -lt 1500 ] && ok "... within 1.5 s ($ms ms)" || not_ok "... within 1.5 s" "it took $ms ms"
+# A client that sends nothing is closed at its deadline (about 1 s), not kept.
+timeout 8 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1; cat <&3 >/dev/null' "$port"
+assert_eq "a silent client is closed by the server" 0 "$?"
 kill $srv 2>/dev/null; wait $srv 2>/dev/null
 
 done_testing

@@ -87,6 +87,30 @@ assert_contains "... and nothing is left behind" "nothing was changed" "$err"
 run vgpu mig destroy 999
 assert_rc "destroy unknown ID" 8
 must vgpu mig destroy all
+# Bad requests are told apart, and refused before anything is created (issue 27).
+for ci in bogus 2c; do
+  run vgpu mig create 1g.10gb --ci "$ci"
+  assert_rc "--ci $ci on a 1g instance: usage error" 2
+  assert_not_contains "... found before a GPU instance was created (none to roll back)" "destroyed again" "$err"
+  assert_contains "... saying which names fit" "give Nc (N from 1 to 1)" "$err"
+done
+run vgpu mig create 1g.10gb:1:2
+assert_rc "1g.10gb:1:2: usage error" 2
+assert_contains "... named as two placements, not an unknown profile" "more than one ':'" "$err"
+run vgpu mig create 1g.10gbb
+assert_rc "1g.10gbb: usage error" 2
+assert_contains "... with a suggestion" "did you mean '1g.10gb'?" "$err"
+run vgpu mig list --json
+assert_eq "none of these created anything" 0 "$(jq '.gpus[0].gpu_instances | length' <<<"$out")"
+printf '{ "schema": 1, "gpus": [ { "gpu": "0", "mig": true, "instances": [ %s"1g.10gb" ] } ] }\n' \
+  "$(printf '"1g.10gb", %.0s' $(seq 32))" >"$T_DIR/33.json"
+run vgpu mig apply "$T_DIR/33.json" --dry-run
+assert_rc "a layout of 33 instances: usage error" 2
+assert_contains "... saying more than 32, not more than 0" "more than 32 instances on one GPU" "$err"
+printf '{ "schema": 1, "gpus": [ { "gpu": "0", "mig": true,\n "instances": [ "1g.10gb" ], "instances": [ "7g.80gb" ] } ] }\n' >"$T_DIR/dup.json"
+run vgpu mig apply "$T_DIR/dup.json" --dry-run
+assert_rc "a layout with a key twice: usage error" 2
+assert_contains "... naming the key and its line" 'the key "instances" twice in one object (line 2)' "$err"
 
 # ---- in use: destroy refuses naming the PIDs ----
 must vgpu mig create 3g.40gb:0 --json

@@ -73,6 +73,11 @@ assert_rc "MIG parent GPU: refused" 1
 assert_contains "MIG parent GPU: says to use MIG devices" "set per MIG device" "$err"
 VGPU_FAKE_ROOT=1 run vgpu mode set exclusive-process --gpu 0
 assert_rc "MIG parent GPU, exclusive-process: refused" 1
+VGPU_FAKE_ROOT=1 run vgpu mode set default --gpu 0
+assert_rc "MIG parent GPU already in the default mode: set default changes nothing, exit 0" 0
+assert_contains "... and says it is already so" "already default" "$out"
+VGPU_FAKE_ROOT=1 run vgpu mode set default
+assert_rc "set default over every GPU with a MIG one: 0" 0
 
 # No driver.
 VGPU_FAKE_FAIL=nvml_init=driver_not_loaded run vgpu mode get

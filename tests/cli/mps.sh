@@ -121,6 +121,25 @@ run vgpu mps status --core 5
 assert_rc "--core belongs to set" 2
 run vgpu mps restart
 assert_rc "unknown verb" 2
+for t in ' 5' +5 -0; do
+  run vgpu mps stop --pipe-dir "$P" --timeout "$t"
+  assert_rc "stop --timeout '$t' is refused: whole seconds, digits only" 2
+done
+
+# An empty --pipe-dir is the daemon's machine-wide default (/tmp/nvidia-mps): refused before any
+# control program runs. A spy stands in for it, so that a vgpu that does run it starts nothing.
+printf '#!/bin/sh\necho "$*" >>"%s/spy.ran"\nexit 1\n' "$T_DIR" >"$T_DIR/spy"; chmod +x "$T_DIR/spy"
+for verb in start stop status; do
+  run env VGPU_MPS_CONTROL="$T_DIR/spy" vgpu mps $verb --pipe-dir ''
+  assert_rc "$verb --pipe-dir '': bad usage" 2
+  assert_contains "$verb --pipe-dir '': says why" "not an empty string" "$err"
+done
+run env VGPU_MPS_CONTROL="$T_DIR/spy" vgpu mps set --core 20 --pipe-dir ''
+assert_rc "set --pipe-dir '': bad usage" 2
+run env VGPU_MPS_CONTROL="$T_DIR/spy" vgpu mps start --pipe-dir "$P" --log-dir ''
+assert_rc "start --log-dir '': bad usage" 2
+[ ! -e "$T_DIR/spy.ran" ] && ok "an empty directory runs no control program" \
+  || not_ok "an empty directory runs no control program" "it ran: $(cat "$T_DIR/spy.ran")"
 
 # The control program's own behaviour (what vgpu relies on).
 run sh -c "echo bogus_cmd | CUDA_MPS_PIPE_DIRECTORY=$P nvidia-cuda-mps-control"

@@ -29,5 +29,7 @@ assert_rc "VGPU_NVML_TIMEOUT_S=0 waits as long as it takes: 0" 0
 run env VGPU_NVML_TIMEOUT_S=soon vgpu list
 assert_rc "a bad VGPU_NVML_TIMEOUT_S still lists: 0" 0
 assert_contains "a bad VGPU_NVML_TIMEOUT_S is reported" "VGPU_NVML_TIMEOUT_S='soon'" "$err"
+run env VGPU_NVML_TIMEOUT_S=soon vgpu top --json -n 3 -d 0.1
+assert_eq "... once a process, not at every NVML call (3 refreshes of top)" 1 "$(grep -c "VGPU_NVML_TIMEOUT_S='soon'" <<<"$err")"
 
 done_testing

@@ -36,6 +36,11 @@ assert_contains "-c shows the command's error" "there is no GPU 7" "$err"
 run vgpu shell -c 'list "unterminated'
 assert_rc "an unterminated quote is a usage error" 2
 assert_contains "an unterminated quote is named" "unterminated quote" "$err"
+run vgpu shell -c 'list \'
+assert_rc "a trailing backslash is a usage error, not an empty last word" 2
+assert_contains "... named" "ends with a backslash" "$err"
+run vgpu shell -c 'list --json a\\'
+assert_contains "an escaped backslash is a word's last character" "unexpected argument 'a\\'" "$err"
 
 run vgpu shell <<'S'
 nosuch

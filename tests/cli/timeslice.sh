@@ -62,6 +62,13 @@ printf '#!/bin/sh\necho "Usage: something else"\n' >"$T_DIR/smi-old"; chmod +x "
 VGPU_NVIDIA_SMI=$T_DIR/smi-old run vgpu timeslice get
 assert_rc "unknown output: exit status 1" 1
 assert_contains "unknown output: says it cannot read it" "cannot read the output" "$err"
+# Exit status 0 without the success line: not "failed (exit status 0)".
+printf '#!/bin/sh\ncase "$*" in *--set-timeslice*) echo "Something unexpected"; exit 0;; esac\nexec nvidia-smi "$@"\n' >"$T_DIR/smi-odd"
+chmod +x "$T_DIR/smi-odd"
+VGPU_NVIDIA_SMI=$T_DIR/smi-odd VGPU_FAKE_ROOT=1 run vgpu timeslice set short
+assert_rc "set answered oddly with 0: exit status 1" 1
+assert_not_contains "... not 'exit status 0'" "exit status 0" "$err"
+assert_contains "... says it did not confirm, quoting it" "did not say it succeeded (it said: Something unexpected)" "$err"
 VGPU_FAKE_FAIL=nvml_init=driver_not_loaded run vgpu timeslice get
 assert_rc "driver not loaded: exit status 4" 4
 

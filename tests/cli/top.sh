@@ -10,8 +10,22 @@ run vgpu top -d 0
 assert_rc "-d 0 is refused" 2
 run vgpu top -d abc
 assert_rc "-d abc is refused" 2
+for d in 1e0 ' 1' 0x1 +1; do
+  run vgpu top --once -d "$d"
+  assert_rc "-d '$d' is refused: plain decimals, as wait --timeout" 2
+done
 run vgpu top -n 0
 assert_rc "-n 0 is refused" 2
+run vgpu top -n 99999999999999999999
+assert_rc "-n 99999999999999999999 is refused" 2
+assert_contains "... as too many, not as less than 1" "at most" "$err"
+# --json without a terminal (stdin /dev/null, stdout a pipe): one refresh and exit, as the text
+# does; it streamed until killed. timeout only bounds a failure.
+run timeout 20 vgpu top --json </dev/null
+assert_rc "--json without a terminal exits by itself" 0
+assert_eq "... after one JSON line" 1 "$(printf '%s\n' "$out" | grep -c '"schema"')"
+run timeout 20 vgpu top --json -n 2 -d 0.1 </dev/null
+assert_eq "... and streams -n N lines when asked" 2 "$(printf '%s\n' "$out" | grep -c '"schema"')"
 run vgpu top --bogus
 assert_rc "an unknown option is refused" 2
 

@@ -99,6 +99,16 @@ assert_rc "wait for no such job: 8" 8
 assert_contains "no such job says so" "no job 'nosuch'" "$err"
 run vgpu wait
 assert_rc "wait without a job: 2" 2
+# A mistyped JOB beside a good one: said at once, with 8, whatever the good one gives.
+good=$(vgpu run -d sh -c 'exit 0')
+run vgpu wait typo "$good"
+assert_rc "wait typo GOOD: 8, not the good job's 0" 8
+assert_contains "... naming the typo" "no job 'typo'" "$err"
+run vgpu wait "$good" typo
+assert_rc "wait GOOD typo: 8" 8
+run vgpu wait ''
+assert_rc "an empty JOB (an unset variable) is bad usage: 2, not 8" 2
+assert_contains "... saying it is empty" "JOB is empty" "$err"
 
 # A name may be reused once its job has ended; the name then means the new job.
 run vgpu run --name reuse sh -c 'exit 2'

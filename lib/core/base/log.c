@@ -2,6 +2,7 @@
 #include "vgpu/log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,12 @@ enum vgpu_log_level vgpu_log_level(void)
                 found = i;
         if (strcasecmp(env, "warning") == 0)
             found = VGPU_LOG_WARN;
-        if (found < 0)
+        if (found < 0) {
+            char shown[128];
+            vgpu_escape_controls(env, strlen(env), shown, sizeof shown, false);
             fprintf(stderr, "%s: warning: VGPU_LOG='%s' is not one of error, warn, info, debug; using warn\n",
-                    prefix, env);
+                    prefix, shown);
+        }
         else
             lvl = found;
     }
@@ -52,19 +56,56 @@ const char *vgpu_log_prefix(void)
     return prefix;
 }
 
+size_t vgpu_escape_controls(const char *in, size_t len, char *out, size_t size, bool keep_newlines)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (!size)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        char esc[5];
+        size_t el = 0;
+        if ((ch >= 0x20 && ch != 0x7f) || (ch == '\n' && keep_newlines)) {
+            esc[el++] = (char)ch;
+        } else {
+            esc[el++] = '\\';
+            if (ch == '\n' || ch == '\t' || ch == '\r') {
+                esc[el++] = ch == '\n' ? 'n' : ch == '\t' ? 't' : 'r';
+            } else {
+                esc[el++] = 'x';
+                esc[el++] = hex[ch >> 4];
+                esc[el++] = hex[ch & 15];
+            }
+        }
+        if (o + el >= size)
+            break;      /* never half an escape */
+        memcpy(out + o, esc, el);
+        o += el;
+    }
+    out[o] = '\0';
+    return o;
+}
+
 static void vlog(enum vgpu_log_level lvl, const char *fmt, va_list ap)
 {
     /* One write per message, so lines of concurrent processes do not interleave. */
-    char buf[1024];
+    char msg[1024], buf[1024];
     int n = snprintf(buf, sizeof buf, "%s: %s: ", prefix, lvl == VGPU_LOG_WARN ? "warning" : level_names[lvl]);
-    if (n < 0)
+    if (n < 0 || (size_t)n >= sizeof buf - 2)
         return;
-    if ((size_t)n < sizeof buf)
-        n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-    if ((size_t)n >= sizeof buf - 1)
-        n = (int)sizeof buf - 2;
-    if (n > 0 && buf[n - 1] != '\n')
-        buf[n++] = '\n';
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
+    if (m < 0)
+        return;
+    size_t ml = (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1;
+    if (ml && msg[ml - 1] == '\n')
+        ml--;
+    /* A message echoes what it was given (a job name, a path, an option's value): control bytes
+     * in it would reach the terminal raw (an escape sequence could recolour or retitle it, or
+     * hide the message), so they are written as \t, \r or \xHH. Newlines stay: some messages
+     * are several lines (a list of the GPUs). */
+    n += (int)vgpu_escape_controls(msg, ml, buf + n, sizeof buf - 1 - (size_t)n, true);
+    buf[n++] = '\n';
     fwrite(buf, 1, (size_t)n, stderr);
 }
 

@@ -22,7 +22,7 @@ static const char *watched;          /* what the armed section waits for */
 static struct timespec deadline;     /* CLOCK_MONOTONIC */
 static unsigned limit_s;
 
-static unsigned timeout_s(void)
+static unsigned read_timeout_s(void)
 {
     const char *v = getenv("VGPU_NVML_TIMEOUT_S");
     if (!v || !*v)
@@ -35,6 +35,19 @@ static unsigned timeout_s(void)
         return 30;
     }
     return (unsigned)s;
+}
+
+/* Read once a process: every NVML call arms the watchdog, and a bad value was warned about at
+ * each one (every refresh of vgpu top). */
+static unsigned timeout_s(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = (int)read_timeout_s();
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return (unsigned)v;
 }
 
 static _Noreturn void expire(const char *what, unsigned s)

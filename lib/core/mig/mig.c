@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "vgpu/closest.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/nvml.h"
@@ -320,6 +321,25 @@ void vgpu_mig_profile_names(const struct vgpu_mig_gpu *g, char *buf, size_t len)
     }
 }
 
+void vgpu_mig_unknown_profile(const struct vgpu_mig_gpu *g, const char *name, bool name_gpu, char *buf, size_t len)
+{
+    const char *cands[VGPU_MIG_MAX_PROFILES];
+    size_t n = 0;
+    for (unsigned i = 0; i < g->nprof && n < VGPU_MIG_MAX_PROFILES; i++)
+        cands[n++] = g->prof[i].name;
+    const char *bare = strncasecmp(name, "MIG ", 4) == 0 ? name + 4 : name;
+    /* One slip only: profile names differ from each other by two characters (9g.90gb is as near
+     * to 1g.10gb as to 7g.80gb), so a looser bound suggests one at random. */
+    const char *best = vgpu_closest(bare, cands, n);
+    if (best && vgpu_edit_distance(bare, best) > 1)
+        best = NULL;
+    char names[600];
+    vgpu_mig_profile_names(g, names, sizeof names);
+    snprintf(buf, len, "unknown profile '%.60s'%s%s; %s%s%svalid: %s", name, name_gpu ? " for " : "",
+             name_gpu ? g->name : "", best ? "did you mean '" : "", best ? best : "", best ? "'? " : "",
+             names[0] ? names : "none (the driver lists no MIG profiles)");
+}
+
 int vgpu_mig_parse_spec(const char *spec, struct vgpu_mig_item *out, unsigned max, unsigned *n, struct vgpu_err *e)
 {
     *n = 0;
@@ -369,6 +389,12 @@ int vgpu_mig_parse_spec(const char *spec, struct vgpu_mig_item *out, unsigned ma
             }
             *colon = 0;
             start = atoi(s);
+            /* "1g.10gb:1:2" was taken for the profile "1g.10gb:1", said to be unknown. */
+            if (strchr(p, ':')) {
+                vgpu_err_set(e, VGPU_EXIT_USAGE, "'%s' has more than one ':': an instance has one start slice, "
+                             "as in 1g.10gb:4", tok);
+                return -1;
+            }
             if (count > 1) {
                 vgpu_err_set(e, VGPU_EXIT_USAGE, "'%s': a placement names one instance; drop the count", tok);
                 return -1;
@@ -608,6 +634,27 @@ static int pick_ci(struct vgpu_nvml *nv, const struct vgpu_mig_gi *gi, const cha
     return -1;
 }
 
+/* Could want name a compute-instance profile of a GPU instance of profile p? The exact list needs
+ * the GPU instance (pick_ci asks it); this is what can be told before anything is created, so
+ * that '--ci bogus' or '--ci 5c' on a 1g instance creates nothing and rolls nothing back. Names
+ * are an ID, "Nc" or "Nc.PROFILE" with N up to the instance's slices, or "Ng...." (the whole
+ * instance, with the driver's variants such as +me, which are left to pick_ci). */
+static bool ci_name_plausible(const char *want, const struct vgpu_mig_profile *p)
+{
+    const char *w = strncasecmp(want, "MIG ", 4) == 0 ? want + 4 : want;
+    size_t d = strspn(w, "0123456789");
+    if (!d || d > 3)
+        return false;
+    if (!w[d])
+        return true;
+    if (w[d] == 'g' || w[d] == 'G')
+        return w[d + 1] == '.';
+    if (w[d] != 'c' && w[d] != 'C')
+        return false;
+    unsigned n = (unsigned)atoi(w);
+    return n >= 1 && n <= p->slices && (!w[d + 1] || w[d + 1] == '.');
+}
+
 static void rollback(struct vgpu_nvml *nv, struct vgpu_mig_gpu *g, nvmlGpuInstance_t *gis, nvmlComputeInstance_t *cis,
                      unsigned done, char *note, size_t len)
 {
@@ -658,10 +705,19 @@ int vgpu_mig_create(struct vgpu_nvml *nv, struct vgpu_mig_gpu *g, struct vgpu_mi
     for (unsigned i = 0; i < n; i++) {
         prof[i] = vgpu_mig_find_profile(g, items[i].profile);
         if (!prof[i]) {
-            char names[600];
-            vgpu_mig_profile_names(g, names, sizeof names);
-            vgpu_err_set(e, VGPU_EXIT_USAGE, "unknown profile '%s' for %s; valid: %s", items[i].profile, g->name,
-                         names);
+            char msg[900];
+            vgpu_mig_unknown_profile(g, items[i].profile, true, msg, sizeof msg);
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "%s", msg);
+            return -1;
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const char *want = items[i].ci[0] ? items[i].ci : ci && !ci->none ? ci->profile : NULL;
+        if (want && strcasecmp(want, "none") && !ci_name_plausible(want, prof[i])) {
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "unknown compute-instance profile '%.60s' for GPU instance %s: give Nc "
+                         "(N from 1 to %u), Nc.%s, %s itself or a profile ID ('vgpu mig profiles --gi ID' lists "
+                         "them for an instance); nothing was changed", want, prof[i]->name, prof[i]->slices,
+                         prof[i]->name, prof[i]->name);
             return -1;
         }
     }

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/json.h"
 #include "vgpu/mig.h"
 
 static int bad(struct vgpu_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -24,16 +25,24 @@ static int bad(struct vgpu_err *e, const char *fmt, ...)
 static int parse_instance(struct json_object *v, struct vgpu_mig_layout_gpu *g, const char *where, struct vgpu_err *e)
 {
     if (json_object_is_type(v, json_type_string)) {
+        /* Parsed whole, then counted against what is left: parsed into what was left, the 33rd
+         * instance was said to be "more than 0 instances". */
+        struct vgpu_mig_item items[VGPU_MIG_MAX_ITEMS];
         unsigned n = 0;
-        if (vgpu_mig_parse_spec(json_object_get_string(v), g->items + g->n, VGPU_MIG_MAX_ITEMS - g->n, &n, e) < 0)
+        if (vgpu_mig_parse_spec(json_object_get_string(v), items, VGPU_MIG_MAX_ITEMS, &n, e) < 0)
             return -1;
+        if (g->n + n > VGPU_MIG_MAX_ITEMS)
+            return bad(e, "%s: more than %d instances on one GPU", where,
+                       VGPU_MIG_MAX_ITEMS);
+        memcpy(g->items + g->n, items, n * sizeof *items);
         g->n += n;
         return 0;
     }
     if (!json_object_is_type(v, json_type_object))
         return bad(e, "%s: an instance is a string such as \"3g.40gb:4\" or an object", where);
     if (g->n >= VGPU_MIG_MAX_ITEMS)
-        return bad(e, "%s: too many instances", where);
+        return bad(e, "%s: more than %d instances on one GPU", where,
+                   VGPU_MIG_MAX_ITEMS);
     struct vgpu_mig_item *it = &g->items[g->n];
     memset(it, 0, sizeof *it);
     it->start = -1;
@@ -97,6 +106,14 @@ int vgpu_mig_layout_parse(const char *text, struct vgpu_mig_layout *out, struct 
             json_object_put(doc);
             return -1;
         }
+    char dup[256];
+    unsigned dup_line;
+    if (vgpu_json_duplicate_key(text, dup, sizeof dup, &dup_line)) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "the layout has the key \"%s\" twice in one object (line %u); JSON keeps "
+                     "only the last, so say it once", dup, dup_line);
+        json_object_put(doc);
+        return -1;
+    }
     int rc = -1;
     struct json_object *gpus = NULL, *ok = NULL, *error = NULL;
     if (!json_object_is_type(doc, json_type_object)) {
@@ -245,10 +262,9 @@ int vgpu_mig_layout_check(const struct vgpu_mig_gpu *g, const struct vgpu_mig_la
         const struct vgpu_mig_item *it = &want->items[j];
         const struct vgpu_mig_profile *p = prof[j] = vgpu_mig_find_profile(g, it->profile);
         if (!p) {
-            char names[400];
-            vgpu_mig_profile_names(g, names, sizeof names);
-            return bad(e, "unknown profile '%.60s'; valid: %s", it->profile,
-                       names[0] ? names : "none (the driver lists no MIG profiles)");
+            char msg[900];
+            vgpu_mig_unknown_profile(g, it->profile, false, msg, sizeof msg);
+            return bad(e, "%s", msg);
         }
         asked[p - g->prof]++;
         placements_known &= p->nplace > 0;

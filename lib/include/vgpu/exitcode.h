@@ -19,6 +19,7 @@ enum vgpu_exit {
     VGPU_EXIT_STATE       = 11, /* vgpu's own state is corrupt or unreadable */
     VGPU_EXIT_GPU_LOST    = 12, /* a GPU the command needed is lost or does not answer */
 
+    VGPU_EXIT_TIMEOUT      = 124, /* vgpu wait --timeout gave up, as timeout(1) does */
     VGPU_EXIT_RUN_FAILED   = 125, /* vgpu run: its own error */
     VGPU_EXIT_RUN_NOEXEC   = 126, /* vgpu run: the command was found but cannot be run */
     VGPU_EXIT_RUN_NOTFOUND = 127, /* vgpu run: the command was not found */

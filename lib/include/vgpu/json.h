@@ -25,4 +25,8 @@ void vgpu_json_null(struct json_object *o, const char *key);
 /* Adds the value when `valid`, else null: "not available" kept apart from 0. */
 void vgpu_json_u64_or_null(struct json_object *o, const char *key, bool valid, uint64_t val);
 
+/* Does some object of the (valid) JSON text have a key twice? json-c keeps the last silently, so
+ * a hand-written file with "gpu" twice would be taken half. True with the key and its line. */
+bool vgpu_json_duplicate_key(const char *text, char *key, size_t keylen, unsigned *line);
+
 #endif

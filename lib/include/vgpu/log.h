@@ -3,6 +3,9 @@
 #ifndef VGPU_LOG_H
 #define VGPU_LOG_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 enum vgpu_log_level { VGPU_LOG_ERROR = 0, VGPU_LOG_WARN = 1, VGPU_LOG_INFO = 2, VGPU_LOG_DEBUG = 3 };
 
 /* Reads VGPU_LOG once; an unknown value is reported once and warn is used. */
@@ -17,6 +20,12 @@ void vgpu_log(enum vgpu_log_level lvl, const char *fmt, ...) __attribute__((form
 #define vgpu_warn(...)  vgpu_log(VGPU_LOG_WARN, __VA_ARGS__)
 #define vgpu_info(...)  vgpu_log(VGPU_LOG_INFO, __VA_ARGS__)
 #define vgpu_debug(...) vgpu_log(VGPU_LOG_DEBUG, __VA_ARGS__)
+
+/* Copies len bytes of in to out (NUL-terminated, at most size bytes with the NUL), control
+ * bytes written as \n, \t, \r or \xHH (newlines kept when keep_newlines); returns the length
+ * written. Every log message goes through it (keeping its newlines), so no escape sequence in
+ * a value echoed in a message reaches a terminal raw. */
+size_t vgpu_escape_controls(const char *in, size_t len, char *out, size_t size, bool keep_newlines);
 
 /* Prints "PREFIX: error: text" and returns code, so commands can `return vgpu_fail(2, ...)`. */
 int vgpu_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -88,6 +88,9 @@ unsigned vgpu_mig_ci_profiles(struct vgpu_nvml *nv, const struct vgpu_mig_gi *gi
 const struct vgpu_mig_profile *vgpu_mig_find_profile(const struct vgpu_mig_gpu *g, const char *name);
 /* "1g.10gb, 1g.10gb+me, ..." for error messages. */
 void vgpu_mig_profile_names(const struct vgpu_mig_gpu *g, char *buf, size_t len);
+/* "unknown profile 'NAME'[ for GPU-NAME]; did you mean 'P'? valid: ..." (the suggestion only for
+ * a near miss such as 1g.10gbb), for every message about a profile this GPU does not have. */
+void vgpu_mig_unknown_profile(const struct vgpu_mig_gpu *g, const char *name, bool name_gpu, char *buf, size_t len);
 
 /* One requested GPU instance: a profile and an optional start (-1: vgpu chooses). */
 struct vgpu_mig_item {
