@@ -3,8 +3,8 @@
  *   sched_hostile UUID SECONDS
  *
  * For SECONDS, over and over, it does everything it can to the schedules of GPU UUID:
- *   - every System V segment of a schedule's size that it can attach writable (the world-writable
- *     schedule of vgpu before the arbiter, or a user's own that is not closed to others): takes the
+ *   - every System V segment of a schedule's size made by root that it can attach writable (the
+ *     world-writable schedule of vgpu before the arbiter, or one not closed to others): takes the
  *     lease word in an entry of its own with a far deadline, zeroes the other entries' pids and
  *     credit, and fills the job table;
  *   - the arbiter's schedule (when a daemon answers): tries to map it writable, to make it writable
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "vgpu/arbiter.h"
+#include "vgpu/machinedir.h"
 #include "vgpu/sched.h"
 
 static uint64_t now_ns(void)
@@ -36,7 +37,16 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Every writable schedule-sized segment: scribbled on. */
+/* The hash a schedule keeps of its machine-wide directory's path (sched.c's dir_hash). */
+static uint64_t machine_hash(void)
+{
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+    for (const char *p = vgpu_machinedir_path(); *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h;
+}
+
+/* Every writable schedule-sized segment of this machine-wide directory: scribbled on. */
 static unsigned scribble_segments(void)
 {
     struct shm_info info;
@@ -45,11 +55,17 @@ static unsigned scribble_segments(void)
     for (int idx = 0; idx <= max; idx++) {
         struct shmid_ds ds;
         int id = shmctl(idx, SHM_STAT, &ds);
-        if (id < 0 || ds.shm_segsz != sizeof(struct vgpu_sched_file) || ds.shm_perm.cuid == geteuid())
-            continue;   /* not a schedule, or one of our own making (sched_squat's) */
+        /* Root's schedules only: not one of our own making (sched_squat's), nor another user's
+         * that a vgpu before the arbiter made world-writable (another suite on this machine). */
+        if (id < 0 || ds.shm_segsz != sizeof(struct vgpu_sched_file) || ds.shm_perm.cuid != 0)
+            continue;
         struct vgpu_sched_file *f = shmat(id, NULL, 0);
         if (f == (void *)-1)
             continue;
+        if (f->dirhash != machine_hash()) {   /* another machine-wide directory's (another suite's) */
+            shmdt(f);
+            continue;
+        }
         n++;
         uint64_t t = now_ns();
         atomic_store(&f->lease_start, t);

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
@@ -25,6 +26,7 @@ static int conn = -1;
 static pid_t conn_pid;
 static uint32_t conn_gen;       /* bumped at every connect; 0 = never connected */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+#define SPIN_NS 100000L   /* how long a caller looks for its answer before it sleeps */
 
 /* A forked child shares its parent's socket: it must neither speak on it nor keep it open (the
  * daemon ends what the parent holds only when every copy of the socket is closed). */
@@ -83,9 +85,22 @@ static bool exchange_locked(const struct vgpu_arb_req *q, int send_fd, struct vg
     struct iovec riov = { r, sizeof *r };
     struct msghdr rm = { .msg_iov = &riov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
     memset(&cm, 0, sizeof cm);
-    do
-        n = recvmsg(conn, &rm, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    /* The answer usually comes within tens of microseconds: look for it without sleeping for
+     * SPIN_NS first, which saves our own wake-up (one of the two an answer costs), then sleep. */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        n = recvmsg(conn, &rm, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS) {
+            do
+                n = recvmsg(conn, &rm, MSG_CMSG_CLOEXEC);
+            while (n < 0 && errno == EINTR);
+            break;
+        }
+    }
     int fd = -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&rm); c; c = CMSG_NXTHDR(&rm, c))
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
