@@ -1,6 +1,6 @@
 /* collective: a job that spans GPUs, for the multi-GPU tests (issue 26).
  *
- *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID]
+ *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N]
  *     -m ranks  (default) N ranks, rank r on device r, each running steps of one collective
  *               (the fake GPU's "collective_us": it waits, busy, for the other ranks' kernels
  *               of the same step, as an NCCL all-reduce does) and -K compute kernels, then a
@@ -11,6 +11,7 @@
  *     -c US     the collective's own time once all ranks are there (default 2000)
  *     -k US     each compute kernel's time (default 1000)      -K N  compute kernels a step (default 8)
  *     -t SEC    run time (default 2)                          -i ID communicator id (default: pid)
+ *     -s N      synchronize every N steps (default 1): the CPU runs up to N steps ahead
  *
  * Prints one line: "steps=... elapsed_s=... steps_per_s=... share0=... share1=... min_share=...
  * max_share=...": shareG = the kernel time of device G's completed steps (the collective's own
@@ -49,7 +50,7 @@ struct shared {
 };
 
 static struct shared *sh;
-static unsigned nranks = 2, nkern = 8;
+static unsigned nranks = 2, nkern = 8, sync_every = 1;
 static unsigned long long coll_us = 2000, kern_us = 1000, comm_id;
 static double secs = 2;
 
@@ -60,14 +61,16 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* The first rank past the run time decides the last step: every other rank is then at most
- * one step ahead of it (a step ends only once all ranks started its collective), so all can
- * stop at the step after next without leaving a collective half started. */
+/* Called at each synchronize (done: the steps synchronized, a multiple of -s N). The first rank
+ * past the run time decides the last step: every other rank is then at most one batch of N
+ * steps ahead of it (a synchronize returns only once all ranks started the batch's
+ * collectives), so all can stop after the next batch without leaving a collective half
+ * started. */
 static bool keep_going(uint64_t done, double t0)
 {
     uint64_t stop = atomic_load(&sh->stop_step);
     if (stop == UINT64_MAX && now_s() - t0 >= secs) {
-        uint64_t want = done + 1;
+        uint64_t want = done + sync_every;
         atomic_compare_exchange_strong(&sh->stop_step, &stop, want);
         stop = atomic_load(&sh->stop_step);
     }
@@ -96,12 +99,14 @@ static void *rank_main(void *arg)
     double t0 = now_s();
     uint64_t done = 0;
     while (keep_going(done, t0)) {
-        seq = done;
-        CK(cuLaunchKernel(coll, 1, 1, 1, 32, 1, 1, 0, s, cp, NULL));
-        for (unsigned i = 0; i < nkern; i++)
-            CK(cuLaunchKernel(kern, 1, 1, 1, 32, 1, 1, 0, s, kp, NULL));
+        for (unsigned b = 0; b < sync_every; b++) {
+            seq = done + b;
+            CK(cuLaunchKernel(coll, 1, 1, 1, 32, 1, 1, 0, s, cp, NULL));
+            for (unsigned i = 0; i < nkern; i++)
+                CK(cuLaunchKernel(kern, 1, 1, 1, 32, 1, 1, 0, s, kp, NULL));
+        }
         CK(cuStreamSynchronize(s));
-        done++;
+        done += sync_every;
     }
     sh->elapsed[rank] = now_s() - t0;
     sh->steps[rank] = done;
@@ -147,7 +152,7 @@ static void round_robin(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID]\n");
+    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N]\n");
     return 2;
 }
 
@@ -156,7 +161,7 @@ int main(int argc, char **argv)
     const char *mode = "ranks", *as = "procs";
     int opt;
     comm_id = (unsigned long long)getpid();
-    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:s:")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
         case 'n': nranks = (unsigned)atoi(optarg); break;
@@ -166,12 +171,13 @@ int main(int argc, char **argv)
         case 'K': nkern = (unsigned)atoi(optarg); break;
         case 't': secs = atof(optarg); break;
         case 'i': comm_id = strtoull(optarg, NULL, 10); break;
+        case 's': sync_every = (unsigned)atoi(optarg); break;
         default: return usage();
         }
     }
-    if (nranks < 1 || nranks > MAX_RANKS || secs <= 0 || (strcmp(mode, "ranks") && strcmp(mode, "rr")) ||
+    if (nranks < 1 || nranks > MAX_RANKS || secs <= 0 || sync_every < 1 || (strcmp(mode, "ranks") && strcmp(mode, "rr")) ||
         (strcmp(as, "procs") && strcmp(as, "threads"))) {
-        fprintf(stderr, "collective: -n must be 1..%d, -t positive, -m ranks|rr, -p procs|threads\n", MAX_RANKS);
+        fprintf(stderr, "collective: -n must be 1..%d, -t and -s positive, -m ranks|rr, -p procs|threads\n", MAX_RANKS);
         return usage();
     }
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
