@@ -88,6 +88,7 @@ static const char usage[] =
 #include "run/asuser.h"
 #include "run/child.h"
 #include "run/detach.h"
+#include "run/gpus.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -105,6 +106,7 @@ extern const struct vgpu_cmd vgpu_cmd_run;
 
 static const struct option options[] = {
     { "gpu", required_argument, NULL, 'g' },
+    { "gpus", required_argument, NULL, 'N' },
     { "mem", required_argument, NULL, 'm' },
     { "core", required_argument, NULL, 'c' },
     { "core-policy", required_argument, NULL, 'C' },
@@ -125,6 +127,7 @@ static const struct option options[] = {
 
 static const struct vgpu_opt_doc optdocs[] = {
     { "gpu", VGPU_ARG_GPU, NULL },
+    { "gpus", VGPU_ARG_OTHER, NULL },
     { "mem", VGPU_ARG_SIZE, NULL },
     { "core", VGPU_ARG_PERCENT, NULL },
     { "name", VGPU_ARG_OTHER, NULL },
@@ -266,7 +269,7 @@ static int cmd_run(int argc, char **argv)
     const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *place = NULL;
     const char *core_policy = NULL, *priority = NULL;
     bool wait_place = false, overcommit = false, mps = false, detach = false, oversub = false;
-    const char *oversub_size = NULL, *max_jobs = NULL;
+    const char *oversub_size = NULL, *max_jobs = NULL, *gpus_arg = NULL;
     bool fail_closed = false;
     const char *user = NULL;
     int c;
@@ -274,6 +277,7 @@ static int cmd_run(int argc, char **argv)
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
         switch (c) {
         case 'g': gpu = optarg; break;
+        case 'N': gpus_arg = optarg; break;
         case 'm': mem = optarg; break;
         case 'c': core = optarg; break;
         case 'C': core_policy = optarg; break;
@@ -347,11 +351,16 @@ static int cmd_run(int argc, char **argv)
     unsigned max_jobs_n = 0;
     if (max_jobs && vgpu_jobcount_parse(max_jobs, "--max-jobs", &max_jobs_n, &e) < 0)
         return run_fail(&e);
+    /* --gpus N: N GPUs chosen together (run/gpus.c), with or without --mem SIZE. */
+    unsigned gpus_n = 0;
+    if (gpus_arg && vgpu_run_gpus_parse(gpus_arg, gpu, mem, &gpus_n, &e) < 0)
+        return run_fail(&e);
     /* Placement (vgpu-run(1)): --mem SIZE without --gpu lets vgpu choose the GPU. */
-    struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place };
+    struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place,
+                                   .count = gpus_n };
     /* Only an absolute size places: a percentage or IDX:SIZE list describes the job's GPUs, which
      * without --gpu are all of them (vgpu-run(1)). */
-    bool placing = mem && !gpu && !strpbrk(mem, "%:");
+    bool placing = (mem && !gpu && !strpbrk(mem, "%:")) || gpus_n;
     if (place) {
         int pol = vgpu_place_policy_parse(place);
         if (pol < 0) {
@@ -366,7 +375,7 @@ static int cmd_run(int argc, char **argv)
                          "(or --wait with --max-jobs, to wait for the job count)");
     /* The same check as with --gpu, before any GPU is looked at: the real reason, not "vgpu
      * needs a size" (the total is not known yet; placement compares it with each GPU). */
-    if (placing && vgpu_mem_limit_value(mem, 0, "the GPU", false, &preq.want, &e) < 0)
+    if (placing && mem && vgpu_mem_limit_value(mem, 0, "the GPU", false, &preq.want, &e) < 0)
         return run_fail(&e);
     if (placing && oversub_size) {
         /* Oversubscribed, the job promises only what stays on the device. */
@@ -436,16 +445,25 @@ static int cmd_run(int argc, char **argv)
             preq.want = biggest;
     }
     if (placing) {
-        unsigned chosen;
+        unsigned chosen[VGPU_MAX_GPUS];
+        struct vgpu_topology *topo = gpus_n > 1 ? malloc(sizeof *topo) : NULL;
+        if (topo)
+            vgpu_gpus_topology(nv, list, topo);
+        preq.topo = topo;
         if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||
-            vgpu_place(place_dir, list, &preq, &chosen, &e) < 0) {
+            vgpu_place(place_dir, list, &preq, chosen, &e) < 0) {
             place_dir[0] = 0;
+            free(topo);
             rc = run_fail(&e);
             goto out;
         }
-        sel.count = 1;
-        sel.pos[0] = chosen;
-        vgpu_info("placed on GPU %u (%s)", list->gpu[chosen].index, list->gpu[chosen].uuid);
+        sel.count = gpus_n ? gpus_n : 1;
+        memcpy(sel.pos, chosen, sel.count * sizeof *chosen);
+        if (gpus_n)
+            vgpu_run_gpus_say(list, chosen, sel.count, topo);
+        else
+            vgpu_info("placed on GPU %u (%s)", list->gpu[chosen[0]].index, list->gpu[chosen[0]].uuid);
+        free(topo);
     }
     if (sel.count > VGPU_REGION_MAX_DEVICES) {
         vgpu_fail(rc, "a job can have at most %d GPUs, %u are selected; choose with --gpu", VGPU_REGION_MAX_DEVICES,
