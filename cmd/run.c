@@ -4,6 +4,7 @@ static const char usage[] =
     "                [--priority high|normal|low] [--name NAME] [--mps] [--fail-closed] [-d]\n"
     "                [--user USER [--over-limit kill|stop|warn]] [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
+    "       vgpu run --gpus N [--mem SIZE] [--place binpack|spread] [--wait] ... [--] CMD [ARGS...]\n"
     "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ... [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
@@ -13,6 +14,9 @@ static const char usage[] =
     "\n"
     "  --gpu SEL      the job's GPUs: an index, a UUID or its unique start, a PCI bus id, a MIG\n"
     "                 UUID, a comma list of those (each GPU once), or 'all' (default: all)\n"
+    "  --gpus N       vgpu chooses N GPUs (or MIG instances) together, all or nothing, each with\n"
+    "                 room for --mem SIZE: nearest first (NVLink, then one PCIe switch, then one\n"
+    "                 CPU), then by --place; says which on stderr. Not with --gpu\n"
     "  --mem SIZE     memory limit on every GPU of the job: 4G, 4Gi, 512MiB, 1.5GiB (a number\n"
     "                 without a unit is bytes, at least 1048576)\n"
     "  --mem PCT%     a share of each GPU's total memory, 1% to 100% (50%)\n"
@@ -95,6 +99,7 @@ static const char usage[] =
 #include "run/asuser.h"
 #include "run/child.h"
 #include "run/detach.h"
+#include "run/gpus.h"
 #include "run/library.h"
 #include "vgpu/acct.h"
 #include "vgpu/arbiter.h"
@@ -115,6 +120,7 @@ extern const struct vgpu_cmd vgpu_cmd_run;
 
 static const struct option options[] = {
     { "gpu", required_argument, NULL, 'g' },
+    { "gpus", required_argument, NULL, 'N' },
     { "mem", required_argument, NULL, 'm' },
     { "core", required_argument, NULL, 'c' },
     { "core-policy", required_argument, NULL, 'C' },
@@ -136,6 +142,7 @@ static const struct option options[] = {
 
 static const struct vgpu_opt_doc optdocs[] = {
     { "gpu", VGPU_ARG_GPU, NULL },
+    { "gpus", VGPU_ARG_OTHER, NULL },
     { "mem", VGPU_ARG_SIZE, NULL },
     { "core", VGPU_ARG_PERCENT, NULL },
     { "name", VGPU_ARG_OTHER, NULL },
@@ -291,7 +298,7 @@ static int cmd_run(int argc, char **argv)
     const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *place = NULL;
     const char *core_policy = NULL, *priority = NULL;
     bool wait_place = false, overcommit = false, mps = false, detach = false, oversub = false;
-    const char *oversub_size = NULL, *max_jobs = NULL;
+    const char *oversub_size = NULL, *max_jobs = NULL, *gpus_arg = NULL;
     bool fail_closed = false;
     const char *user = NULL, *over_limit = NULL;
     int c;
@@ -299,6 +306,7 @@ static int cmd_run(int argc, char **argv)
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
         switch (c) {
         case 'g': if (!once(&gpu, "--gpu")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'N': if (!once(&gpus_arg, "--gpus")) return VGPU_EXIT_RUN_FAILED; break;
         case 'm': if (!once(&mem, "--mem")) return VGPU_EXIT_RUN_FAILED; break;
         case 'c': if (!once(&core, "--core")) return VGPU_EXIT_RUN_FAILED; break;
         case 'C': if (!once(&core_policy, "--core-policy")) return VGPU_EXIT_RUN_FAILED; break;
@@ -390,11 +398,16 @@ static int cmd_run(int argc, char **argv)
     unsigned max_jobs_n = 0;
     if (max_jobs && vgpu_jobcount_parse(max_jobs, "--max-jobs", &max_jobs_n, &e) < 0)
         return run_fail(&e);
+    /* --gpus N: N GPUs chosen together (run/gpus.c), with or without --mem SIZE. */
+    unsigned gpus_n = 0;
+    if (gpus_arg && vgpu_run_gpus_parse(gpus_arg, gpu, mem, &gpus_n, &e) < 0)
+        return run_fail(&e);
     /* Placement (vgpu-run(1)): --mem SIZE without --gpu lets vgpu choose the GPU. */
-    struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place };
+    struct vgpu_place_req preq = { .policy = VGPU_PLACE_BINPACK, .overcommit = overcommit, .wait = wait_place,
+                                   .count = gpus_n };
     /* Only an absolute size places: a percentage or IDX:SIZE list describes the job's GPUs, which
      * without --gpu are all of them (vgpu-run(1)). */
-    bool placing = mem && !gpu && !strpbrk(mem, "%:");
+    bool placing = (mem && !gpu && !strpbrk(mem, "%:")) || gpus_n;
     if (place) {
         int pol = vgpu_place_policy_parse(place);
         if (pol < 0) {
@@ -409,7 +422,7 @@ static int cmd_run(int argc, char **argv)
                          "(or --wait with --max-jobs, to wait for the job count)");
     /* The same check as with --gpu, before any GPU is looked at: the real reason, not "vgpu
      * needs a size" (the total is not known yet; placement compares it with each GPU). */
-    if (placing && vgpu_mem_limit_value(mem, 0, "the GPU", false, &preq.want, &e) < 0)
+    if (placing && mem && vgpu_mem_limit_value(mem, 0, "the GPU", false, &preq.want, &e) < 0)
         return run_fail(&e);
     if (placing && oversub_size) {
         /* Oversubscribed, the job promises only what stays on the device. */
@@ -479,16 +492,25 @@ static int cmd_run(int argc, char **argv)
             preq.want = biggest;
     }
     if (placing) {
-        unsigned chosen;
+        unsigned chosen[VGPU_MAX_GPUS];
+        struct vgpu_topology *topo = gpus_n > 1 ? malloc(sizeof *topo) : NULL;
+        if (topo)
+            vgpu_gpus_topology(nv, list, topo);
+        preq.topo = topo;
         if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||
-            vgpu_place(place_dir, list, &preq, &chosen, &e) < 0) {
+            vgpu_place(place_dir, list, &preq, chosen, &e) < 0) {
             place_dir[0] = 0;
+            free(topo);
             rc = run_fail(&e);
             goto out;
         }
-        sel.count = 1;
-        sel.pos[0] = chosen;
-        vgpu_info("placed on GPU %u (%s)", list->gpu[chosen].index, list->gpu[chosen].uuid);
+        sel.count = gpus_n ? gpus_n : 1;
+        memcpy(sel.pos, chosen, sel.count * sizeof *chosen);
+        if (gpus_n)
+            vgpu_run_gpus_say(list, chosen, sel.count, topo);
+        else
+            vgpu_info("placed on GPU %u (%s)", list->gpu[chosen[0]].index, list->gpu[chosen[0]].uuid);
+        free(topo);
     }
     if (sel.count > VGPU_REGION_MAX_DEVICES) {
         vgpu_fail(rc, "a job can have at most %d GPUs, %u are selected; choose with --gpu", VGPU_REGION_MAX_DEVICES,

@@ -78,6 +78,37 @@ typedef enum nvmlEnableState_enum {
     NVML_FEATURE_ENABLED = 1
 } nvmlEnableState_t;
 
+/* How close two GPUs sit: the nearest thing on the path between them (nvmlDeviceGetTopologyCommonAncestor). */
+typedef enum nvmlGpuLevel_enum {
+    NVML_TOPOLOGY_INTERNAL = 0,          /* the same board (multi-GPU boards) */
+    NVML_TOPOLOGY_SINGLE = 10,           /* one PCIe switch */
+    NVML_TOPOLOGY_MULTIPLE = 20,         /* several PCIe switches, no host bridge */
+    NVML_TOPOLOGY_HOSTBRIDGE = 30,       /* one host bridge */
+    NVML_TOPOLOGY_NODE = 40,             /* one NUMA node (host bridges of one CPU) */
+    NVML_TOPOLOGY_SYSTEM = 50            /* across CPUs */
+} nvmlGpuTopologyLevel_t;
+
+typedef enum nvmlGpuP2PCapsIndex_enum {
+    NVML_P2P_CAPS_INDEX_READ = 0,
+    NVML_P2P_CAPS_INDEX_WRITE = 1,
+    NVML_P2P_CAPS_INDEX_NVLINK = 2,
+    NVML_P2P_CAPS_INDEX_ATOMICS = 3,
+    NVML_P2P_CAPS_INDEX_PCI = 4,
+    NVML_P2P_CAPS_INDEX_UNKNOWN = 5
+} nvmlGpuP2PCapsIndex_t;
+
+typedef enum nvmlGpuP2PStatus_enum {
+    NVML_P2P_STATUS_OK = 0,
+    NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED = 1,   /* (sic, NVML's spelling) */
+    NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2,
+    NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3,
+    NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4,
+    NVML_P2P_STATUS_NOT_SUPPORTED = 5,
+    NVML_P2P_STATUS_UNKNOWN = 6
+} nvmlGpuP2PStatus_t;
+
+#define NVML_NVLINK_MAX_LINKS 18
+
 typedef enum nvmlComputeMode_enum {
     NVML_COMPUTEMODE_DEFAULT = 0,
     NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
@@ -603,6 +634,14 @@ typedef nvmlReturn_t (*vgpu_nvmlGpuInstanceGetComputeInstanceById_fn)(nvmlGpuIns
 typedef nvmlReturn_t (*vgpu_nvmlComputeInstanceGetInfo_v2_fn)(nvmlComputeInstance_t computeInstance,
                                                               nvmlComputeInstanceInfo_t *info);
 typedef nvmlReturn_t (*vgpu_nvmlComputeInstanceDestroy_fn)(nvmlComputeInstance_t computeInstance);
+
+/* topology */
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetTopologyCommonAncestor_fn)(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                                    nvmlGpuTopologyLevel_t *pathInfo);
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetP2PStatus_fn)(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                       nvmlGpuP2PCapsIndex_t p2pIndex, nvmlGpuP2PStatus_t *p2pStatus);
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t device, unsigned int link,
+                                                         nvmlEnableState_t *isActive);
 
 #undef VGPU_NVML_DEV_U
 

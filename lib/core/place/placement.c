@@ -19,6 +19,7 @@
 #include "vgpu/gpu.h"
 #include "vgpu/machinedir.h"
 #include "vgpu/region.h"
+#include "vgpu/topology.h"
 #include "vgpu/units.h"
 
 int vgpu_place_policy_parse(const char *s)
@@ -58,6 +59,115 @@ int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want
         int64_t li = (int64_t)c[i].total - (int64_t)c[i].promised;
         if (best < 0 || li > (int64_t)c[best].total - (int64_t)c[best].promised)
             best = (int)i;
+    }
+    return best;
+}
+
+/* A group grown from a seed: each step adds the candidate nearest to the group so far, then
+ * the one the policy prefers, then the lowest position. Returns its farthest closeness. */
+static int grow(const struct vgpu_place_cand *c, unsigned n, const bool *ok, enum vgpu_place_policy pol,
+                unsigned count, const uint8_t *near, unsigned seed, unsigned *g)
+{
+    unsigned have = 1;
+    int worst = 0;
+    g[0] = seed;
+    while (have < count) {
+        int best = -1, best_far = 0;
+        for (unsigned j = 0; j < n; j++) {
+            bool in = !ok[j];
+            for (unsigned k = 0; k < have && !in; k++)
+                in = g[k] == j;
+            if (in)
+                continue;
+            int far = 0;
+            for (unsigned k = 0; k < have && near; k++)
+                if (near[g[k] * n + j] > far)
+                    far = near[g[k] * n + j];
+            if (best < 0 || far < best_far ||
+                (far == best_far && (pol == VGPU_PLACE_BINPACK ? room(&c[j]) < room(&c[best])
+                                                               : room(&c[j]) > room(&c[best])))) {
+                best = (int)j;
+                best_far = far;
+            }
+        }
+        if (best < 0)
+            return -1;
+        g[have++] = (unsigned)best;
+        if (best_far > worst)
+            worst = best_far;
+    }
+    return worst;
+}
+
+static uint64_t group_room(const struct vgpu_place_cand *c, const unsigned *g, unsigned count)
+{
+    uint64_t s = 0;
+    for (unsigned k = 0; k < count; k++)
+        s += room(&c[g[k]]);
+    return s;
+}
+
+static void sort_picks(unsigned *g, unsigned count)
+{
+    for (unsigned i = 1; i < count; i++)
+        for (unsigned j = i; j > 0 && g[j - 1] > g[j]; j--) {
+            unsigned t = g[j];
+            g[j] = g[j - 1];
+            g[j - 1] = t;
+        }
+}
+
+int vgpu_place_choose_group(const struct vgpu_place_cand *c, unsigned n, uint64_t want, enum vgpu_place_policy pol,
+                            bool overcommit, unsigned count, const uint8_t *near, unsigned *pick)
+{
+    if (count <= 1) {
+        int one = vgpu_place_choose(c, n, want, pol, overcommit);
+        if (one < 0)
+            return -1;
+        pick[0] = (unsigned)one;
+        return 0;
+    }
+    if (count > n || n > VGPU_PLACE_MAX_CANDS)
+        return -1;
+    bool ok[VGPU_PLACE_MAX_CANDS];
+    unsigned fit = 0;
+    for (unsigned i = 0; i < n; i++)
+        fit += (ok[i] = room(&c[i]) >= want);
+    if (fit < count) {
+        if (!overcommit)
+            return -1;
+        /* Overcommitted: those large enough at all, the most room left first (spread). */
+        fit = 0;
+        for (unsigned i = 0; i < n; i++)
+            fit += (ok[i] = c[i].total >= want);
+        if (fit < count)
+            return -1;
+        pol = VGPU_PLACE_SPREAD;
+    }
+    int best = -1;
+    uint64_t best_room = 0;
+    unsigned g[VGPU_PLACE_MAX_CANDS];
+    for (unsigned seed = 0; seed < n; seed++) {
+        if (!ok[seed])
+            continue;
+        int far = grow(c, n, ok, pol, count, near, seed, g);
+        if (far < 0)
+            continue;
+        uint64_t r = group_room(c, g, count);
+        sort_picks(g, count);
+        bool better = best < 0 || far < best ||
+                      (far == best && (pol == VGPU_PLACE_BINPACK ? r < best_room : r > best_room));
+        if (!better && far == best && r == best_room)
+            for (unsigned k = 0; k < count; k++)
+                if (g[k] != pick[k]) {
+                    better = g[k] < pick[k];
+                    break;
+                }
+        if (better) {
+            best = far;
+            best_room = r;
+            memcpy(pick, g, count * sizeof *g);
+        }
     }
     return best;
 }
@@ -355,6 +465,7 @@ struct cands {
     unsigned n;
     unsigned pos[VGPU_MAX_GPUS];
     struct vgpu_place_cand c[VGPU_MAX_GPUS];
+    uint8_t near[VGPU_MAX_GPUS * VGPU_MAX_GPUS];   /* by candidate, from the topology */
 };
 
 static void fill_cands(const struct ledger *l, const struct vgpu_gpu_list *list, struct cands *out)
@@ -373,6 +484,16 @@ static void fill_cands(const struct ledger *l, const struct vgpu_gpu_list *list,
         out->c[out->n].promised = sum_promises(l, g->uuid);
         out->n++;
     }
+}
+
+static const uint8_t *cands_near(struct cands *cs, const struct vgpu_topology *topo)
+{
+    if (!topo)
+        return NULL;
+    for (unsigned i = 0; i < cs->n; i++)
+        for (unsigned j = 0; j < cs->n; j++)
+            cs->near[i * cs->n + j] = topo->near[cs->pos[i]][cs->pos[j]];
+    return cs->near;
 }
 
 /* "0", or "0/gi1/ci0" for a MIG device. */
@@ -521,6 +642,12 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
     unsigned last_ahead = (unsigned)-1;
     bool announced = false;
     int rc = -1;
+    unsigned count = req->count ? req->count : 1;
+    char what[96], a0[32];
+    if (count > 1)
+        snprintf(what, sizeof what, "%u GPUs with %s each", count, vgpu_format_size(req->want, a0, sizeof a0));
+    else
+        snprintf(what, sizeof what, "%s", vgpu_format_size(req->want, a0, sizeof a0));
     for (;;) {
         struct ledger l;
         if (ledger_open(statedir, &l, e) < 0)
@@ -533,10 +660,10 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
             break;
         }
         /* A request no GPU could ever hold fails now: waiting for it would never end. */
-        unsigned bigger = 0;
+        unsigned big_enough = 0;
         for (unsigned i = 0; i < cs->n; i++)
-            bigger += req->want > cs->c[i].total;
-        if (bigger == cs->n) {
+            big_enough += req->want <= cs->c[i].total;
+        if (big_enough == 0) {
             char a[64], all[1500];
             describe_totals(list, cs, req->want, all, sizeof all);
             ledger_close(&l);
@@ -544,17 +671,35 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
                          vgpu_format_size_near(req->want, cs->c[0].total, a, sizeof a), all);
             break;
         }
+        if (big_enough < count) {
+            char a[32], all[1500];
+            describe_totals(list, cs, req->want, all, sizeof all);
+            ledger_close(&l);
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--gpus %u: only %u GPU%s (or MIG instance%s) of this machine can hold "
+                         "--mem %s at all (%s); ask for fewer GPUs or less memory", count, big_enough,
+                         big_enough > 1 ? "s" : "", big_enough > 1 ? "s" : "", vgpu_format_size(req->want, a, sizeof a),
+                         all);
+            break;
+        }
         /* First come, first served: while others wait, a newcomer queues behind them. */
-        int pick = ahead == 0 ? vgpu_place_choose(cs->c, cs->n, req->want, req->policy, req->overcommit) : -1;
-        if (pick >= 0) {
-            const struct vgpu_gpu *g = &list->gpu[cs->pos[pick]];
-            const char *u = g->uuid;
-            int w = write_promise(&l, &u, &req->want, 1, e);
+        unsigned picks[VGPU_MAX_GPUS];
+        int near = ahead == 0 ? vgpu_place_choose_group(cs->c, cs->n, req->want, req->policy, req->overcommit, count,
+                                                        cands_near(cs, req->topo), picks)
+                              : -1;
+        if (near >= 0) {
+            const char *u[VGPU_MAX_GPUS];
+            uint64_t b[VGPU_MAX_GPUS];
+            for (unsigned k = 0; k < count; k++) {
+                u[k] = list->gpu[cs->pos[picks[k]]].uuid;
+                b[k] = req->want;
+            }
+            int w = write_promise(&l, u, b, count, e);
             queue_leave(statedir, &l, qname);
             qname[0] = 0;
             ledger_close(&l);
             if (w == 0) {
-                *pos = cs->pos[pick];
+                for (unsigned k = 0; k < count; k++)
+                    pos[k] = cs->pos[picks[k]];
                 rc = 0;
             }
             break;
@@ -566,6 +711,10 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
                 vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "%u job%s already wait%s for GPU memory (use --wait to queue "
                              "behind them); what each GPU has left:%s", ahead, ahead > 1 ? "s" : "",
                              ahead > 1 ? "" : "s", left);
+            else if (count > 1)
+                vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "no %u GPUs have %s each of memory not promised to running "
+                             "jobs (use --wait to queue, or --overcommit); what each GPU has left:%s", count,
+                             vgpu_format_size(req->want, a, sizeof a), left);
             else
                 vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "no GPU has %s of memory not promised to running jobs "
                              "(use --wait to queue, or --overcommit); what each GPU has left:%s",
@@ -583,9 +732,8 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         }
         ledger_close(&l);
         if (!req->quiet && ahead != last_ahead) {
-            char a[32];
             vgpu_log(announced ? VGPU_LOG_INFO : VGPU_LOG_WARN, "waiting for %s of GPU memory: place %u in the queue",
-                     vgpu_format_size(req->want, a, sizeof a), ahead + 1);
+                     what, ahead + 1);
             announced = true;
             last_ahead = ahead;
         }

@@ -1,5 +1,6 @@
 /* Placement of jobs by memory (vgpu run --mem without --gpu): which GPU or MIG instance has
- * room for the memory a job asks, counting what is already promised to running jobs.
+ * room for the memory a job asks, counting what is already promised to running jobs; with
+ * --gpus N, which N of them together (all or nothing), nearest to each other first.
  *
  * The ledger lives in the state directory: place.lock (flock, taken around every decision, so
  * concurrent `vgpu run` calls place atomically), promises/PID.START (one file per running
@@ -16,6 +17,7 @@
 #include "vgpu/log.h"
 
 struct vgpu_gpu_list;
+struct vgpu_topology;
 
 enum vgpu_place_policy {
     VGPU_PLACE_BINPACK = 0,   /* the fullest GPU that fits */
@@ -36,18 +38,31 @@ struct vgpu_place_cand {
 int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want, enum vgpu_place_policy pol,
                       bool overcommit);
 
+#define VGPU_PLACE_MAX_CANDS 64   /* = VGPU_MAX_GPUS */
+
+/* Pure: `count` candidates that each have room for `want` bytes, chosen together: first the
+ * group whose farthest two members are nearest (near[i * n + j], enum vgpu_near, lower is
+ * nearer; NULL: all equal), then by policy (binpack: the least room left in all, spread: the
+ * most), then the lowest positions. With overcommit, when too few fit, among those whose total
+ * is at least `want`, the most room left. Fills pick[0..count-1] in ascending order and returns
+ * the group's farthest closeness (0 when count is 1), or -1 when no group exists. */
+int vgpu_place_choose_group(const struct vgpu_place_cand *c, unsigned n, uint64_t want, enum vgpu_place_policy pol,
+                            bool overcommit, unsigned count, const uint8_t *near, unsigned *pick);
+
 struct vgpu_place_req {
-    uint64_t want;            /* bytes */
+    uint64_t want;            /* bytes (on each GPU) */
+    unsigned count;           /* GPUs the job needs together (0: one) */
+    const struct vgpu_topology *topo;   /* how close they are (NULL: not known) */
     enum vgpu_place_policy policy;
     bool overcommit;
     bool wait;                /* queue until one fits */
     bool quiet;               /* no queue-position messages */
 };
 
-/* Chooses a GPU among the default selection of list (whole GPUs, and the MIG devices of GPUs in
- * MIG mode) and records the promise for this process. *pos is the chosen list position.
- * Without wait, when none fits: -1 with e (VGPU_EXIT_NO_CAPACITY) listing what each GPU has
- * left. 0 on success. */
+/* Chooses a GPU (req->count GPUs: all or nothing) among the default selection of list (whole
+ * GPUs, and the MIG devices of GPUs in MIG mode) and records the promise for this process.
+ * pos[] gets the chosen list positions (req->count of them, ascending). Without wait, when none
+ * fits: -1 with e (VGPU_EXIT_NO_CAPACITY) listing what each GPU has left. 0 on success. */
 int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const struct vgpu_place_req *req,
                unsigned *pos, struct vgpu_err *e);
 

@@ -26,7 +26,8 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 5   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters */
+#define FS_LAYOUT_VERSION 6   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
+                                * 6: collectives, NVLink topology */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -39,6 +40,7 @@
 #define FS_MAX_SLOW 8
 #define FS_RING 4096                     /* queued and recently finished work items per GPU */
 #define FS_MAX_TL (1 + FS_MAX_GI * FS_MAX_CI) /* timelines per GPU: the whole GPU, or one per MIG CI */
+#define FS_MAX_COLL 256                  /* collectives in flight (started by some rank, not finished by all) */
 
 /* ---- static facts (from the scenario) ---- */
 struct fs_ci_profile {
@@ -73,6 +75,9 @@ struct fs_gpu_static {
     unsigned max_graphics, max_sm, max_mem, max_video;                  /* MHz */
     unsigned temperature, power_mw, power_limit_mw, fan;                /* °C, mW, mW, % (fan 0 = none) */
     unsigned pcie_gen, pcie_width;
+    unsigned nvlink_island;              /* GPUs of one island share NVLinks (0: none, no NVLink) */
+    unsigned pcie_switch;                /* GPUs of one group sit behind one PCIe switch (0: none) */
+    unsigned numa_node;                  /* GPUs of one node share a CPU (host bridge) */
     bool mig_capable;
     unsigned nprofiles;
     struct fs_profile profiles[FS_MAX_PROFILES];
@@ -109,6 +114,8 @@ struct fs_interval {                     /* one stretch of kernel work on the GP
 #define FS_W_BARRIER  1u                 /* on the legacy default stream: waits for the blocking streams */
 #define FS_W_BLOCKING 2u                 /* on a blocking stream: waits for the legacy stream */
 #define FS_W_DONE     4u
+#define FS_W_COLL     8u                 /* a collective: spins until its peers have started (fs_coll) */
+#define FS_W_CSTART  16u                 /* the collective has started (counted in its fs_coll) */
 struct fs_item {
     uint64_t seq;                        /* per GPU, from 1 in submission order; 0: free slot */
     uint64_t dur_ns, left_ns;            /* work, and what is left of it at the timeline's t_adv */
@@ -118,6 +125,17 @@ struct fs_item {
     uint16_t width;                      /* thousandths of the SMs (1..1000); 0 for a marker */
     uint8_t tl;                          /* timeline index (fs_tl_index) */
     uint8_t flags;
+    uint16_t coll_n;                     /* FS_W_COLL: ranks of its communicator */
+    uint64_t coll_id, coll_seq;          /* FS_W_COLL: communicator and operation */
+};
+
+/* One collective in flight (timeline.c): each rank's kernel, once it has the device, spins
+ * (occupying it, busy) until all nranks kernels have started, then runs its own duration, as
+ * NCCL's kernels do. Created by the first rank that starts; freed when all have finished. */
+struct fs_coll {
+    uint64_t id, seq;                    /* communicator and operation; nranks 0: a free entry */
+    unsigned nranks, started, finished;
+    uint64_t last_start_ns;              /* when the latest rank started: the release time */
 };
 
 struct fs_tl {                           /* one timeline: the whole GPU, or one MIG compute instance */
@@ -202,6 +220,7 @@ struct fs_state {                        /* the whole file */
     struct fs_failures fail;
     unsigned ngpus;
     struct fs_gpu gpu[FS_MAX_GPUS];
+    struct fs_coll coll[FS_MAX_COLL];
 };
 
 /* ---- opening ---- */
@@ -276,6 +295,8 @@ struct fs_work {
     uint64_t dur_ns;
     unsigned width;                      /* thousandths of the SMs; 0: a marker */
     unsigned flags;                      /* FS_W_BARRIER | FS_W_BLOCKING */
+    uint64_t coll_id, coll_seq;          /* a collective kernel of coll_n ranks (coll_n 0: none) */
+    unsigned coll_n;
 };
 struct fs_pos { uint64_t seq; unsigned slot; };   /* a submitted item; seq 0: nothing */
 /* Queues one item for this process on the place. False when the GPU's ring has no free slot

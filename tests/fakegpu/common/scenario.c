@@ -203,6 +203,9 @@ static bool load_gpu(json_object *j, struct fs_gpu *gpu, unsigned i, char *err, 
     get_uint(j, "fan", &g->fan);
     get_uint(j, "pcie_gen", &g->pcie_gen);
     get_uint(j, "pcie_width", &g->pcie_width);
+    get_uint(j, "nvlink_island", &g->nvlink_island);
+    get_uint(j, "pcie_switch", &g->pcie_switch);
+    get_uint(j, "numa_node", &g->numa_node);
     json_object *v;
     if ((v = get(j, "mig_capable")))
         g->mig_capable = json_object_get_boolean(v);

@@ -16,6 +16,9 @@
  *    thread percentage of the SMs, and all of them together at most the device;
  *  - a marker (an event record, a host function) is done as soon as its stream reaches it, in
  *    whatever slice.
+ *  - a collective kernel (FS_W_COLL), once its group has the device, spins (busy, no progress)
+ *    until its peers on every GPU have started; while one is pending anywhere, all timelines
+ *    with work move in step (advance_all).
  * Busy time is accounted per process as the simulation passes: the time during which it had a
  * kernel running (what NVML's utilisation samples measure). Arrivals happen at the real time of
  * submission (the timeline is advanced to then first), so the result does not depend on who
@@ -82,8 +85,78 @@ struct sim {
     bool commit;                 /* account busy time (the real advance, not a projection) */
     /* scratch, n entries each */
     bool *run;
+    bool *spin;                  /* a collective waiting for its peers: occupies, no progress */
     double *rate;
+    /* the running group's processes this step (busy accounting) */
+    int procs[FS_MAX_PROCS];
+    unsigned np;
 };
+
+/* ---- collectives ----
+ * A collective kernel, once its group has the device, counts as started (its fs_coll entry,
+ * shared by all GPUs in the state); it then spins, busy, until every rank has started, and only
+ * then runs its own duration. Starts are recorded only by the real advance (commit), which
+ * moves every timeline with pending work in step while a collective is pending anywhere
+ * (advance_all), so a start on one GPU is seen at its simulated time on the others. */
+static struct fs_coll *coll_find(uint64_t id, uint64_t seq, bool create)
+{
+    struct fs_state *st = fs_state();
+    struct fs_coll *free_e = NULL, *oldest = NULL;
+    for (unsigned k = 0; k < FS_MAX_COLL; k++) {
+        struct fs_coll *c = &st->coll[k];
+        if (!c->nranks) {
+            if (!free_e)
+                free_e = c;
+            continue;
+        }
+        if (c->id == id && c->seq == seq)
+            return c;
+        if (!oldest || c->last_start_ns < oldest->last_start_ns)
+            oldest = c;
+    }
+    if (!create)
+        return NULL;
+    /* Full: the oldest entry belongs to ranks that died mid-collective (they never finish). */
+    struct fs_coll *c = free_e ? free_e : oldest;
+    *c = (struct fs_coll){ .id = id, .seq = seq };
+    return c;
+}
+
+static bool coll_released(const struct fs_item *it)
+{
+    const struct fs_coll *c = coll_find(it->coll_id, it->coll_seq, false);
+    return c && c->started >= c->nranks;
+}
+
+static void coll_start(struct sim *s, unsigned i)
+{
+    struct fs_item *it = &s->it[i];
+    struct fs_coll *c = coll_find(it->coll_id, it->coll_seq, true);
+    c->nranks = it->coll_n;
+    c->started++;
+    if (s->t > c->last_start_ns)
+        c->last_start_ns = s->t;
+    it->flags |= FS_W_CSTART;
+}
+
+static void coll_finish(const struct fs_item *it)
+{
+    struct fs_coll *c = coll_find(it->coll_id, it->coll_seq, false);
+    if (c && ++c->finished >= c->nranks)
+        c->nranks = 0;
+}
+
+static bool coll_pending_any(void)
+{
+    struct fs_state *st = fs_state();
+    for (unsigned gpu = 0; gpu < st->ngpus; gpu++) {
+        const struct fs_gpu *g = &st->gpu[gpu];
+        for (unsigned k = 0; k < g->npend; k++)
+            if (g->items[g->pend[k]].flags & FS_W_COLL)
+                return true;
+    }
+    return false;
+}
 
 /* Marks which items may run now (the head of their stream, ordering rules satisfied). */
 static void runnable(struct sim *s)
@@ -123,19 +196,20 @@ static void finish(struct sim *s, unsigned i)
     s->it[i].flags |= FS_W_DONE;
     s->it[i].left_ns = 0;
     s->it[i].end_ns = s->t;
+    if ((s->it[i].flags & FS_W_COLL) && s->commit)
+        coll_finish(&s->it[i]);
 }
 
-/* Runs the simulation until `to`, or until the item of seq `target` is done (0: none).
- * Returns true when the target is done. */
-static bool simulate(struct sim *s, uint64_t to, uint64_t target)
+/* Plans the step that starts at s->t: finishes the markers its streams reach, picks the group
+ * holding the device, and sets the rates of its kernels. Returns the step's length: until the
+ * first kernel would end or the slice ends; UINT64_MAX with *idle when nothing can run.
+ * *stalled: nothing can make progress by itself (only collectives waiting for peers, and no
+ * other group to take the device). Idempotent at a given s->t. */
+static uint64_t plan(struct sim *s, bool *idle, bool *stalled)
 {
     struct fs_gpu *g = s->g;
+    *idle = *stalled = false;
     for (;;) {
-        if (target) {
-            for (unsigned i = 0; i < s->n; i++)
-                if (s->it[i].seq == target && (s->it[i].flags & FS_W_DONE))
-                    return true;
-        }
         runnable(s);
         /* Markers: done as soon as their stream reaches them. */
         bool marker = false;
@@ -144,82 +218,155 @@ static bool simulate(struct sim *s, uint64_t to, uint64_t target)
                 finish(s, i);
                 marker = true;
             }
-        if (marker)
+        if (!marker)
+            break;
+    }
+    s->np = 0;
+    for (unsigned i = 0; i < s->n; i++) {
+        s->rate[i] = 0;
+        s->spin[i] = false;
+    }
+    /* The groups with work that can run. */
+    uint64_t first = UINT64_MAX, after = UINT64_MAX;
+    bool cur_has = false;
+    for (unsigned i = 0; i < s->n; i++) {
+        if (!s->run[i])
             continue;
-        /* The groups with work that can run. */
-        uint64_t first = UINT64_MAX, after = UINT64_MAX;
-        bool cur_has = false;
-        for (unsigned i = 0; i < s->n; i++) {
-            if (!s->run[i])
-                continue;
-            uint64_t gk = group_of(g, &s->it[i]);
-            if (gk == s->cur)
-                cur_has = true;
-            if (gk < first)
-                first = gk;
-            if (gk > s->cur && gk < after)
-                after = gk;
+        uint64_t gk = group_of(g, &s->it[i]);
+        if (gk == s->cur)
+            cur_has = true;
+        if (gk < first)
+            first = gk;
+        if (gk > s->cur && gk < after)
+            after = gk;
+    }
+    if (first == UINT64_MAX) {
+        *idle = true;
+        return UINT64_MAX;       /* nothing queued */
+    }
+    bool others = false;
+    for (unsigned i = 0; i < s->n && !others; i++)
+        others = s->run[i] && group_of(g, &s->it[i]) != s->cur;
+    if (!cur_has || (others && s->t >= s->slice_end)) {
+        s->cur = after != UINT64_MAX ? after : first;
+        s->slice_end = s->t + group_slice(g, s->cur);
+    } else if (s->t >= s->slice_end) {
+        s->slice_end = s->t + group_slice(g, s->cur);   /* alone: the slice renews */
+    }
+    /* Rates of the running group's kernels: per process, its widths share at most its MPS
+     * percentage of the SMs; all processes together at most the device. */
+    double total = 0;
+    double sumw[FS_MAX_PROCS], allot[FS_MAX_PROCS];
+    unsigned np = 0;
+    for (unsigned i = 0; i < s->n; i++) {
+        if (!s->run[i] || group_of(g, &s->it[i]) != s->cur)
+            continue;
+        unsigned k;
+        for (k = 0; k < np && s->procs[k] != s->it[i].proc; k++)
+            ;
+        if (k == np) {
+            s->procs[np] = s->it[i].proc;
+            sumw[np] = 0;
+            np++;
         }
-        if (first == UINT64_MAX) {
+        sumw[k] += s->it[i].width;
+    }
+    s->np = np;
+    for (unsigned k = 0; k < np; k++) {
+        unsigned pct = g->procs[s->procs[k]].mps_pct;
+        double cap = pct ? pct * 10.0 : 1000.0;
+        allot[k] = sumw[k] < cap ? sumw[k] : cap;
+        total += allot[k];
+    }
+    double scale = total > 1000.0 ? 1000.0 / total : 1.0;
+    uint64_t dt = UINT64_MAX;
+    bool progress = false;
+    for (unsigned i = 0; i < s->n; i++) {
+        if (!s->run[i] || group_of(g, &s->it[i]) != s->cur)
+            continue;
+        struct fs_item *it = &s->it[i];
+        if (it->flags & FS_W_COLL) {
+            if (!(it->flags & FS_W_CSTART) && s->commit)
+                coll_start(s, i);
+            if (!coll_released(it)) {
+                s->spin[i] = true;   /* occupies its SMs and the slice, moves nothing */
+                continue;
+            }
+        }
+        unsigned k;
+        for (k = 0; s->procs[k] != it->proc; k++)
+            ;
+        s->rate[i] = allot[k] / sumw[k] * scale;
+        progress = true;
+        double need = (double)it->left_ns / s->rate[i];
+        uint64_t d = (uint64_t)need;
+        if ((double)d < need)
+            d++;
+        if (d < dt)
+            dt = d;
+    }
+    *stalled = !progress && !others;
+    /* Every slice boundary is a step, alone or not: a group that arrives meanwhile gets
+     * the device at the next boundary of the running slice, not at once. */
+    if (s->slice_end > s->t && s->slice_end - s->t < dt)
+        dt = s->slice_end - s->t;
+    return dt;
+}
+
+/* Runs the planned step of dt: kernels progress at their rates, the running group's
+ * processes are busy (accounted when committing). */
+static void apply(struct sim *s, uint64_t dt)
+{
+    uint64_t t0 = s->t;
+    s->t += dt;
+    for (unsigned i = 0; i < s->n; i++) {
+        if (s->rate[i] <= 0)
+            continue;
+        double need = (double)s->it[i].left_ns / s->rate[i];
+        uint64_t done = (uint64_t)(s->rate[i] * (double)dt + 0.5);
+        if (need <= (double)dt || done >= s->it[i].left_ns)
+            finish(s, i);
+        else
+            s->it[i].left_ns -= done;
+    }
+    if (s->commit)
+        for (unsigned k = 0; k < s->np; k++) {
+            struct fs_proc *p = &s->g->procs[s->procs[k]];
+            p->busy_ns += dt;
+            add_interval(s->g, p->pid, p->gi, t0, s->t);
+        }
+    s->np = 0;
+    for (unsigned i = 0; i < s->n; i++)
+        s->rate[i] = 0;
+}
+
+static bool target_done(const struct sim *s, uint64_t target)
+{
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->it[i].seq == target && (s->it[i].flags & FS_W_DONE))
+            return true;
+    return false;
+}
+
+/* Runs the simulation until `to`, or until the item of seq `target` is done (0: none).
+ * Returns true when the target is done; false also when a projection stalls on a collective
+ * whose peers have not started (only the real advance can see them start). */
+static bool simulate(struct sim *s, uint64_t to, uint64_t target)
+{
+    for (;;) {
+        if (target && target_done(s, target))
+            return true;
+        bool idle, stalled;
+        uint64_t dt = plan(s, &idle, &stalled);
+        if (target && target_done(s, target))
+            return true;
+        if (idle) {
             if (!target && to > s->t)
                 s->t = to;
-            return false;        /* nothing queued */
+            return false;
         }
-        bool others = false;
-        for (unsigned i = 0; i < s->n && !others; i++)
-            others = s->run[i] && group_of(g, &s->it[i]) != s->cur;
-        if (!cur_has || (others && s->t >= s->slice_end)) {
-            s->cur = after != UINT64_MAX ? after : first;
-            s->slice_end = s->t + group_slice(g, s->cur);
-        } else if (s->t >= s->slice_end) {
-            s->slice_end = s->t + group_slice(g, s->cur);   /* alone: the slice renews */
-        }
-        /* Rates of the running group's kernels: per process, its widths share at most its MPS
-         * percentage of the SMs; all processes together at most the device. */
-        double total = 0;
-        int procs[FS_MAX_PROCS];
-        double sumw[FS_MAX_PROCS], allot[FS_MAX_PROCS];
-        unsigned np = 0;
-        for (unsigned i = 0; i < s->n; i++) {
-            if (!s->run[i] || group_of(g, &s->it[i]) != s->cur)
-                continue;
-            unsigned k;
-            for (k = 0; k < np && procs[k] != s->it[i].proc; k++)
-                ;
-            if (k == np) {
-                procs[np] = s->it[i].proc;
-                sumw[np] = 0;
-                np++;
-            }
-            sumw[k] += s->it[i].width;
-        }
-        for (unsigned k = 0; k < np; k++) {
-            unsigned pct = g->procs[procs[k]].mps_pct;
-            double cap = pct ? pct * 10.0 : 1000.0;
-            allot[k] = sumw[k] < cap ? sumw[k] : cap;
-            total += allot[k];
-        }
-        double scale = total > 1000.0 ? 1000.0 / total : 1.0;
-        uint64_t dt = UINT64_MAX;
-        for (unsigned i = 0; i < s->n; i++) {
-            s->rate[i] = 0;
-            if (!s->run[i] || group_of(g, &s->it[i]) != s->cur)
-                continue;
-            unsigned k;
-            for (k = 0; procs[k] != s->it[i].proc; k++)
-                ;
-            s->rate[i] = allot[k] / sumw[k] * scale;
-            double need = (double)s->it[i].left_ns / s->rate[i];
-            uint64_t d = (uint64_t)need;
-            if ((double)d < need)
-                d++;
-            if (d < dt)
-                dt = d;
-        }
-        /* Every slice boundary is a step, alone or not: a group that arrives meanwhile gets
-         * the device at the next boundary of the running slice, not at once. */
-        if (s->slice_end > s->t && s->slice_end - s->t < dt)
-            dt = s->slice_end - s->t;
+        if (target && stalled)
+            return false;
         if (!target && s->t + dt > to) {
             if (to <= s->t)
                 return false;
@@ -227,24 +374,7 @@ static bool simulate(struct sim *s, uint64_t to, uint64_t target)
         }
         if (dt == 0)
             dt = 1;
-        uint64_t t0 = s->t;
-        s->t += dt;
-        for (unsigned i = 0; i < s->n; i++) {
-            if (s->rate[i] <= 0)
-                continue;
-            double need = (double)s->it[i].left_ns / s->rate[i];
-            uint64_t done = (uint64_t)(s->rate[i] * (double)dt + 0.5);
-            if (need <= (double)dt || done >= s->it[i].left_ns)
-                finish(s, i);
-            else
-                s->it[i].left_ns -= done;
-        }
-        if (s->commit)
-            for (unsigned k = 0; k < np; k++) {
-                struct fs_proc *p = &g->procs[procs[k]];
-                p->busy_ns += dt;
-                add_interval(g, p->pid, p->gi, t0, s->t);
-            }
+        apply(s, dt);
     }
 }
 
@@ -267,9 +397,10 @@ static bool sim_load(struct sim *s, struct fs_gpu *g, unsigned tl, bool commit)
     s->it = malloc(sizeof *s->it * n);
     s->slot = malloc(sizeof *s->slot * n);
     s->run = malloc(sizeof *s->run * n);
-    s->rate = malloc(sizeof *s->rate * n);
-    if (!s->it || !s->slot || !s->run || !s->rate) {
-        free(s->it); free(s->slot); free(s->run); free(s->rate);
+    s->spin = malloc(sizeof *s->spin * n);
+    s->rate = calloc(n, sizeof *s->rate);
+    if (!s->it || !s->slot || !s->run || !s->spin || !s->rate) {
+        free(s->it); free(s->slot); free(s->run); free(s->spin); free(s->rate);
         return false;
     }
     for (unsigned k = 0; k < g->npend; k++)
@@ -285,6 +416,7 @@ static void sim_free(struct sim *s)
     free(s->it);
     free(s->slot);
     free(s->run);
+    free(s->spin);
     free(s->rate);
 }
 
@@ -300,8 +432,19 @@ static void compact(struct fs_gpu *g)
     g->npend = w;
 }
 
-/* Simulates the timeline up to `to` and writes the result back. Caller holds the lock. */
-static void advance(struct fs_gpu *g, unsigned tl, uint64_t to)
+/* Writes a committed simulation back into its timeline, now simulated up to `to`. */
+static void sim_store(struct sim *s, uint64_t to)
+{
+    struct fs_tl *T = &s->g->tl[s->tl];
+    for (unsigned i = 0; i < s->n; i++)
+        s->g->items[s->slot[i]] = s->it[i];
+    T->t_adv = to;
+    T->slice_end = s->slice_end;
+    T->cur = s->cur;
+}
+
+/* Simulates one timeline up to `to` and writes the result back. Caller holds the lock. */
+static void advance_tl(struct fs_gpu *g, unsigned tl, uint64_t to)
 {
     struct fs_tl *T = &g->tl[tl];
     if (to <= T->t_adv)
@@ -312,25 +455,103 @@ static void advance(struct fs_gpu *g, unsigned tl, uint64_t to)
         return;
     }
     simulate(&s, to, 0);
-    for (unsigned i = 0; i < s.n; i++)
-        g->items[s.slot[i]] = s.it[i];
-    T->t_adv = to;
-    T->slice_end = s.slice_end;
-    T->cur = s.cur;
+    sim_store(&s, to);
     sim_free(&s);
     compact(g);
+}
+
+/* While a collective is pending anywhere, every timeline with pending work (of every GPU)
+ * moves in step up to `to`: the earliest ones first, each step no longer than the shortest any
+ * of them plans, so a rank's start is recorded at its simulated time before any other GPU
+ * simulates past it. Caller holds the lock. */
+static void advance_all(uint64_t to)
+{
+    struct fs_state *st = fs_state();
+    unsigned max = 0;
+    for (unsigned gpu = 0; gpu < st->ngpus; gpu++)
+        max += FS_MAX_TL;
+    struct sim *sims = calloc(max ? max : 1, sizeof *sims);
+    uint64_t *want = calloc(max ? max : 1, sizeof *want);
+    if (!sims || !want) {
+        free(sims);
+        free(want);
+        return;
+    }
+    unsigned n = 0;
+    for (unsigned gpu = 0; gpu < st->ngpus; gpu++) {
+        struct fs_gpu *g = &st->gpu[gpu];
+        bool seen[FS_MAX_TL] = { false };
+        for (unsigned k = 0; k < g->npend; k++)
+            seen[g->items[g->pend[k]].tl] = true;
+        for (unsigned tl = 0; tl < FS_MAX_TL; tl++) {
+            if (g->tl[tl].t_adv >= to)
+                continue;
+            if (!seen[tl] || !sim_load(&sims[n], g, tl, true))
+                g->tl[tl].t_adv = to;
+            else
+                n++;
+        }
+    }
+    for (;;) {
+        uint64_t now = UINT64_MAX, next = to;
+        for (unsigned k = 0; k < n; k++)
+            if (sims[k].t < now)
+                now = sims[k].t;
+        if (now >= to)
+            break;
+        for (unsigned k = 0; k < n; k++)
+            if (sims[k].t > now && sims[k].t < next)
+                next = sims[k].t;
+        /* Twice: a start recorded by one timeline releases a peer planned before it. */
+        uint64_t dt = next - now;
+        for (int pass = 0; pass < 2; pass++)
+            for (unsigned k = 0; k < n; k++) {
+                if (sims[k].t != now)
+                    continue;
+                bool idle, stalled;
+                want[k] = plan(&sims[k], &idle, &stalled);
+            }
+        for (unsigned k = 0; k < n; k++)
+            if (sims[k].t == now && want[k] < dt)
+                dt = want[k];
+        if (dt == 0)
+            dt = 1;
+        for (unsigned k = 0; k < n; k++)
+            if (sims[k].t == now)
+                apply(&sims[k], dt);
+    }
+    for (unsigned k = 0; k < n; k++) {
+        sim_store(&sims[k], to);
+        sim_free(&sims[k]);
+    }
+    for (unsigned gpu = 0; gpu < st->ngpus; gpu++)
+        compact(&st->gpu[gpu]);
+    free(sims);
+    free(want);
+}
+
+static void advance(struct fs_gpu *g, unsigned tl, uint64_t to)
+{
+    if (coll_pending_any())
+        advance_all(to);
+    else
+        advance_tl(g, tl, to);
 }
 
 void fs_advance_gpu(unsigned gpu)
 {
     struct fs_gpu *g = &fs_state()->gpu[gpu];
     uint64_t now = fs_now_ns();
+    if (coll_pending_any()) {
+        advance_all(now);
+        return;
+    }
     bool seen[FS_MAX_TL] = { false };
     for (unsigned k = 0; k < g->npend; k++)
         seen[g->items[g->pend[k]].tl] = true;
     for (unsigned tl = 0; tl < FS_MAX_TL; tl++)
         if (seen[tl])
-            advance(g, tl, now);
+            advance_tl(g, tl, now);
 }
 
 void fs_drop_work(unsigned gpu, unsigned idx)
@@ -364,10 +585,18 @@ bool fs_submit(unsigned gpu, int gi, int ci, const struct fs_work *w, struct fs_
             struct fs_item *it = &g->items[slot];
             if (it->seq && !(it->flags & FS_W_DONE))
                 continue;
-            *it = (struct fs_item){ .seq = ++g->item_seq, .dur_ns = w->dur_ns, .left_ns = w->dur_ns,
+            /* A collective is a kernel even of no duration of its own: it waits for its peers. */
+            uint64_t dur = w->coll_n && !w->dur_ns ? 1 : w->dur_ns;
+            *it = (struct fs_item){ .seq = ++g->item_seq, .dur_ns = dur, .left_ns = dur,
                                     .proc = (int)(p - g->procs), .ctx = w->ctx, .stream = w->stream,
-                                    .width = (uint16_t)(w->dur_ns ? (w->width > 1000 ? 1000 : w->width ? w->width : 1) : 0),
+                                    .width = (uint16_t)(dur ? (w->width > 1000 ? 1000 : w->width ? w->width : 1) : 0),
                                     .tl = (uint8_t)tl, .flags = (uint8_t)(w->flags & (FS_W_BARRIER | FS_W_BLOCKING)) };
+            if (w->coll_n) {
+                it->flags |= FS_W_COLL;
+                it->coll_n = (uint16_t)w->coll_n;
+                it->coll_id = w->coll_id;
+                it->coll_seq = w->coll_seq;
+            }
             g->pend[g->npend++] = (uint16_t)slot;
             g->ring_head = (slot + 1) % FS_RING;
             out->seq = it->seq;
@@ -397,7 +626,8 @@ bool fs_pos_done(unsigned gpu, const struct fs_pos *p, uint64_t *end)
             done = false;
             /* A projection: the same simulation, on copies, until the item is done. */
             struct sim s;
-            *end = g->tl[tl].t_adv;
+            /* Unknown (a collective whose peers have not started): look again soon. */
+            *end = g->tl[tl].t_adv + 50000;
             if (sim_load(&s, g, tl, false)) {
                 if (simulate(&s, UINT64_MAX, p->seq))
                     *end = s.t;

@@ -68,12 +68,14 @@ void fc_dev_pcie(int ordinal, unsigned long long tx, unsigned long long rx);
 /* A piece of work queued on the device's timeline (common/timeline.c): seq 0 = none. `end` is
  * the last thing known of its completion time: exact once done, a projection before. */
 struct fc_pos { uint64_t seq; unsigned slot; uint64_t end; };
+/* One rank's kernel of a collective: it waits, busy, for the other nranks - 1 (fs_coll). */
+struct fc_coll { uint64_t id, seq; unsigned nranks; };
 #define FC_W_BARRIER  1u   /* legacy default stream (= FS_W_BARRIER) */
 #define FC_W_BLOCKING 2u   /* a blocking stream (= FS_W_BLOCKING) */
 /* Queues `dur_ns` of work of `width` thousandths of the SMs (0: a marker) on the device for this
  * process's context `ctx` and stream `stream`; false when the device's ring is full. */
 bool fc_dev_submit(int ordinal, uint32_t ctx, uint32_t stream, uint64_t dur_ns, unsigned width, unsigned flags,
-                   struct fc_pos *out);
+                   const struct fc_coll *coll, struct fc_pos *out);
 /* True when the work is done; p->end gets its end (or its projected end). */
 bool fc_dev_pos_done(int ordinal, struct fc_pos *p);
 /* Waits, in real time, until the work is done. Call without fc_lock. */
@@ -209,7 +211,8 @@ CUresult fc_stream_resolve(CUstream s, bool ptsz, struct fc_ctx *ctx, struct fc_
 /* Queues `dur_ns` of device work (`width` thousandths of the SMs) on the stream; returns its
  * projected end time when want_end (0 otherwise: the projection costs a simulation). Caller
  * holds fc_lock. */
-uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width, bool want_end);
+uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width,
+                           const struct fc_coll *coll, bool want_end);
 /* When the stream's work queued so far is projected to be done (now when none is pending): what
  * stream-ordered frees wait for. Caller holds fc_lock. */
 uint64_t fc_stream_tail(struct fc_ctx *ctx, struct fc_stream *st);
@@ -228,6 +231,7 @@ struct fc_func {
                               * "sleep_us_w" too, over kernelParams[1] % of the SMs */
     bool width_param;        /* "sleep_us_w" */
     bool fault;              /* "fault": an illegal address; the context is broken once it runs */
+    bool collective;         /* "collective_us": one rank's part of a collective (launch.c) */
 };
 #define FC_FUNC_MAGIC 0xF00C7100u
 CUresult fc_func_valid(CUfunction f);
@@ -238,6 +242,7 @@ struct fc_launch {
     unsigned int grid[3], block[3], shmem;
     uint64_t dur_ns;
     unsigned width;          /* thousandths of the SMs it occupies */
+    struct fc_coll coll;     /* a collective's communicator and operation (nranks 0: not one) */
 };
 CUresult fc_launch_prepare(struct fc_launch *l, CUfunction f, const unsigned int grid[3],
                            const unsigned int block[3], unsigned int shmem, void **params,

@@ -686,7 +686,7 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream s, bool ptsz)
                 release_alloc(e->nodes[i]->alloc);
     } else {
         /* The free nodes run when the stream gets through the graph's work. */
-        uint64_t end = fc_stream_enqueue(c, st, total, 1000, true);
+        uint64_t end = fc_stream_enqueue(c, st, total, 1000, NULL, true);
         for (size_t i = 0; i < e->n; i++) {
             struct fc_alloc *a;
             if (e->nodes[i]->kind == NODE_FREE && (a = fc_alloc_find(e->nodes[i]->dptr, false)) != NULL &&

@@ -10,6 +10,11 @@
  * Its width (the share of the SMs it occupies) is the share of one wave its blocks fill,
  * min(1, blocks / (SMs x resident blocks per SM)), except a "sleep_us" kernel, which fills the
  * device, and "sleep_us_w", whose second parameter (an unsigned long long) is the percentage.
+ * A "collective_us" kernel is one rank's part of a collective, as an NCCL kernel: its four
+ * parameters (unsigned long long each) are the microseconds it runs once all ranks are there,
+ * the communicator id, the operation's sequence number in it, and the number of ranks. Once it
+ * has the device it spins, filling the device and busy, until the kernels of the same
+ * (communicator, sequence) on the other ranks have all started (common/timeline.c).
  * When it runs is the timeline's business (common/timeline.c): streams of one context side by
  * side, contexts in time slices. A launch waits first while its context has too much work
  * queued (the push buffer, fc_queue_admit). */
@@ -70,7 +75,21 @@ CUresult fc_launch_prepare(struct fc_launch *l, CUfunction f, const unsigned int
     l->shmem = shmem;
     const char *env = getenv("VGPU_FAKE_KERNEL_US");
     l->width = shape_width(l, c->device);
-    if (l->func->sleep_us) {
+    if (l->func->collective) {
+        unsigned long long v[4];
+        if (!params)
+            return CUDA_ERROR_INVALID_VALUE; /* collective_us needs its four arguments */
+        for (int i = 0; i < 4; i++) {
+            if (!params[i])
+                return CUDA_ERROR_INVALID_VALUE;
+            memcpy(&v[i], params[i], sizeof v[i]);
+        }
+        if (v[3] < 1 || v[3] > 4096)
+            return CUDA_ERROR_INVALID_VALUE;
+        l->width = 1000;
+        l->dur_ns = v[0] * 1000ULL;
+        l->coll = (struct fc_coll){ v[1], v[2], (unsigned)v[3] };
+    } else if (l->func->sleep_us) {
         unsigned long long us = 0;
         l->width = 1000;
         if (l->func->width_param) {
@@ -114,10 +133,11 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
     r = fc_stream_resolve(stream, ptsz, c, &st);
     if (r == CUDA_SUCCESS) {
         if (st && st->capture)
-            r = fc_graph_capture_kernel(st, l);
+            r = l->coll.nranks ? CUDA_ERROR_NOT_SUPPORTED   /* collectives in graphs: not simulated */
+                               : fc_graph_capture_kernel(st, l);
         else {
             fc_managed_on_launch(c);   /* the kernel's page faults migrate managed memory in */
-            fc_stream_enqueue(c, st, l->dur_ns, l->width, false);
+            fc_stream_enqueue(c, st, l->dur_ns, l->width, &l->coll, false);
             if (l->func->fault && !c->fault.seq)
                 c->fault = st ? st->last : c->legacy_last;   /* broken once it runs */
         }

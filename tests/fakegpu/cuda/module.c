@@ -124,6 +124,7 @@ static CUresult func_new(const char *name, struct fc_func **out)
     snprintf(f->name, sizeof f->name, "%s", name);
     f->width_param = strcmp(name, "sleep_us_w") == 0;
     f->fault = strcmp(name, "fault") == 0;
+    f->collective = strcmp(name, "collective_us") == 0;
     f->sleep_us = strcmp(name, "sleep_us") == 0 || f->width_param;
     *out = f;
     return CUDA_SUCCESS;

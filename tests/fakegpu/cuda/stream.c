@@ -78,11 +78,12 @@ static bool blocking(const struct fc_stream *st)
 
 /* Queues one item on the stream (a marker when dur_ns is 0). Caller holds fc_lock; released
  * meanwhile only when the device's ring is full (then it waits for work to finish). */
-static struct fc_pos submit(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width)
+static struct fc_pos submit(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width,
+                            const struct fc_coll *coll)
 {
     struct fc_pos pos = { 0, 0, 0 };
     unsigned flags = st ? (blocking(st) ? FC_W_BLOCKING : 0) : FC_W_BARRIER;
-    while (!fc_dev_submit(ctx->device, ctx->key, st ? st->key : 0, dur_ns, width, flags, &pos)) {
+    while (!fc_dev_submit(ctx->device, ctx->key, st ? st->key : 0, dur_ns, width, flags, coll, &pos)) {
         pthread_mutex_unlock(&fc_lock);
         fc_sleep_until(fc_now_ns() + 1000000ULL);
         pthread_mutex_lock(&fc_lock);
@@ -94,9 +95,10 @@ static struct fc_pos submit(struct fc_ctx *ctx, struct fc_stream *st, uint64_t d
     return pos;
 }
 
-uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width, bool want_end)
+uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width,
+                           const struct fc_coll *coll, bool want_end)
 {
-    struct fc_pos pos = submit(ctx, st, dur_ns, width);
+    struct fc_pos pos = submit(ctx, st, dur_ns, width, coll);
     if (want_end)
         fc_dev_pos_done(ctx->device, &pos);   /* a projection: costs a simulation */
     return pos.end;
@@ -387,7 +389,7 @@ static CUresult event_record(CUevent e, CUstream s, bool ptsz)
     pthread_mutex_lock(&fc_lock);
     r = fc_stream_resolve(s, ptsz, c, &st);
     if (r == CUDA_SUCCESS) {
-        ev->pos = submit(c, st, 0, 0);
+        ev->pos = submit(c, st, 0, 0, NULL);
         ev->device = c->device;
         ev->recorded = true;
     }
@@ -589,7 +591,7 @@ static CUresult launch_host_func(CUstream s, CUhostFn fn, void *data, bool ptsz)
     }
     /* Its marker goes on its stream (the legacy one included); a callback of the legacy stream
      * is accounted on the per-thread stream object so that synchronize sees it pending. */
-    h->pos = submit(c, st, 0, 0);
+    h->pos = submit(c, st, 0, 0, NULL);
     if (!st)
         st = per_thread_stream(c);
     h->fn = fn;
