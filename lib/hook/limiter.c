@@ -34,6 +34,18 @@
  * and two 30/70 jobs that reached 87 % of the GPU together where time-slicing reaches 89 %
  * (tests/gpu/core.sh "together"). The fast path pays one thread-local increment and compare.
  *
+ * Jobs of several GPUs (DESIGN.md decision 11) are not paced. A thread that drives several GPUs
+ * waited at one GPU's fence while the others had nothing queued, so the GPUs took turns inside the
+ * job's own leases, which are charged whole: one process round robin over two GPUs got 32 % per
+ * GPU at --core 50 (2 x H200, PyTorch; the simulated GPU the same), and the ranks of a collective
+ * job (NCCL), each waiting at its fence with a collective queued that spins until its peer's
+ * starts, kept 3 % of their rate on the H200 and 34-38 % on the simulated GPU. Unpaced, each
+ * process queues a whole step on every GPU before it waits: each GPU at its cap (30/50 % within a
+ * point) and collective jobs of 2 and 4 ranks at 50-51 % of their rate under --core 50, beside a
+ * single-GPU job as alone (tests/cli/multi_gpu.sh). The cost: what such a job queues before its
+ * next synchronize is drained at the end of its lease (an overrun, charged and paid back by its
+ * next turns), and another job's request waits for it, as under plain time-slicing.
+ *
  * Preemption (vgpu/sched.h, "Latency"): the deadline a launch compares against is the one in the
  * shared schedule, so a waiter that preempts us (by setting it to now) stops our launches at the
  * next one; the helper thread sleeps on the schedule's yield futex, so it drains and passes the
@@ -49,6 +61,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -594,7 +607,8 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         if (lease && now < vgpu_sched_deadline(&d->s, lease)) {
             if (t_since_fence[dev] + 1 >= atomic_load_explicit(&d->fence_every, memory_order_relaxed)) {
                 CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
-                bool ovl = false, fenced = pace_wait(d, rec, &ovl);
+                /* A job of several GPUs is not paced (see "Jobs of several GPUs" above). */
+                bool ovl = false, fenced = vgpu_region_device_count(r) == 1 && pace_wait(d, rec, &ovl);
                 now = vgpu_now_ns();
                 if (now >= vgpu_sched_deadline(&d->s, lease))
                     continue;            /* preempted (or out of time) while we waited: queue no more */
