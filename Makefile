@@ -13,6 +13,7 @@
 #   make deps       install the Debian packages the build and the tests need (root), or print the line
 #   make slurm      build/slurm/spank_vgpu.so, the Slurm SPANK plugin (needs libslurm-dev); make install-slurm
 #   make test-slurm a real one-node Slurm on localhost with the simulated GPU (needs SLURM_PACKAGES)
+#   make test-engines Debian's podman reads vgpu's CDI specs, Prometheus scrapes vgpu metrics (ENGINE_PACKAGES)
 #
 # No CUDA toolkit is needed: lib/include declares the subset of the driver and NVML ABI we use.
 # Every directory's sources are picked up by wildcard, so adding a file needs no Makefile edit:
@@ -295,6 +296,19 @@ test-slurm:
 deps-slurm:
 	@bash tests/deps.sh install $(SLURM_PACKAGES)
 
+# ---- engines (issue 29): real podman and Prometheus read what vgpu writes -----------------------
+# Not part of `make test`: they need root and Debian's packages, which `make deps` installs (root)
+# and `make test-engines` names when they are missing. Only this machine and loopback are used.
+ENGINE_PACKAGES := podman prometheus prometheus-node-exporter
+.PHONY: test-engines deps-engines
+test-engines:
+	@bash tests/deps.sh auto $(ENGINE_PACKAGES) >/dev/null 2>&1 || true
+	@$(MAKE) --no-print-directory all
+	@VGPU_TEST_ENGINES=1 VGPU_ENGINE_PACKAGES="$(ENGINE_PACKAGES)" bash tests/run.sh $(BUILD) cli/engine_
+
+deps-engines:
+	@bash tests/deps.sh install $(ENGINE_PACKAGES)
+
 # ---- packaging ----------------------------------------------------------------------------------
 install: $(VGPU_BIN) $(HOOK_LIB)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/vgpu $(DESTDIR)$(PREFIX)/share/man/man1 \
@@ -354,7 +368,7 @@ completions: $(VGPU_BIN)
 # ---- dependencies -----------------------------------------------------------------------------------
 # `make deps` installs what is missing when run as root, and otherwise prints the exact command.
 deps:
-	@bash tests/deps.sh install $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES) $(SLURM_PACKAGES)
+	@bash tests/deps.sh install $(DEB_PACKAGES) $(DEB_TOOL_PACKAGES) $(SLURM_PACKAGES) $(ENGINE_PACKAGES)
 
 deps-fuzz:
 	@bash tests/deps.sh install $(FUZZ_PACKAGES)

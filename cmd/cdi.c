@@ -1,17 +1,22 @@
 /* vgpu cdi: Container Device Interface specs, so that container engines start limited containers. */
 static const char usage[] =
     "usage: vgpu cdi generate [--gpu SEL] [--mem SIZE|PCT%] [--core PCT] [--name NAME]\n"
-    "                         [--library PATH] [--output DIR]\n"
+    "                         [--library PATH] [--output DIR] [--cdi-version V] [--annotations]\n"
+    "       vgpu cdi validate FILE\n"
     "\n"
-    "Write a CDI spec (JSON, cdiVersion 1.1.0, kind vgpu.dev/gpu) with one device, NAME, whose\n"
-    "container edits preload libvgpu.so with the limits, so that podman, Docker 25+ (CDI on),\n"
-    "containerd and CRI-O start a limited container when asked for it beside NVIDIA's own device:\n"
+    "generate writes a CDI spec (JSON, kind vgpu.dev/gpu) with one device, NAME, whose container\n"
+    "edits preload libvgpu.so with the limits, so that podman, Docker 25+ (CDI on), containerd and\n"
+    "CRI-O start a limited container when asked for it beside NVIDIA's own device:\n"
     "    podman run --device nvidia.com/gpu=0 --device vgpu.dev/gpu=NAME IMAGE CMD\n"
     "The device carries: LD_PRELOAD and the limits (HAMi-core's variables, which libvgpu.so reads,\n"
     "see libvgpu(7)); libvgpu.so bind-mounted read-only; a tmpfs of its own at /run/vgpu, the\n"
     "per-container state (the job region, created by the container's first CUDA process), so\n"
     "every container started with NAME gets the whole limit; and the machine-wide directory\n"
-    "(/run/vgpu-machine), so that the GPU-time caps of containers and host jobs add up.\n"
+    "(/run/vgpu-machine, read-write), so that the GPU-time caps of containers and host jobs add\n"
+    "up, and through which containers reach the arbiter's socket.\n"
+    "The spec's cdiVersion is the lowest its fields need (0.4.0 for the tmpfs mount's type; 0.5.0\n"
+    "when NAME starts with a digit; 0.6.0 with --annotations), so that older engines read it:\n"
+    "podman 4.3 (Debian 12) reads up to 0.5.0. See vgpu-cdi(1) for which engine reads which.\n"
     "\n"
     "  --gpu SEL      the GPUs the container will be given, in the order NVIDIA's devices are\n"
     "                 requested (they are its CUDA devices 0, 1, ...): an index, a UUID, a comma\n"
@@ -19,20 +24,32 @@ static const char usage[] =
     "  --mem SIZE     memory limit on each of the container's GPUs: 4G, 512MiB ... (or PCT% of\n"
     "                 each selected GPU's memory)\n"
     "  --core PCT     cap the container's share of GPU time at PCT percent (1-100)\n"
-    "  --name NAME    the device name (letters, digits, '_', '.', '-'; default from the limits,\n"
-    "                 e.g. mem-4GiB-core-30). Names are per allocation size: every device name\n"
-    "                 must be unique among the vgpu.dev/gpu specs an engine loads\n"
+    "  --name NAME    the device name (letters, digits, '_', '.', '-', a letter or digit first and\n"
+    "                 last; default from the limits, e.g. mem-4GiB-core-30). Names are per\n"
+    "                 allocation size: every device name must be unique among the vgpu.dev/gpu\n"
+    "                 specs an engine loads\n"
     "  --library PATH the host's libvgpu.so to mount (default: the one vgpu run would preload;\n"
-    "                 give the installed copy, e.g. /usr/local/lib/vgpu/libvgpu.so)\n"
+    "                 give the installed copy, e.g. /usr/local/lib/vgpu/libvgpu.so). It must be\n"
+    "                 this vgpu's libvgpu.so: every container would preload it\n"
     "  --output DIR   write DIR/vgpu.dev-gpu_NAME.json (atomically, 0644) instead of printing\n"
     "                 the spec; /etc/cdi or /var/run/cdi are where engines look\n"
+    "  --cdi-version V  write cdiVersion V (0.3.0 ... 1.1.0) instead of the lowest; refused when\n"
+    "                 V cannot carry a field the spec has, saying which\n"
+    "  --annotations  describe the device in annotations (its GPUs' UUIDs and the limits in\n"
+    "                 exact numbers); they need cdiVersion 0.6.0, which podman 4.3 cannot read\n"
     "  --help         show this help\n"
     "\n"
-    "A container's own LD_PRELOAD is replaced by the spec's (the CDI editor replaces variables).\n"
-    "See vgpu-cdi(1) for the engines' settings and how to check a spec.\n"
+    "validate checks FILE as a CDI loader would: known fields only, the required ones, names,\n"
+    "and a cdiVersion that is known and carries every field used (each field that needs a later\n"
+    "version is named); and that every library a device preloads is mounted by the spec from a\n"
+    "host file that is this vgpu's libvgpu.so (a regular ELF shared object).\n"
     "\n"
-    "Exit status: 0 written; 1 the file could not be written; 2 bad usage (an unknown GPU, a\n"
-    "limit larger than a GPU); 3-5 NVML could not be used to check the GPUs.\n";
+    "A container's own LD_PRELOAD is overridden by the spec's (the engine puts the spec's last).\n"
+    "\n"
+    "Exit status: 0 written, or valid; 1 the file could not be written, or FILE is not a valid\n"
+    "spec; 2 bad usage (an unknown GPU, a limit larger than a GPU, a library that is not\n"
+    "libvgpu.so, a --cdi-version that cannot carry the spec); 3-5 NVML could not be used to\n"
+    "check the GPUs.\n";
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +62,9 @@ static const char usage[] =
 #include <unistd.h>
 
 #include "cmd.h"
+#include "cdi/rules.h"
+#include "cdi/validate.h"
+#include "run/libcheck.h"
 #include "run/library.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -58,11 +78,8 @@ static const char usage[] =
 
 extern const struct vgpu_cmd vgpu_cmd_cdi;
 
-/* The CDI facts this file relies on (container-device-interface SPEC.md, specs-go/version.go):
- * 1.1.0 is the current version; a spec loader refuses unknown fields and a cdiVersion below
- * what the fields used need (mount "type" needs 0.4, annotations 0.6), so only long-standing
- * fields are used. The kind is vendor.tld/class; device names are [A-Za-z0-9][A-Za-z0-9_.-]*. */
-#define CDI_VERSION "1.1.0"
+/* The CDI version rules live in cdi/rules.c: the spec carries the lowest version its fields
+ * need (issue 29: podman 4.3 refused 1.1.0 as "unresolvable"). The kind is vendor.tld/class. */
 #define CDI_KIND "vgpu.dev/gpu"
 /* Inside the container. The state is a tmpfs per container (its own budget); the library is a
  * read-only bind of the host's file. */
@@ -77,6 +94,8 @@ static const struct option options[] = {
     { "name", required_argument, NULL, 'n' },
     { "library", required_argument, NULL, 'l' },
     { "output", required_argument, NULL, 'o' },
+    { "cdi-version", required_argument, NULL, 'V' },
+    { "annotations", no_argument, NULL, 'a' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -88,28 +107,16 @@ static const struct vgpu_opt_doc optdocs[] = {
     { "name", VGPU_ARG_OTHER, NULL },
     { "library", VGPU_ARG_FILE, NULL },
     { "output", VGPU_ARG_DIR, NULL },
+    { "cdi-version", VGPU_ARG_WORD, "0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 1.0.0 1.1.0" },
+    { "annotations", VGPU_ARG_NONE, NULL },
     { NULL, 0, NULL },
 };
 
 static const struct vgpu_verb verbs[] = {
     { "generate", "write a CDI spec whose device runs a container under vgpu's limits", VGPU_ARG_NONE, NULL },
+    { "validate", "check a CDI spec against CDI's version rules, and the library it preloads", VGPU_ARG_FILE, NULL },
     { NULL, NULL, 0, NULL },
 };
-
-/* A CDI device name: [A-Za-z0-9][A-Za-z0-9_.-]*, and short enough for our file names. */
-static bool cdi_name_valid(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 63)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
-            return false;
-    }
-    return true;
-}
 
 /* "4GiB", "1536MiB", "123456789B": exact, so two sizes never get one name. */
 static void size_word(uint64_t b, char *buf, size_t len)
@@ -164,36 +171,41 @@ struct cdi_req {
     unsigned core;                           /* 0: none */
     char name[64];
     char library[PATH_MAX];
+    bool annotate;                           /* --annotations */
 };
 
 static struct json_object *build_spec(const struct cdi_req *q)
 {
     struct json_object *spec = json_object_new_object();
-    json_object_object_add(spec, "cdiVersion", json_object_new_string(CDI_VERSION));
+    /* First, as CDI's own examples have it; the caller sets the version from the fields this spec
+     * ends up with (replacing a key keeps its place). */
+    json_object_object_add(spec, "cdiVersion", json_object_new_string(cdi_version_name(cdi_version_earliest())));
     json_object_object_add(spec, "kind", json_object_new_string(CDI_KIND));
-    struct json_object *ann = json_object_new_object();
-    json_object_object_add(ann, "vgpu.dev/generated-by", json_object_new_string("vgpu " VGPU_VERSION));
-    json_object_object_add(spec, "annotations", ann);
-
     struct json_object *dev = json_object_new_object();
     json_object_object_add(dev, "name", json_object_new_string(q->name));
-    /* Annotations say what the device is, for people and tools (cdi list): exact numbers. */
-    struct json_object *dann = json_object_new_object();
     char buf[4096] = "";
-    for (unsigned i = 0; i < q->ngpu; i++) {
-        size_t l = strlen(buf);
-        snprintf(buf + l, sizeof buf - l, "%s%s", i ? "," : "", q->gpu[i]->uuid);
+    if (q->annotate) {
+        /* Annotations say what the device is, for people and tools (cdi list): exact numbers.
+         * Only when asked: they need CDI 0.6.0, which podman 4.3 and other CDI 0.5 readers refuse. */
+        struct json_object *ann = json_object_new_object();
+        json_object_object_add(ann, "vgpu.dev/generated-by", json_object_new_string("vgpu " VGPU_VERSION));
+        json_object_object_add(spec, "annotations", ann);
+        struct json_object *dann = json_object_new_object();
+        for (unsigned i = 0; i < q->ngpu; i++) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, sizeof buf - l, "%s%s", i ? "," : "", q->gpu[i]->uuid);
+        }
+        json_object_object_add(dann, "vgpu.dev/gpus", json_object_new_string(buf));
+        buf[0] = 0;
+        for (unsigned i = 0; i < q->ngpu; i++) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, sizeof buf - l, "%s%llu", i ? "," : "", (unsigned long long)q->mem[i]);
+        }
+        json_object_object_add(dann, "vgpu.dev/memory-limit-bytes", json_object_new_string(buf));
+        snprintf(buf, sizeof buf, "%u", q->core);
+        json_object_object_add(dann, "vgpu.dev/core-limit-percent", json_object_new_string(buf));
+        json_object_object_add(dev, "annotations", dann);
     }
-    json_object_object_add(dann, "vgpu.dev/gpus", json_object_new_string(buf));
-    buf[0] = 0;
-    for (unsigned i = 0; i < q->ngpu; i++) {
-        size_t l = strlen(buf);
-        snprintf(buf + l, sizeof buf - l, "%s%llu", i ? "," : "", (unsigned long long)q->mem[i]);
-    }
-    json_object_object_add(dann, "vgpu.dev/memory-limit-bytes", json_object_new_string(buf));
-    snprintf(buf, sizeof buf, "%u", q->core);
-    json_object_object_add(dann, "vgpu.dev/core-limit-percent", json_object_new_string(buf));
-    json_object_object_add(dev, "annotations", dann);
 
     struct json_object *edits = json_object_new_object();
     struct json_object *env = json_object_new_array();
@@ -219,6 +231,8 @@ static struct json_object *build_spec(const struct cdi_req *q)
     static const char *const tmpfs[] = { "nosuid", "nodev", "noexec", "mode=1777", "size=16m", NULL };
     json_object_array_add(mounts, mount(q->library, CTR_LIBRARY, NULL, ro));
     json_object_array_add(mounts, mount("tmpfs", CTR_STATE, "tmpfs", tmpfs));
+    /* Read-write: the GPU-time schedules are written there, and the arbiter's socket
+     * (arbiter.sock) is connected to there. */
     json_object_array_add(mounts, mount(vgpu_machinedir_path(), VGPU_MACHINEDIR_DEFAULT, NULL, rw));
     json_object_object_add(edits, "mounts", mounts);
     json_object_object_add(dev, "containerEdits", edits);
@@ -275,6 +289,8 @@ static int write_spec(const char *dir, const char *name, const char *text)
 static int generate(int argc, char **argv)
 {
     const char *gpu = NULL, *mem = NULL, *core = NULL, *name = NULL, *library = NULL, *output = NULL;
+    const char *cdi_version = NULL;
+    bool annotate = false;
     int c;
     optind = 1;
     while ((c = vgpu_getopt(&vgpu_cmd_cdi, argc, argv, "")) != -1) {
@@ -285,6 +301,8 @@ static int generate(int argc, char **argv)
         case 'n': name = optarg; break;
         case 'l': library = optarg; break;
         case 'o': output = optarg; break;
+        case 'V': cdi_version = optarg; break;
+        case 'a': annotate = true; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_USAGE;
         }
@@ -304,9 +322,17 @@ static int generate(int argc, char **argv)
         rc = vgpu_err_report(&e);
         goto out;
     }
-    if (name && !cdi_name_valid(name)) {
+    q->annotate = annotate;
+    if (name && !cdi_device_name_valid(name)) {
         rc = vgpu_usage_error(&vgpu_cmd_cdi, "--name '%s': a CDI device name is 1 to 63 letters, digits, '_', '.' "
-                              "or '-', starting with a letter or digit", name);
+                              "or '-', with a letter or digit first and last", name);
+        goto out;
+    }
+    int pinned = -1;
+    if (cdi_version && ((pinned = cdi_version_parse(cdi_version)) < cdi_version_earliest())) {
+        rc = vgpu_usage_error(&vgpu_cmd_cdi, "--cdi-version '%s': %s; give %s", cdi_version,
+                              pinned < 0 ? "not a CDI version" : "below 0.3.0, the earliest CDI loaders accept",
+                              cdi_versions_accepted());
         goto out;
     }
     nv = vgpu_nvml_open(&e);
@@ -365,10 +391,11 @@ static int generate(int argc, char **argv)
             snprintf(q->name + l, sizeof q->name - l, "%u", q->core);
         }
     }
+    /* The library every container will preload: it must be this vgpu's libvgpu.so (issue 27:
+     * --library /etc/passwd was taken). The check reads the file, it never loads it. */
     if (library) {
-        if (library[0] != '/' || access(library, R_OK) != 0) {
-            rc = vgpu_fail(VGPU_EXIT_USAGE, "--library %s: %s", library,
-                           library[0] != '/' ? "give an absolute path (the engine mounts it)" : strerror(errno));
+        if (library[0] != '/') {
+            rc = vgpu_fail(VGPU_EXIT_USAGE, "--library %s: give an absolute path (the engine mounts it)", library);
             goto out;
         }
         snprintf(q->library, sizeof q->library, "%s", library);
@@ -380,7 +407,26 @@ static int generate(int argc, char **argv)
             goto out;
         }
     }
+    if (vgpu_run_check_library(q->library, library ? "--library" : "the default library", &e) < 0) {
+        vgpu_error("%s", e.msg);
+        rc = VGPU_EXIT_USAGE;
+        goto out;
+    }
     spec = build_spec(q);
+    struct cdi_need needs[16];
+    int lowest;
+    size_t nneeds = cdi_spec_needs(spec, needs, 16, &lowest);
+    if (pinned >= 0 && pinned < lowest) {
+        /* Say every field that the pinned version cannot carry, so that one fix is enough. */
+        for (size_t i = 0; i < nneeds && i < 16; i++)
+            if (needs[i].version > pinned)
+                vgpu_error("--cdi-version %s cannot carry %s", cdi_version_name(pinned), needs[i].why);
+        rc = vgpu_fail(VGPU_EXIT_USAGE, "--cdi-version %s: this spec needs %s or later; give that, or leave "
+                       "--cdi-version out (the lowest version that carries the spec is chosen)",
+                       cdi_version_name(pinned), cdi_version_name(lowest));
+        goto out;
+    }
+    json_object_object_add(spec, "cdiVersion", json_object_new_string(cdi_version_name(pinned >= 0 ? pinned : lowest)));
     const char *text = json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
     if (output) {
@@ -402,6 +448,22 @@ out:
     return rc;
 }
 
+static int validate(int argc, char **argv)
+{
+    int c;
+    optind = 1;
+    while ((c = vgpu_getopt(&vgpu_cmd_cdi, argc, argv, "")) != -1) {
+        if (c == VGPU_OPT_HELP)
+            return 0;
+        if (c != '?')
+            return vgpu_usage_error(&vgpu_cmd_cdi, "validate takes no options: give only the spec file");
+        return VGPU_EXIT_USAGE;
+    }
+    if (argc - optind != 1)
+        return vgpu_usage_error(&vgpu_cmd_cdi, "validate takes one spec file: vgpu cdi validate FILE");
+    return cdi_validate_file(argv[optind]);
+}
+
 static int cmd_cdi(int argc, char **argv)
 {
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
@@ -409,9 +471,11 @@ static int cmd_cdi(int argc, char **argv)
         return 0;
     }
     if (argc < 2)
-        return vgpu_usage_error(&vgpu_cmd_cdi, "name what to do: vgpu cdi generate [OPTIONS]");
+        return vgpu_usage_error(&vgpu_cmd_cdi, "name what to do: vgpu cdi generate [OPTIONS], or vgpu cdi validate FILE");
+    if (strcmp(argv[1], "validate") == 0)
+        return validate(argc - 1, argv + 1);
     if (strcmp(argv[1], "generate") != 0) {
-        static const char *const cands[] = { "generate", NULL };
+        static const char *const cands[] = { "generate", "validate", NULL };
         return vgpu_unknown_word(&vgpu_cmd_cdi, "verb", argv[1], cands);
     }
     return generate(argc - 1, argv + 1);

@@ -97,8 +97,10 @@ int vgpu_run_check_library(const char *path, const char *source, struct vgpu_err
         why = "it has no vgpu version note, so it is another library (preloading it would run the job with no "
               "limits)";
     if (why) {
-        vgpu_err_set(e, VGPU_EXIT_FAIL, "%s %s is not libvgpu.so: %s; point %s at the libvgpu.so that comes with "
-                     "vgpu %s, or unset it", src, path, why, source ? source : "VGPU_LIBRARY", VGPU_VERSION);
+        /* An environment variable is pointed elsewhere or unset; an option or a file is given anew. */
+        bool var = !source || strcmp(source, "VGPU_LIBRARY") == 0;
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "%s %s is not libvgpu.so: %s; %s the libvgpu.so that comes with vgpu %s%s",
+                     src, path, why, var ? "point VGPU_LIBRARY at" : "give", VGPU_VERSION, var ? ", or unset it" : "");
         return -1;
     }
     if (strcmp(ver, VGPU_VERSION) != 0) {

@@ -13,7 +13,10 @@ spec=$out_dir/vgpu.dev-gpu_mem-4GiB-core-30.json
 assert_eq "... named vendor-class_name.json after the limits, path on stdout" "$spec" "$out"
 assert_eq "... readable by the engine (0644)" 644 "$(stat -c %a "$spec" 2>/dev/null)"
 check "... as JSON" jq -e . "$spec"
-assert_eq "cdiVersion is the current CDI version" 1.1.0 "$(jq -r .cdiVersion "$spec")"
+assert_eq "cdiVersion is the lowest its fields need: 0.4.0 (the tmpfs mount's type), which podman 4.3 reads" \
+  0.4.0 "$(jq -r .cdiVersion "$spec")"
+assert_eq "... no annotations unless asked (they need 0.6.0)" "null null" \
+  "$(jq -r '"\(.annotations) \(.devices[0].annotations)"' "$spec")"
 assert_eq "kind vgpu.dev/gpu" vgpu.dev/gpu "$(jq -r .kind "$spec")"
 assert_eq "one device, named after the limits" mem-4GiB-core-30 "$(jq -r '.devices[].name' "$spec")"
 env_of=$(jq -r '.devices[0].containerEdits.env[]' "$spec")
@@ -40,6 +43,76 @@ else
   skip "... and the schema check can fail" "python3-jsonschema is not installed"
 fi
 
+# The version: the lowest the fields need, a pinned one, and fields a pinned one cannot carry.
+run vgpu cdi generate --mem 4G --name 4g
+assert_eq "a name starting with a digit needs 0.5.0" 0.5.0 "$(printf '%s' "$out" | jq -r .cdiVersion)"
+run vgpu cdi generate --mem 4G --annotations
+assert_eq "--annotations: 0.6.0" 0.6.0 "$(printf '%s' "$out" | jq -r .cdiVersion)"
+assert_eq "... with the exact limit in the device's annotations" 4294967296 \
+  "$(printf '%s' "$out" | jq -r '.devices[0].annotations["vgpu.dev/memory-limit-bytes"]')"
+run vgpu cdi generate --mem 4G --cdi-version 1.1.0
+assert_eq "--cdi-version 1.1.0 pins it" 1.1.0 "$(printf '%s' "$out" | jq -r .cdiVersion)"
+run vgpu cdi generate --mem 4G --cdi-version v0.5.0
+assert_eq "... v0.5.0 is 0.5.0" 0.5.0 "$(printf '%s' "$out" | jq -r .cdiVersion)"
+run vgpu cdi generate --mem 4G --annotations --cdi-version 0.5.0
+assert_rc "--cdi-version 0.5.0 with --annotations is refused" 2
+assert_contains "... naming the field and the version that added it" \
+  "cannot carry the spec's \"annotations\" (added in CDI 0.6.0)" "$err"
+assert_contains "... and the version it needs" "this spec needs 0.6.0 or later" "$err"
+run vgpu cdi generate --cdi-version 0.3.0
+assert_rc "--cdi-version 0.3.0 cannot carry the tmpfs mount" 2
+assert_contains "... saying so" "the tmpfs mount at /run/vgpu has a \"type\" (added in CDI 0.4.0)" "$err"
+run vgpu cdi generate --cdi-version 2.0
+assert_rc "an unknown --cdi-version is a usage error" 2
+assert_contains "... listing the versions" "0.3.0, 0.4.0" "$err"
+
+# --library must be this vgpu's libvgpu.so: every container would preload it (issue 27 item 8).
+for bad in /etc/passwd /bin/sh "$T_DIR"; do
+  run vgpu cdi generate --library "$bad"
+  assert_rc "--library $bad is refused" 2
+done
+run vgpu cdi generate --library /etc/passwd
+assert_contains "... saying what was wrong (not ELF)" "--library /etc/passwd is not libvgpu.so: it is not an ELF shared library" "$err"
+run vgpu cdi generate --library /bin/sh
+assert_contains "... another program or library: no vgpu note" "it has no vgpu version note" "$err"
+run vgpu cdi generate --library "$T_DIR/none.so"
+assert_contains "... a missing file, saying so" "No such file or directory" "$err"
+
+# vgpu cdi validate: the version rules, the structure, and the library it preloads.
+run vgpu cdi validate "$spec"
+assert_rc "validate: a generated spec is valid" 0
+assert_contains "... saying its version" "valid: cdiVersion 0.4.0, kind vgpu.dev/gpu, 1 device" "$out"
+jq '.cdiVersion = "0.3.0"' "$spec" > "$T_DIR/v03.json"
+run vgpu cdi validate "$T_DIR/v03.json"
+assert_rc "validate: cdiVersion 0.3.0 with a mount type is refused" 1
+assert_contains "... naming the field" "cdiVersion 0.3.0 cannot carry device mem-4GiB-core-30: the tmpfs mount" "$err"
+jq '.devices[0].annotations = {"a": "b"}' "$spec" > "$T_DIR/ann.json"
+run vgpu cdi validate "$T_DIR/ann.json"
+assert_contains "validate: annotations under 0.4.0 are refused" "\"annotations\" (added in CDI 0.6.0)" "$err"
+jq '.cdiVersion = "1.1.0"' "$spec" > "$T_DIR/v11.json"
+run vgpu cdi validate "$T_DIR/v11.json"
+assert_rc "validate: a higher version than needed is valid" 0
+assert_contains "... noting the lower one more engines read" "0.4.0 would carry it too" "$out"
+jq '.devices[0].containerEdits.devices = []' "$spec" > "$T_DIR/unk.json"
+run vgpu cdi validate "$T_DIR/unk.json"
+assert_contains "validate: an unknown field is refused" "unknown field \"devices\"" "$err"
+jq '.cdiVersion = "0.9.0" | .kind = "vgpu"' "$spec" > "$T_DIR/kind.json"
+run vgpu cdi validate "$T_DIR/kind.json"
+assert_contains "validate: an unknown version is refused" "cdiVersion \"0.9.0\" is not a CDI version" "$err"
+assert_contains "... and a kind that is not VENDOR/CLASS" "kind \"vgpu\" is not VENDOR/CLASS" "$err"
+jq --arg p "$T_DIR/gone/libvgpu.so" '(.devices[0].containerEdits.mounts[] | select(.containerPath == "/usr/lib/vgpu/libvgpu.so") | .hostPath) = $p' "$spec" > "$T_DIR/gone.json"
+run vgpu cdi validate "$T_DIR/gone.json"
+assert_rc "validate: a spec whose preloaded library is missing is refused" 1
+assert_contains "... naming it" "preloads /usr/lib/vgpu/libvgpu.so, mounted from $T_DIR/gone/libvgpu.so: cannot read it" "$err"
+jq '(.devices[0].containerEdits.mounts[] | select(.containerPath == "/usr/lib/vgpu/libvgpu.so") | .hostPath) = "/etc/passwd"' "$spec" > "$T_DIR/passwd.json"
+run vgpu cdi validate "$T_DIR/passwd.json"
+assert_contains "validate: ... or not ELF" "mounted from /etc/passwd is not libvgpu.so: it is not an ELF shared library" "$err"
+run vgpu cdi validate /etc/passwd
+assert_rc "validate: a file that is not JSON" 1
+assert_contains "... says so" "not JSON" "$err"
+run vgpu cdi validate
+assert_rc "validate without a file is a usage error" 2
+
 run vgpu cdi generate --mem 50% --name half
 assert_rc "PCT% of each GPU, with a chosen name, to stdout" 0
 assert_eq "... the name is used" half "$(printf '%s' "$out" | jq -r '.devices[0].name')"
@@ -49,11 +122,15 @@ assert_contains "... saying how much the GPU has" "larger than GPU 0" "$err"
 run vgpu cdi generate --name -bad
 assert_rc "a name CDI refuses is a usage error" 2
 assert_contains "... saying the rule" "a CDI device name is" "$err"
+run vgpu cdi generate --name bad-
+assert_rc "... so is one that does not end with a letter or digit" 2
 run vgpu cdi generate --gpu 7
 assert_rc "an unknown GPU is a usage error" 2
 run vgpu cdi generat
 assert_rc "an unknown verb is a usage error" 2
 assert_contains "... suggesting the verb" "did you mean 'generate'" "$err"
+run vgpu cdi validat x
+assert_contains "... or validate" "did you mean 'validate'" "$err"
 run vgpu cdi generate --output "$T_DIR/none"
 assert_rc "a missing --output directory is an error" 1
 assert_contains "... naming it" "$T_DIR/none" "$err"
