@@ -58,6 +58,9 @@ void vgpu_run_gpus_say(const struct vgpu_gpu_list *list, const unsigned *pos, un
             if (topo->near[pos[j]][pos[k]] > far)
                 far = topo->near[pos[j]][pos[k]];
     }
-    fprintf(stderr, "vgpu run: placed on GPU%s %s (%s): %s\n", n > 1 ? "s" : "", idx, uuids,
-            topo ? vgpu_near_name((enum vgpu_near)far) : "topology not known");
+    if (n == 1)
+        fprintf(stderr, "vgpu run: placed on GPU %s (%s)\n", idx, uuids);
+    else
+        fprintf(stderr, "vgpu run: placed on GPUs %s (%s): %s\n", idx, uuids,
+                topo ? vgpu_near_name((enum vgpu_near)far) : "topology not known");
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Jobs that span GPUs (issue 26) on the simulated GPU: its collectives (a "collective_us" kernel
+# Jobs that span GPUs (issue 26) on the simulated GPU: its NVML topology (tests/progs/topo_probe),
+# its collectives (a "collective_us" kernel
 # spins, busy, until its peers on the other GPUs have started, as NCCL's do), and --core on a
 # job of several GPUs: one process round robin over 2 GPUs, 2- and 4-rank collective jobs, the
 # same beside a single-GPU job.
@@ -30,6 +31,19 @@ gang() { true; }
 GANG_WHY="(always run)"
 
 SHAPE="-c 1000 -k 2700 -K 8 -s 4"
+
+# ---- the simulated GPU's topology (tests/fakegpu/scenarios/h100x8.json) ----
+run topo_probe
+assert_rc "topo_probe reads NVML's topology" 0
+assert_contains "GPUs 0 and 1: one PCIe switch, NVLink" "0 1 ancestor=10 nvlink=0 read=0" "$out"
+assert_contains "GPUs 0 and 2: one CPU, NVLink" "0 2 ancestor=40 nvlink=0 read=0" "$out"
+assert_contains "GPUs 3 and 4: across CPUs, no NVLink (NOT_SUPPORTED), no P2P reads" "3 4 ancestor=50 nvlink=5 read=1" "$out"
+assert_contains "each GPU has 18 active NVLinks" "7 links=18" "$out"
+assert_contains "... and link 18 is an invalid argument" "7 link18=2" "$out"
+use_scenario h100
+run topo_probe
+assert_contains "a GPU of no island: NvLinkState NOT_SUPPORTED" "0 links=unsupported" "$out"
+use_scenario h100x8
 
 # ---- the simulated GPU's collectives ----
 run collective -n 2 -t 2 $SHAPE

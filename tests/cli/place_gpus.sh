@@ -39,6 +39,16 @@ run vgpu run --gpus 4 --mem 10G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "--gpus 4: one whole island" "${u[0]},${u[1]},${u[2]},${u[3]}" "$out"
 assert_contains "... said to share NVLink" "placed on GPUs 0, 1, 2, 3 (" "$err"
 release 3; release 4; wait $h3 $h4
+# Every island has one GPU left with 50 GiB: the pair crosses the islands, and says so.
+hs=()
+for g in 0 1 2 4 5 6; do hold $g 40G; hs+=("$held_pid"); done
+run vgpu run --gpus 2 --mem 50G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+assert_eq "no NVLink pair has room: GPUs 3 and 7" "$(pair 3 7)" "$out"
+assert_contains "... said to share no NVLink or PCIe switch" "placed on GPUs 3, 7 (${u[3]}, ${u[7]}): no NVLink or PCIe switch shared" "$err"
+run vgpu run --gpus 1 --mem 50G -- true
+assert_contains "--gpus 1: one GPU, said" "placed on GPU 3 (${u[3]})" "$err"
+for g in 0 1 2 4 5 6; do release $g; done
+wait "${hs[@]}"
 
 # ---- all or nothing, and --wait for all N ----
 use_scenario h100x2
