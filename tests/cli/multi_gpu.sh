@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Jobs that span GPUs (issue 26) on the simulated GPU: its NVML topology (tests/progs/topo_probe),
-# its collectives (a "collective_us" kernel
-# spins, busy, until its peers on the other GPUs have started, as NCCL's do), and --core on a
+# its collectives (a "collective_us" kernel spins, busy, until its peers on the other GPUs have
+# started, as NCCL's do), and --core on a
 # job of several GPUs: one process round robin over 2 GPUs, 2- and 4-rank collective jobs, the
 # same beside a single-GPU job.
 #
