@@ -169,7 +169,7 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
     for (size_t i = 0; i < n; i++) {
         struct job_snap *j = &s->jobs[s->njobs];
         struct vgpu_err je = { 0 };
-        if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_JOB, &je) < 0)
+        if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_VIEW, &je) < 0)
             continue;   /* another user's, or gone meanwhile */
         if (vgpu_region_check(&j->r) != 0) {    /* truncated since the listing */
             vgpu_region_close(&j->r);

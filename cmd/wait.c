@@ -55,7 +55,7 @@ static int wait_one(const char *dir, const char *key, double deadline)
 {
     struct vgpu_region r;
     struct vgpu_err e;
-    if (vgpu_jobs_find_all(dir, key, VGPU_REGION_JOB, &r, &e) < 0) {
+    if (vgpu_jobs_find_all(dir, key, VGPU_REGION_VIEW, &r, &e) < 0) {
         if (e.code == VGPU_EXIT_NOT_FOUND)
             return vgpu_fail(e.code, "%s; a job's status is kept for %d seconds after it ends", e.msg,
                              VGPU_EXITED_KEEP_DEFAULT_S);
