@@ -48,6 +48,7 @@ static const char usage[] =
 #include "vgpu/region.h"
 #include "vgpu/userjobs.h"
 #include "vgpu/statedir.h"
+#include "vgpu/trust.h"
 
 extern const struct vgpu_cmd vgpu_cmd_metrics;
 
@@ -171,7 +172,7 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
     for (size_t i = 0; i < n; i++) {
         struct job_snap *j = &s->jobs[s->njobs];
         struct vgpu_err je = { 0 };
-        if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_JOB, &je) < 0)
+        if (!refs[i].readable || vgpu_region_open(&j->r, refs[i].path, VGPU_REGION_VIEW, &je) < 0)
             continue;   /* another user's, or gone meanwhile */
         if (vgpu_region_check(&j->r) != 0) {    /* truncated since the listing */
             vgpu_region_close(&j->r);
@@ -406,6 +407,10 @@ static int write_textfile(const char *dir, const char *text, size_t len)
     char path[PATH_MAX], tmp[PATH_MAX + 32];
     if ((size_t)snprintf(path, sizeof path, "%s/vgpu.prom", dir) >= sizeof path)
         return vgpu_fail(VGPU_EXIT_USAGE, "--textfile %s: the path is too long", dir);
+    /* Root creates and renames files there: only in a directory nobody else can change. */
+    struct vgpu_err e;
+    if (vgpu_trust_path(dir, "--textfile", VGPU_TRUST_DIR, &e) != 0 && e.code != VGPU_EXIT_NOT_FOUND)
+        return vgpu_err_report(&e);
     snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)

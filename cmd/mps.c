@@ -52,6 +52,7 @@ static const char usage[] =
 #include "vgpu/mps.h"
 #include "vgpu/nvml.h"
 #include "vgpu/smi.h"
+#include "vgpu/trust.h"
 #include "vgpu/units.h"
 
 extern const struct vgpu_cmd vgpu_cmd_mps;
@@ -241,9 +242,27 @@ static int do_start(const struct opts *o)
     }
     if (rc)
         return rc;
+    const char *pipe_src = o->pipe_dir ? "--pipe-dir" : getenv("CUDA_MPS_PIPE_DIRECTORY") ? "CUDA_MPS_PIPE_DIRECTORY"
+                                                                                          : NULL;
+    const char *log_src = o->log_dir ? "--log-dir" : getenv("CUDA_MPS_LOG_DIRECTORY") ? "CUDA_MPS_LOG_DIRECTORY"
+                                                                                       : NULL;
+    /* As root the daemon works in both directories (its pipes, its logs), and the default pipe
+     * directory is in /tmp, where anyone may make it first: checked before anything is created
+     * on the way (a missing part is fine here), created by root, checked again whole (vgpu/trust.h). */
+    if (vgpu_trust_applies()) {
+        if ((vgpu_trust_path(pipe_dir, pipe_src, VGPU_TRUST_DIR | VGPU_TRUST_ANY_MODE, &e) != 0 && e.code != VGPU_EXIT_NOT_FOUND) ||
+            (vgpu_trust_path(log_dir, log_src, VGPU_TRUST_DIR, &e) != 0 && e.code != VGPU_EXIT_NOT_FOUND))
+            return vgpu_err_report(&e);
+        if (mkdir_p(pipe_dir, 0755) < 0)
+            return vgpu_fail(VGPU_EXIT_FAIL, "cannot create the MPS pipe directory %s: %s (give another with "
+                             "--pipe-dir)", pipe_dir, strerror(errno));
+    }
     if (mkdir_p(log_dir, 0755) < 0)
         return vgpu_fail(VGPU_EXIT_FAIL, "cannot create the MPS log directory %s: %s (give another with --log-dir)",
                          log_dir, strerror(errno));
+    if (vgpu_trust_path(pipe_dir, pipe_src, VGPU_TRUST_DIR | VGPU_TRUST_ANY_MODE, &e) != 0 ||
+        vgpu_trust_path(log_dir, log_src, VGPU_TRUST_DIR, &e) != 0)
+        return vgpu_err_report(&e);
 
     char env_pipe[4200], env_log[4200], env_vis[2100];
     snprintf(env_pipe, sizeof env_pipe, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe_dir);

@@ -579,7 +579,7 @@ static int cmd_ps(int argc, char **argv)
             continue;
         }
         struct vgpu_region r;
-        if (vgpu_region_open(&r, refs[i].path, VGPU_REGION_JOB, &e) < 0) {
+        if (vgpu_region_open(&r, refs[i].path, VGPU_REGION_VIEW, &e) < 0) {
             if (e.code != VGPU_EXIT_NOT_FOUND)   /* gone since the listing: it ended */
                 vgpu_warn("%s", e.msg);
             continue;

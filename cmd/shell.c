@@ -43,6 +43,7 @@ static const char usage[] =
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
 #include "vgpu/nvml.h"
+#include "vgpu/trust.h"
 
 extern const struct vgpu_cmd vgpu_cmd_shell;
 
@@ -240,6 +241,14 @@ static void history_path(char *buf, size_t len)
             *p = '/';
         }
     mkdir(dir, 0700);
+    /* Root writes its history there: not into a directory another user could change (a HOME
+     * kept by sudo -E, vgpu/trust.h). Then no history, said once. */
+    struct vgpu_err e;
+    if (vgpu_trust_path(dir, xdg && *xdg ? "XDG_STATE_HOME" : "HOME", VGPU_TRUST_DIR, &e) != 0) {
+        vgpu_warn("%s; no command history is kept", e.msg);
+        buf[0] = 0;
+        return;
+    }
     snprintf(buf, len, "%s/history", dir);
 }
 

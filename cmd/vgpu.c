@@ -11,6 +11,7 @@
 #include "vgpu/acct.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
+#include "vgpu/trust.h"
 
 static void print_commands(FILE *to)
 {
@@ -90,6 +91,13 @@ static int run_command(const struct vgpu_cmd *c, int argc, char **argv)
      * happens to log something (vgpu ps said nothing). It is read once a process. */
     (void)vgpu_log_level();
     argv[0] = (char *)c->name;
+    /* Root first checks every path its environment names (vgpu/trust.h): sudo -E keeps VGPU_*
+     * variables, and a command need not use one for the refusal to be right (the next may). */
+    struct vgpu_err e;
+    if (vgpu_trust_env(&e) != 0) {
+        vgpu_err_report(&e);
+        return strcmp(c->name, "run") == 0 ? VGPU_EXIT_RUN_FAILED : e.code;
+    }
     optind = 0; /* getopt_long: full reinitialisation, so a shell can run many commands */
     return c->fn(argc, argv);
 }

@@ -60,7 +60,7 @@ static int find_job(const char *dir, const char *key, struct vgpu_region *r)
     /* A mistake on the command line (an unset variable), not a job that has gone. */
     if (!*key)
         return vgpu_usage_error(&vgpu_cmd_wait, "JOB is empty: give a job id, a unique start of one, or a name");
-    if (vgpu_jobs_find_all(dir, key, VGPU_REGION_JOB, r, &e) == 0)
+    if (vgpu_jobs_find_all(dir, key, VGPU_REGION_VIEW, r, &e) == 0)
         return 0;
     if (e.code == VGPU_EXIT_NOT_FOUND)
         return vgpu_fail(e.code, "%s; a job's status is kept for %d seconds after it ends", e.msg,

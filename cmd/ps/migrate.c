@@ -83,7 +83,7 @@ static void measure(struct ps_migration *pm)
     for (size_t i = 0; i < pm->nref; i++) {
         struct vgpu_region r;
         struct vgpu_err e;
-        if (!refs[i].readable || vgpu_region_open(&r, refs[i].path, VGPU_REGION_JOB, &e) < 0)
+        if (!refs[i].readable || vgpu_region_open(&r, refs[i].path, VGPU_REGION_VIEW, &e) < 0)
             continue;
         if (vgpu_region_check(&r) == 0 && atomic_load(&r.hdr->state) != VGPU_JOB_EXITED) {
             for (unsigned d = 0; d < vgpu_region_device_count(&r); d++) {

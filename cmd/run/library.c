@@ -14,6 +14,7 @@
 
 #include "vgpu/exitcode.h"
 #include "vgpu/statedir.h"
+#include "vgpu/trust.h"
 
 /* The Makefile links build/libvgpu.so into vgpu with `ld -b binary`. */
 extern const unsigned char _binary_libvgpu_so_start[];
@@ -24,9 +25,14 @@ static bool usable(const char *path)
     return access(path, R_OK) == 0;
 }
 
-static int absolute(const char *path, char *buf, size_t len, struct vgpu_err *e)
+/* `source`: the variable the path came from, or NULL (found beside vgpu). */
+static int absolute(const char *path, const char *source, char *buf, size_t len, struct vgpu_err *e)
 {
     char real[PATH_MAX];
+    /* Root's job preloads it: as root, only a library nobody else can change (vgpu/trust.h),
+     * wherever it was found. */
+    if (vgpu_trust_path(path, source, 0, e) != 0)
+        return -1;
     if (!realpath(path, real)) {
         vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot resolve %s: %s", path, strerror(errno));
         return -1;
@@ -188,7 +194,7 @@ int vgpu_run_find_library(const char *statedir, char *buf, size_t len, struct vg
                          strerror(errno));
             return -1;
         }
-        return absolute(env, buf, len, e);
+        return absolute(env, "VGPU_LIBRARY", buf, len, e);
     }
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -202,7 +208,7 @@ int vgpu_run_find_library(const char *statedir, char *buf, size_t len, struct vg
                 char cand[PATH_MAX + 32];
                 snprintf(cand, sizeof cand, "%s/%s", self, beside[i]);
                 if (usable(cand))
-                    return absolute(cand, buf, len, e);
+                    return absolute(cand, NULL, buf, len, e);
             }
         }
     }

@@ -276,7 +276,7 @@ static struct vgpu_region *job_region(const struct vgpu_job_ref *ref)
             free_slot = &open_jobs[i];
     }
     struct vgpu_err e;
-    if (!free_slot || vgpu_region_open(&free_slot->r, ref->path, VGPU_REGION_JOB, &e) < 0)
+    if (!free_slot || vgpu_region_open(&free_slot->r, ref->path, VGPU_REGION_VIEW, &e) < 0)
         return NULL;
     snprintf(free_slot->path, sizeof free_slot->path, "%s", ref->path);
     free_slot->open = true;
@@ -553,7 +553,7 @@ size_t top_job_pids(const struct top_job *j, pid_t *pids, unsigned long long *st
     char dir[4096];
     struct vgpu_err e;
     struct vgpu_region r;
-    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0 || vgpu_jobs_find_all(dir, j->id, VGPU_REGION_JOB, &r, &e) < 0)
+    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0 || vgpu_jobs_find_all(dir, j->id, VGPU_REGION_VIEW, &r, &e) < 0)
         return 0;
     size_t n = 0;
     for (unsigned s = 0; s < vgpu_region_slot_end(&r) && n < cap; s++) {

@@ -25,6 +25,7 @@
 #include "hami.h"
 #include "hook.h"
 #include "vgpu/region.h"
+#include "vgpu/trust.h"
 #include "vgpu/units.h"
 
 static struct vgpu_region region;
@@ -77,7 +78,10 @@ static void load(void)
     const char *path = getenv("VGPU_REGION");
     struct vgpu_err e = { 0 };
     if (path && *path) {
-        if (vgpu_region_open(&region, path, VGPU_REGION_JOB, &e) != 0) {
+        /* A root process maps the region and takes its limits from it: only a file nobody else
+         * can change or replace (vgpu/trust.h; vgpu run puts root's under /run/vgpu). */
+        if (vgpu_trust_path(path, "VGPU_REGION", 0, &e) != 0 ||
+            vgpu_region_open(&region, path, VGPU_REGION_JOB, &e) != 0) {
             vgpu_error("cannot open the job region VGPU_REGION=%s: %s; this process runs WITHOUT GPU limits. "
                        "Start the program with `vgpu run`, which sets VGPU_REGION.", path, e.msg);
             return;

@@ -8,6 +8,7 @@
 
 #include "hook.h"
 #include "leasetrace.h"
+#include "vgpu/trust.h"
 
 #define LT_MAX 65536
 
@@ -26,6 +27,12 @@ static void setup(void)
     const char *d = getenv("VGPU_LEASE_TRACE");
     if (!d || !*d)
         return;
+    /* Root writes its trace there at exit: only into a directory nobody else can change. */
+    struct vgpu_err e = { 0 };
+    if (vgpu_trust_path(d, "VGPU_LEASE_TRACE", VGPU_TRUST_DIR, &e) != 0) {
+        vgpu_warn("%s; no lease trace is written", e.msg);
+        return;
+    }
     recs = calloc(LT_MAX, sizeof *recs);
     if (recs)
         dir = d;

@@ -14,12 +14,16 @@
  *   raise             raise(SIGBUS)
  *   ownfault          maps a file of its own MAP_SHARED, truncates it and reads it: SIGBUS from
  *                     the program's own mapping
+ *   flap FILE UNTIL   truncates FILE to 0 and back to its size, over and over, until UNTIL exists
+ *                     (prints "flapping" after the first round, then "flap rounds=N"): a job that
+ *                     damages its own usage file while others read it (truncated_user.sh)
  * Exit status 0, 2 when a setup step fails, 3 for a bad step. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,6 +107,26 @@ static void own_fault(void)
     printf("ownfault read=%d\n", m[4096]);   /* SIGBUS here */
 }
 
+static void flap(const char *file, const char *until)
+{
+    int fd = open(file, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        perror("bus_probe: flap");
+        exit(2);
+    }
+    unsigned long long n = 0;
+    do {
+        if (ftruncate(fd, 0) != 0 || ftruncate(fd, st.st_size) != 0) {
+            perror("bus_probe: flap: ftruncate");
+            exit(2);
+        }
+        if (++n == 1)
+            printf("flapping\n");
+    } while ((n & 63) || access(until, F_OK) != 0);
+    printf("flap rounds=%llu\n", n);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -163,6 +187,9 @@ int main(int argc, char **argv)
             printf("raise returned\n");
         } else if (!strcmp(op, "ownfault")) {
             own_fault();
+        } else if (!strcmp(op, "flap") && i + 2 < argc) {
+            flap(argv[i + 1], argv[i + 2]);
+            i += 2;
         } else {
             fprintf(stderr, "bus_probe: bad step '%s'\n", op);
             return 3;

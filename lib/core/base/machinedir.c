@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/trust.h"
 
 const char *vgpu_machinedir_path(void)
 {
@@ -50,6 +51,11 @@ static int check(int fd, const char *what, struct vgpu_err *e)
 int vgpu_machinedir_open(bool create, struct vgpu_err *e)
 {
     const char *path = vgpu_machinedir_path();
+    /* Root works in it (creates it, writes promises and the queue there): the directories above
+     * it must be root's alone, as must a link on the way (vgpu/trust.h). */
+    if (vgpu_trust_path(path, getenv("VGPU_MACHINE_DIR") && *getenv("VGPU_MACHINE_DIR") ? "VGPU_MACHINE_DIR" : NULL,
+                        VGPU_TRUST_DIR | VGPU_TRUST_MAY_BE_MISSING, e) != 0)
+        return -1;
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     /* Only the default is made here: a VGPU_MACHINE_DIR that does not exist is more likely a
      * typo than a wish for a world-writable directory wherever it points (/nonexistent). */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/trust.h"
 
 static int errno_code(int err)
 {
@@ -213,7 +214,16 @@ int vgpu_statedir_open(struct vgpu_statedir *sd, bool create, struct vgpu_err *e
     sd->path[0] = 0;
     if (base_dir(want, sizeof want, e) < 0)
         return -1;
-    return vgpu_statedir_open_path(sd, want, create, e);
+    if (vgpu_statedir_open_path(sd, want, create, e) < 0)
+        return -1;
+    /* open_path() checked the directories the path resolves to; this also checks the symbolic
+     * links on the way, which another user could point elsewhere before root's next run. */
+    const char *set = getenv("VGPU_STATE_DIR");
+    if (set && *set && vgpu_trust_path(want, "VGPU_STATE_DIR", VGPU_TRUST_DIR | VGPU_TRUST_MAY_BE_MISSING, e) != 0) {
+        vgpu_statedir_close(sd);
+        return -1;
+    }
+    return 0;
 }
 
 int vgpu_statedir_open_path(struct vgpu_statedir *sd, const char *path, bool create, struct vgpu_err *e)

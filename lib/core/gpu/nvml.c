@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/trust.h"
 
 struct sym { const char *name; size_t off; int required; };
 
@@ -81,6 +82,13 @@ struct vgpu_nvml *vgpu_nvml_open(struct vgpu_err *e)
     const char *path = getenv("VGPU_NVML_LIB");
     if (!path || !*path)
         path = "libnvidia-ml.so.1";
+    /* dlopen runs the library's constructors: as root, only a library nobody else can change. */
+    if (vgpu_trust_path(path, "VGPU_NVML_LIB", VGPU_TRUST_SEARCHED, e) != 0) {
+        if (e->code == VGPU_EXIT_NOT_FOUND)     /* as dlopen would have said */
+            vgpu_err_set(e, VGPU_EXIT_NO_LIBRARY, "cannot load %s (no such file). Is the NVIDIA driver installed? "
+                         "(set VGPU_NVML_LIB to the library's path, or unset it)", path);
+        return NULL;
+    }
     dlerror();
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {

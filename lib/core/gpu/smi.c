@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/trust.h"
 
 /* ---- running a tool ------------------------------------------------------------------------- */
 
@@ -60,6 +61,18 @@ int vgpu_proc_run(const char *const argv[], const char *const env[], const char 
                   struct vgpu_proc *p, struct vgpu_err *e)
 {
     memset(p, 0, sizeof *p);
+    /* As root, only a program nobody else can change (vgpu/trust.h); named by its variable when
+     * it came from one. A bare name is looked up on PATH, as the default is. */
+    static const char *const vars[] = { "VGPU_NVIDIA_SMI", "VGPU_MPS_CONTROL" };
+    const char *source = NULL;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0] && !source; i++)
+        if (getenv(vars[i]) && strcmp(getenv(vars[i]), argv[0]) == 0)
+            source = vars[i];
+    if (vgpu_trust_path(argv[0], source, VGPU_TRUST_SEARCHED, e) != 0) {
+        if (e->code == VGPU_EXIT_NOT_FOUND)     /* as execvp would have said */
+            vgpu_err_set(e, VGPU_EXIT_NO_LIBRARY, "cannot run %s: not found", argv[0]);
+        return -1;
+    }
     FILE *in = tmpfile(), *out = tmpfile(), *err = tmpfile();
     int report[2] = { -1, -1 };
     pid_t pid = -1;

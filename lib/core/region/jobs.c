@@ -154,7 +154,7 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
         ref->created_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
         struct vgpu_region r;
         struct vgpu_err oe;
-        if (vgpu_region_open(&r, ref->path, VGPU_REGION_JOB, &oe) < 0) {
+        if (vgpu_region_open(&r, ref->path, VGPU_REGION_VIEW, &oe) < 0) {
             if (oe.code == VGPU_EXIT_NOT_FOUND)
                 continue;
             if (oe.code == VGPU_EXIT_PERMISSION) {

@@ -127,6 +127,47 @@ fail:
     return -1;
 }
 
+/* A copy's contents, read again: page 0, then the usage (from the .usage of a split region).
+ * false when a file was shorter than that (truncated: the copy may be half new, half zero). */
+static bool copy_read(struct vgpu_region *r)
+{
+    char *m = r->map_limits;
+    size_t ulen = sizeof(struct vgpu_region_usage);
+    if (pread(r->fd, m, VGPU_REGION_LIMITS_SIZE, 0) != (ssize_t)VGPU_REGION_LIMITS_SIZE)
+        return false;
+    ssize_t n = r->use_fd >= 0 ? pread(r->use_fd, m + VGPU_REGION_LIMITS_SIZE, ulen, 0)
+                               : pread(r->fd, m + VGPU_REGION_LIMITS_SIZE, ulen, VGPU_REGION_LIMITS_SIZE);
+    return n == (ssize_t)ulen;
+}
+
+/* VGPU_REGION_VIEW of another user's files: one private mapping, laid out as the file's, so
+ * that every reader of r->hdr and r->use works unchanged, and nothing the file's owner does to
+ * the file can make a load fault. */
+static int region_copy(struct vgpu_region *r, struct vgpu_err *e)
+{
+    size_t len = region_file_size();
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot read the job region %s: %s", r->path, strerror(errno));
+        return -1;
+    }
+    r->map_limits = m;
+    r->map_limits_len = len;
+    r->hdr = m;
+    r->hdr_rw = NULL;
+    r->use = (struct vgpu_region_usage *)((char *)m + VGPU_REGION_LIMITS_SIZE);
+    r->copy = true;
+    if (!copy_read(r)) {
+        munmap(m, len);
+        r->map_limits = NULL;
+        r->hdr = NULL;
+        r->use = NULL;
+        vgpu_err_set(e, VGPU_EXIT_STATE, "%s is truncated (it changed while it was read); try again", r->path);
+        return -1;
+    }
+    return 0;
+}
+
 /* The usage part needs a writable descriptor; page 0 (r->fd) stays read-only in JOB mode. The
  * second open is by path, so it must be the same file as the first (not one renamed in between). */
 static int open_rw_again(const struct vgpu_region *r, const struct stat *st, struct vgpu_err *e)
@@ -271,6 +312,8 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
         goto fail;
     }
     r->info = h;    /* validated once: strings are read from this copy from now on */
+    bool split = h->layout & VGPU_LAYOUT_SPLIT;
+    bool copy = mode == VGPU_REGION_VIEW && (st.st_uid != geteuid() || (split && h->owner_uid != geteuid()));
     int rw_fd;
     if (h->layout & VGPU_LAYOUT_SPLIT) {
         /* Kept open: vgpu_region_check looks at its size too. */
@@ -279,11 +322,11 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
             goto fail;
         rw_fd = r->use_fd;
     } else {
-        rw_fd = mode == VGPU_REGION_ADMIN ? r->fd : open_rw_again(r, &st, e);
+        rw_fd = mode == VGPU_REGION_ADMIN || copy ? r->fd : open_rw_again(r, &st, e);
         if (rw_fd < 0)
             goto fail;
     }
-    rc = region_map(r, mode, (size_t)st.st_size, rw_fd, e);
+    rc = copy ? region_copy(r, e) : region_map(r, mode, (size_t)st.st_size, rw_fd, e);
     /* The mappings keep what they need: no writable descriptor of the limits stays open in the job. */
     if (rw_fd != r->fd && rw_fd != r->use_fd)
         close(rw_fd);
@@ -412,11 +455,15 @@ int vgpu_region_check(struct vgpu_region *r)
     struct stat ust;
     bool use_ok = r->use_fd < 0 || fstat(r->use_fd, &ust) < 0 ||
                   (uint64_t)ust.st_size >= sizeof(struct vgpu_region_usage);
-    if ((fstat(r->fd, &st) < 0 || (uint64_t)st.st_size >= want) && use_ok) {
-        refresh_info(r);
-        return 0;
-    }
     char why[sizeof r->damaged_why], upath[sizeof r->path];
+    if ((fstat(r->fd, &st) < 0 || (uint64_t)st.st_size >= want) && use_ok) {
+        if (!r->copy || copy_read(r)) {
+            refresh_info(r);
+            return 0;
+        }
+        snprintf(why, sizeof why, "%s was truncated while it was read", r->path);
+        return fence(r, why, NULL, false, NULL) ? 1 : 2;
+    }
     if (!use_ok)
         snprintf(why, sizeof why, "the job's usage file %s was truncated to %lld bytes (expected %zu)",
                  region_usage_path(r->path, upath, sizeof upath) ? upath : r->path, (long long)ust.st_size,

@@ -213,12 +213,21 @@ struct vgpu_region {
     void *map_limits, *map_usage;           /* the mappings (usage may be part of map_limits) */
     size_t map_limits_len, map_usage_len;
     uid_t file_uid;
+    bool copy;                              /* VIEW of another user's files: map_limits is private
+                                             * memory that vgpu_region_check fills by pread */
     char path[4096];
 };
 
 enum vgpu_region_mode {
     VGPU_REGION_JOB = 0,     /* page 0 read-only, usage writable: libvgpu.so, ps, top */
     VGPU_REGION_ADMIN = 1,   /* everything writable: vgpu run, vgpu limit (owner or root) */
+    /* The tools that only look (ps, top, metrics, list, wait): as JOB, except that a job whose
+     * files are another user's (root looking at a --user job) is read by pread into private
+     * memory, again at each vgpu_region_check, and never mapped: its user may truncate the file
+     * at any moment, and a mapping of it would kill the reader with SIGBUS (issue 25 item 5).
+     * What the reader writes there (a reap, outside memory) then stays in its copy; the job's
+     * own processes do both themselves. */
+    VGPU_REGION_VIEW = 2,
 };
 
 /* What `vgpu run` puts in a new job. */
