@@ -170,19 +170,13 @@ static bool serve_client(struct arbiter *a, struct arb_client *c)
 {
     for (int burst = 0; burst < 64; burst++) {
         struct vgpu_arb_req q;
-        union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+        union vgpu_arb_cmsg cm;
         struct iovec iov = { &q, sizeof q };
         struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
         ssize_t got = recvmsg(c->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (got < 0 && (errno == EAGAIN || errno == EINTR))
             return true;
-        int passed = -1;
-        for (struct cmsghdr *h = got > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h))
-            if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int))) {
-                if (passed >= 0)
-                    close(passed);
-                memcpy(&passed, CMSG_DATA(h), sizeof(int));
-            }
+        int passed = got > 0 ? vgpu_arb_take_fd(&m) : -1;
         if (got != (ssize_t)sizeof q || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             if (passed >= 0)
                 close(passed);
@@ -192,19 +186,10 @@ static bool serve_client(struct arbiter *a, struct arb_client *c)
         int send_fd;
         if (!arb_handle(a, c, &q, passed, &r, &send_fd))
             continue;
-        union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } sm;
+        union vgpu_arb_cmsg sm;
         struct iovec riov = { &r, sizeof r };
         struct msghdr rm = { .msg_iov = &riov, .msg_iovlen = 1 };
-        if (send_fd >= 0) {
-            memset(&sm, 0, sizeof sm);
-            rm.msg_control = sm.buf;
-            rm.msg_controllen = sizeof sm.buf;
-            struct cmsghdr *h = CMSG_FIRSTHDR(&rm);
-            h->cmsg_level = SOL_SOCKET;
-            h->cmsg_type = SCM_RIGHTS;
-            h->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(h), &send_fd, sizeof(int));
-        }
+        vgpu_arb_put_fd(&rm, &sm, send_fd);
         /* A client that does not read its answers fills its own socket buffer: it is dropped,
          * never waited for. */
         if (sendmsg(c->fd, &rm, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof r)

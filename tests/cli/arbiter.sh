@@ -101,6 +101,11 @@ pn=$(late_pct "$(cat "$T_DIR/n.out")") pr=$(late_pct "$(cat "$T_DIR/r.out")")
 within "two users' --core 60 jobs split the GPU: nobody's" "$pn" 50 5 "$(cat "$T_DIR/n.out")"
 within "... and root's" "$pr" 50 5 "$(cat "$T_DIR/r.out")"
 
+# A job root starts as nobody (vgpu run --user): the daemon takes its cap from root's limits
+# file, which the job's processes show it, not from their word.
+run vgpu run --user nobody --core 30 -- core_loop -t 2.5 -d 1 -s 8 -k $K
+within "a --user nobody --core 30 job through the daemon keeps its cap" "$(late_pct "$out")" 30 5 "$out / $err"
+
 pair_beside 4 as_nobody sched_hostile $UUID 4
 hostile=$(cat "$T_DIR/h.out")
 assert_eq "nobody cannot map the arbiter's schedule writable" "refused" "$(field "$hostile" write_map)"

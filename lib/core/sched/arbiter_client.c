@@ -48,6 +48,32 @@ int vgpu_arb_sock_path(char *buf, size_t len)
     return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
+void vgpu_arb_put_fd(struct msghdr *m, union vgpu_arb_cmsg *room, int fd)
+{
+    if (fd < 0)
+        return;
+    memset(room, 0, sizeof *room);
+    m->msg_control = room->buf;
+    m->msg_controllen = sizeof room->buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+}
+
+int vgpu_arb_take_fd(struct msghdr *m)
+{
+    int fd = -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            if (fd >= 0)
+                close(fd);
+            memcpy(&fd, CMSG_DATA(c), sizeof(int));
+        }
+    return fd;
+}
+
 static void drop_locked(void)
 {
     if (conn >= 0)
@@ -60,18 +86,9 @@ static void drop_locked(void)
 static bool exchange_locked(const struct vgpu_arb_req *q, int send_fd, struct vgpu_arb_rep *r, int *recv_fd)
 {
     struct iovec iov = { (void *)q, sizeof *q };
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } cm;
+    union vgpu_arb_cmsg cm;
     struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-    if (send_fd >= 0) {
-        memset(&cm, 0, sizeof cm);
-        m.msg_control = cm.buf;
-        m.msg_controllen = sizeof cm.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
-    }
+    vgpu_arb_put_fd(&m, &cm, send_fd);
     ssize_t n;
     do
         n = sendmsg(conn, &m, MSG_NOSIGNAL);
@@ -101,10 +118,7 @@ static bool exchange_locked(const struct vgpu_arb_req *q, int send_fd, struct vg
             break;
         }
     }
-    int fd = -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&rm); c; c = CMSG_NXTHDR(&rm, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    int fd = n >= 0 ? vgpu_arb_take_fd(&rm) : -1;
     if (n != (ssize_t)sizeof *r || (rm.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
         if (fd >= 0)
             close(fd);

@@ -40,6 +40,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include "vgpu/log.h"
 
@@ -93,6 +94,18 @@ struct vgpu_arb_rep {
     uint64_t v[2];
     char msg[160];           /* why, when refused */
 };
+
+/* ---- a descriptor along with a message (both sides) -------------------------------------------- */
+
+/* Room for one descriptor in a message's control data. */
+union vgpu_arb_cmsg {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+};
+/* Puts descriptor `fd` into message m (nothing when fd < 0), using `room`. */
+void vgpu_arb_put_fd(struct msghdr *m, union vgpu_arb_cmsg *room, int fd);
+/* The descriptor a received message carried, or -1 (when several, the others are closed). */
+int vgpu_arb_take_fd(struct msghdr *m);
 
 /* ---- the client ---------------------------------------------------------------------------------- */
 
