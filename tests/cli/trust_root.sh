@@ -75,7 +75,9 @@ assert_rc "VGPU_LIBRARY=root's copy under sticky /tmp: vgpu run works (0)" 0
 run env VGPU_MACHINE_DIR="$T_DIR/machine2" vgpu ps
 assert_rc "VGPU_MACHINE_DIR of root's (not there yet): vgpu ps works (0)" 0
 
-# Not root: a user may load their own files.
+# Not root: a user may load their own files. (Its programs from a copy nobody can reach: the
+# checkout may be in a 0700 home directory.)
+public_bin
 run setpriv --reuid=nobody --regid=nogroup --clear-groups env -u VGPU_STATE_DIR VGPU_NVML_LIB="$nb/evil.so" \
   VGPU_STATE_DIR="$nb/state" VGPU_MACHINE_DIR="$nb/machine" vgpu ps
 assert_eq "nobody's own vgpu ps loads nobody's library" "lib" "$(ls "$mark")"
