@@ -40,6 +40,7 @@ static const char usage[] =
 #include <unistd.h>
 
 #include "cmd.h"
+#include "metrics/acct.h"
 #include "metrics/serve.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -103,6 +104,8 @@ struct snap {
     struct vgpu_gpu_list *gpus;         /* NULL without NVML */
     struct job_snap *jobs;
     size_t njobs;
+    struct vgpu_acct_total *totals;     /* per user and GPU, from the job records */
+    size_t ntotals;
 };
 
 static void user_name(uid_t uid, char *buf, size_t len)
@@ -190,11 +193,13 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
         s->njobs++;
     }
     free(refs);
+    s->ntotals = vgpu_metrics_user_totals(&s->totals);
     return 0;
 }
 
 static void free_snapshot(struct snap *s)
 {
+    free(s->totals);
     for (size_t i = 0; i < s->njobs; i++)
         vgpu_region_close(&s->jobs[i].r);
     free(s->jobs);
@@ -311,6 +316,32 @@ static void render(FILE *f, const struct snap *s)
             fprintf(f, "vgpu_gpu_memory_used_bytes{");
             gpu_labels(f, s, g);
             fprintf(f, "} %llu\n", (unsigned long long)g->mem_used);
+        }
+    }
+    if (s->ntotals) {
+        static const char *const names[3] = { "vgpu_user_gpu_seconds_total", "vgpu_user_memory_gib_seconds_total",
+                                              "vgpu_user_jobs_total" };
+        static const char *const helps[3] = {
+            "GPU time of the user's ended jobs on the GPU, in seconds, as the schedule charged it (vgpu acct).",
+            "GPU memory the user's ended jobs held on the GPU, integrated over time, in GiB-seconds (vgpu acct).",
+            "The user's ended jobs that used the GPU (vgpu acct).",
+        };
+        for (int k = 0; k < 3; k++) {
+            family(f, names[k], "counter", helps[k]);
+            for (size_t i = 0; i < s->ntotals; i++) {
+                const struct vgpu_acct_total *t = &s->totals[i];
+                char idx[16];
+                snprintf(idx, sizeof idx, "%d", t->nvml_index);
+                fprintf(f, "%s{", names[k]);
+                put_label(f, "user", t->user, true);
+                put_label(f, "gpu", idx, false);
+                put_label(f, "UUID", t->uuid, false);
+                put_label(f, "Hostname", s->host, false);
+                if (k == 2)
+                    fprintf(f, "} %llu\n", (unsigned long long)t->jobs);
+                else
+                    fprintf(f, "} %.9g\n", k == 0 ? t->gpu_seconds : t->mem_gib_seconds);
+            }
         }
     }
     family(f, "vgpu_jobs", "gauge", "Jobs in the state directory (running and recently ended).");

@@ -123,4 +123,21 @@ timeout 8 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1; cat <&3 >/dev/null
 assert_eq "a silent client is closed by the server" 0 "$?"
 kill $srv 2>/dev/null; wait $srv 2>/dev/null
 
+# Per-user totals from the job records (issue 28 item 4): counters that keep what ended jobs
+# used, and grow as more end.
+user_total() { # metric: root's value on GPU 0
+  vgpu metrics 2>/dev/null | awk -v m="$1" 'index($0, m "{user=\"root\",gpu=\"0\"") == 1 { print $NF }'
+}
+run vgpu run --core 30 -- core_loop -t 1 -k 1000
+g1=$(user_total vgpu_user_gpu_seconds_total) j1=$(user_total vgpu_user_jobs_total)
+check "an ended --core 30 job of 1 s: root's GPU-seconds counter has it (${g1:-none})" \
+  awk -v v="${g1:-0}" 'BEGIN { exit !(v > 0.2 && v < 0.45) }'
+assert_eq "... and its jobs counter 1" "1" "$j1"
+check "the counters are typed counter" sh -c 'vgpu metrics | grep -qx "# TYPE vgpu_user_memory_gib_seconds_total counter"'
+run vgpu run --core 30 -- core_loop -t 1 -k 1000
+g2=$(user_total vgpu_user_gpu_seconds_total)
+check "after another job ends the counter has grown, not reset (${g1:-none} -> ${g2:-none})" \
+  awk -v a="${g1:-0}" -v b="${g2:-0}" 'BEGIN { exit !(b > a + 0.2) }'
+assert_eq "... its jobs counter 2" "2" "$(user_total vgpu_user_jobs_total)"
+
 done_testing
