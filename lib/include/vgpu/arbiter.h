@@ -32,6 +32,13 @@
  *             for a daemon again at least once a second (limiter.c): jobs keep their caps and
  *             rejoin a restarted daemon.
  *
+ * Why messages, not memory each user writes and the daemon reads (DESIGN.md decision 10's sketch):
+ * the daemon would have to scan every user's memory to notice a want, or be woken for it anyway;
+ * a message wakes it with the request in hand, arrives in order with the same process's other
+ * requests (a release before the next want), and names its sender (SO_PEERCRED) without a
+ * second check of who owns which page. The lock-free operations of vgpu/sched.h are kept as they
+ * were: the daemon performs them on its own mapping, one request at a time.
+ *
  * Messages are fixed-size structs. Operations that answer nothing (marks, busy time) are sent
  * without waiting; the daemon handles a connection's messages in order, so they take effect before
  * the next call that waits for its answer. libc only (linked into libvgpu.so). */
