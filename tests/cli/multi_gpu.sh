@@ -27,8 +27,11 @@ ratio() { # value baseline: integer percent
 in_band() { # desc value lo hi detail
   if [ "$2" -ge "$3" ] && [ "$2" -le "$4" ]; then ok "$1 ($2%)"; else not_ok "$1" "got $2%, want $3..$4: $5"; fi
 }
-gang() { true; }
-GANG_WHY="(always run)"
+# gang [RANKS]: whether the shares can be measured here. Under ASan, 4 rank processes (and a
+# neighbour) on this 2-core machine starve the simulated GPU's collectives, which step on the
+# CPU: those shares are measured by the plain suite only.
+gang() { [ "${VGPU_ASAN:-0}" != 1 ] || [ "${1:-2}" -lt 4 ]; }
+GANG_WHY="4 ranks under ASan on 2 cores: the simulated collectives cannot keep time (make test measures it)"
 
 SHAPE="-c 1000 -k 2700 -K 8 -s 4"
 
@@ -98,7 +101,7 @@ for c in 30 50; do
   fi
 done
 for n in 2 4; do
-  if gang; then
+  if gang $n; then
     gpus=$(seq -s, 0 $((n - 1)))
     base=$base2; [ "$n" = 4 ] && base=$base4
     run vgpu run --gpu "$gpus" --core 50 collective -n $n -t 3 $SHAPE
@@ -111,7 +114,7 @@ done
 # Beside a single-GPU job on GPU 0: each keeps its cap (the single job measured over the
 # collective job's run, from 1.5 s on).
 for n in 2 4; do
-  if gang; then
+  if gang $n; then
     gpus=$(seq -s, 0 $((n - 1)))
     run core_loop -t 1 -k 2000 -s 8
     single_base=$(field "$out" share)
