@@ -168,31 +168,40 @@ static void accept_clients(int ls, struct arb_client *cl, struct pollfd *pf, uns
 /* Serves one client's pending requests; false when it is gone. */
 static bool serve_client(struct arbiter *a, struct arb_client *c)
 {
-    for (int burst = 0; burst < 64; burst++) {
+    static struct {
         struct vgpu_arb_req q;
+        char in[VGPU_ARB_MAX_PAYLOAD];
+    } msg;
+    static struct {
+        struct vgpu_arb_rep r;
+        char out[VGPU_ARB_MAX_PAYLOAD];
+    } rep;
+    for (int burst = 0; burst < 64; burst++) {
         union vgpu_arb_cmsg cm;
-        struct iovec iov = { &q, sizeof q };
+        struct iovec iov = { &msg, sizeof msg };
         struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
         ssize_t got = recvmsg(c->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (got < 0 && (errno == EAGAIN || errno == EINTR))
             return true;
         int passed = got > 0 ? vgpu_arb_take_fd(&m) : -1;
-        if (got != (ssize_t)sizeof q || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+        if (got < (ssize_t)sizeof msg.q || msg.q.len > VGPU_ARB_MAX_PAYLOAD ||
+            got != (ssize_t)(sizeof msg.q + msg.q.len) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             if (passed >= 0)
                 close(passed);
             return false;   /* closed, or not our protocol: the connection ends */
         }
-        struct vgpu_arb_rep r;
         int send_fd;
-        if (!arb_handle(a, c, &q, passed, &r, &send_fd))
+        if (!arb_handle(a, c, &msg.q, msg.in, passed, &rep.r, rep.out, &send_fd))
             continue;
+        if (rep.r.len > VGPU_ARB_MAX_PAYLOAD)
+            rep.r.len = 0;
         union vgpu_arb_cmsg sm;
-        struct iovec riov = { &r, sizeof r };
+        struct iovec riov = { &rep, sizeof rep.r + rep.r.len };
         struct msghdr rm = { .msg_iov = &riov, .msg_iovlen = 1 };
         vgpu_arb_put_fd(&rm, &sm, send_fd);
         /* A client that does not read its answers fills its own socket buffer: it is dropped,
          * never waited for. */
-        if (sendmsg(c->fd, &rm, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof r)
+        if (sendmsg(c->fd, &rm, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(sizeof rep.r + rep.r.len))
             return false;
     }
     return true;

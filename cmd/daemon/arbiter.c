@@ -33,7 +33,7 @@ static uint64_t believed(uint64_t t, uint64_t now)
     return t > now ? now : now - t > ARB_SKEW_NS ? now - ARB_SKEW_NS : t;
 }
 
-static int refuse(struct arbiter *a, struct vgpu_arb_rep *r, int err, const char *why)
+int arb_refuse(struct arbiter *a, struct vgpu_arb_rep *r, int err, const char *why)
 {
     a->refused++;
     r->rc = -err;
@@ -173,10 +173,10 @@ static int do_job(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, co
     for (unsigned j = 0; j < VGPU_SCHED_MAX_JOBS && !known; j++)
         known = atomic_load(&g->s.f->jobs[j].key) == key;
     if (!known && c->uid != 0 && user_jobs(g, c->uid, now) >= VGPU_ARB_USER_JOBS)
-        return refuse(a, r, EDQUOT, "your user already has the most jobs a user may have in one GPU's schedule (8)");
+        return arb_refuse(a, r, EDQUOT, "your user already has the most jobs a user may have in one GPU's schedule (8)");
     int j = vgpu_sched_job(&g->s, key, cap, soft, prio, now);
     if (j < 0)
-        return refuse(a, r, ENOSPC, "the GPU's schedule is full");
+        return arb_refuse(a, r, ENOSPC, "the GPU's schedule is full");
     g->job_uid[j] = c->uid;
     r->rc = j;
     return 0;
@@ -187,13 +187,13 @@ static int do_attach(struct arbiter *a, struct arb_gpu *g, struct arb_client *c,
 {
     uint64_t j = q->a[0];
     if (j >= VGPU_SCHED_MAX_JOBS || !atomic_load(&g->s.f->jobs[j].key) || g->job_uid[j] != c->uid)
-        return refuse(a, r, EPERM, "that job entry is not your user's");
+        return arb_refuse(a, r, EPERM, "that job entry is not your user's");
     if (c->uid != 0 && user_procs(g, c->uid) >= VGPU_ARB_USER_PROCS)
-        return refuse(a, r, EDQUOT, "your user already has the most processes a user may have in one GPU's schedule (64)");
+        return arb_refuse(a, r, EDQUOT, "your user already has the most processes a user may have in one GPU's schedule (64)");
     uint64_t start = vgpu_proc_start_time(c->pid);
     int p = vgpu_sched_attach(&g->s, (unsigned)j, c->pid, start);
     if (p < 0)
-        return refuse(a, r, ENOSPC, "the GPU's schedule is full");
+        return arb_refuse(a, r, ENOSPC, "the GPU's schedule is full");
     g->proc_client[p] = c->id;
     g->proc_uid[p] = c->uid;
     r->rc = p;
@@ -204,7 +204,7 @@ static int do_acquire(struct arbiter *a, struct arb_gpu *g, struct arb_client *c
                       struct vgpu_arb_rep *r)
 {
     if (!owns_proc(g, c, q->proc))
-        return refuse(a, r, EPERM, "not your process entry");
+        return arb_refuse(a, r, EPERM, "not your process entry");
     uint64_t now = now_ns(), lease, end;
     if (!vgpu_sched_try_acquire(&g->s, q->proc, now, &lease, &end)) {
         r->rc = 0;
@@ -243,7 +243,7 @@ static int do_release(struct arbiter *a, struct arb_gpu *g, struct arb_client *c
 {
     int h = own_holder(g, c, q->a[0]);
     if (h < 0)
-        return refuse(a, r, EPERM, "not a lease of yours");
+        return arb_refuse(a, r, EPERM, "not a lease of yours");
     uint64_t t = believed(q->a[2], now_ns());
     r->rc = vgpu_sched_release(&g->s, q->a[0], charge(g, h, q->a[0], q->a[1], t), t) ? 1 : 0;
     g->grant_at[h] = 0;
@@ -329,14 +329,19 @@ static void do_silent(struct arbiter *a, struct arb_gpu *g, struct arb_client *c
     a->refused++;
 }
 
-bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, int passed_fd,
-                struct vgpu_arb_rep *r, int *send_fd)
+bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in, int passed_fd,
+                struct vgpu_arb_rep *r, void *out, int *send_fd)
 {
     memset(r, 0, sizeof *r);
     *send_fd = -1;
     a->requests++;
-    bool answered = q->op >= VGPU_ARB_HELLO && q->op <= VGPU_ARB_RELEASE;
-    if (q->op == VGPU_ARB_HELLO) {
+    bool answered = (q->op >= VGPU_ARB_HELLO && q->op <= VGPU_ARB_RELEASE) ||
+                    (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_ACCT_LAST);
+    if (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_PLACE_LAST) {
+        arb_place_handle(a, c, q, in, r, out);
+    } else if (q->op >= VGPU_ARB_ACCT_FIRST && q->op <= VGPU_ARB_ACCT_LAST) {
+        arb_acct_handle(a, c, q, in, r, out);
+    } else if (q->op == VGPU_ARB_HELLO) {
         r->rc = VGPU_ARB_PROTO;
     } else if (q->op == VGPU_ARB_OPEN) {
         char uuid[sizeof q->uuid];
@@ -345,7 +350,7 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
         struct vgpu_err e = { 0 };
         int i = uuid_ok(q->uuid, sizeof q->uuid) ? find_or_add_gpu(a, uuid, &e) : -1;
         if (i < 0) {
-            refuse(a, r, EINVAL, e.msg[0] ? e.msg : "not a GPU or MIG UUID");
+            arb_refuse(a, r, EINVAL, e.msg[0] ? e.msg : "not a GPU or MIG UUID");
         } else {
             c->opened[i] = true;
             r->rc = i;
@@ -353,7 +358,7 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
         }
     } else if (q->gpu >= a->ngpus || !c->opened[q->gpu]) {
         if (answered)
-            refuse(a, r, EINVAL, "that schedule was not opened on this connection");
+            arb_refuse(a, r, EINVAL, "that schedule was not opened on this connection");
         else
             a->refused++;
     } else {
@@ -378,6 +383,8 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
 
 void arb_client_gone(struct arbiter *a, struct arb_client *c)
 {
+    arb_place_client_gone(a, c);
+    arb_acct_client_gone(a, c);
     uint64_t now = now_ns();
     for (unsigned i = 0; i < a->ngpus; i++) {
         struct arb_gpu *g = a->gpus[i];

@@ -31,19 +31,35 @@ struct arb_client {
     bool opened[VGPU_ARB_MAX_GPUS];
 };
 
+struct arb_place;   /* placement and the job count: cmd/daemon/place.c */
+struct arb_acct;    /* accounting: cmd/daemon/acct.c */
+
 struct arbiter {
     struct arb_gpu *gpus[VGPU_ARB_MAX_GPUS];
+    struct arb_place *place;
+    struct arb_acct *acct;
     unsigned ngpus;
     uint64_t next_client_id;
     uint64_t requests, refused;                /* statistics, printed at exit */
 };
 
-/* Handles one request of client `c`; fills the reply. *send_fd: a descriptor to pass along with
- * it (OPEN), or -1. `passed_fd`: one the client sent (JOB's limits file), or -1 (closed here).
- * Returns false for a request that gets no reply. */
-bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, int passed_fd,
-                struct vgpu_arb_rep *r, int *send_fd);
+/* Handles one request of client `c` (its payload: q->len bytes at `in`); fills the reply, and
+ * its payload at `out` (VGPU_ARB_MAX_PAYLOAD bytes of room; r->len says how many). *send_fd: a
+ * descriptor to pass along with it (OPEN), or -1. `passed_fd`: one the client sent (JOB's limits
+ * file), or -1 (closed here). Returns false for a request that gets no reply. */
+bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in, int passed_fd,
+                struct vgpu_arb_rep *r, void *out, int *send_fd);
+/* The same for the ranges of vgpu/arbiter.h: placement (place.c) and accounting (acct.c). */
+void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+                      struct vgpu_arb_rep *r, void *out);
+void arb_acct_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+                     struct vgpu_arb_rep *r, void *out);
+/* Fills a refusal: rc = -err, msg = why. */
+int arb_refuse(struct arbiter *a, struct vgpu_arb_rep *r, int err, const char *why);
 /* Client `c` is gone: every process entry it attached is detached (a lease it held given back). */
 void arb_client_gone(struct arbiter *a, struct arb_client *c);
+/* The same for what it held in placement and accounting. */
+void arb_place_client_gone(struct arbiter *a, struct arb_client *c);
+void arb_acct_client_gone(struct arbiter *a, struct arb_client *c);
 
 #endif

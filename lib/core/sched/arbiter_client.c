@@ -81,26 +81,29 @@ static void drop_locked(void)
     conn = -1;
 }
 
-/* Sends one request and, when `answer`, receives one reply (and a descriptor, if one comes).
+/* Sends one request (with `inlen` bytes of payload) and, when r, receives one reply (and a
+ * descriptor, if one comes; its payload into out, at most outcap bytes, *outlen its length).
  * false when the connection failed (then it is dropped). Called with mu held. */
-static bool exchange_locked(const struct vgpu_arb_req *q, int send_fd, struct vgpu_arb_rep *r, int *recv_fd)
+static bool exchange_data_locked(const struct vgpu_arb_req *q, const void *in, int send_fd, struct vgpu_arb_rep *r,
+                                 int *recv_fd, void *out, size_t outcap, size_t *outlen)
 {
-    struct iovec iov = { (void *)q, sizeof *q };
+    struct iovec iov[2] = { { (void *)q, sizeof *q }, { (void *)in, q->len } };
     union vgpu_arb_cmsg cm;
-    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = q->len ? 2 : 1 };
     vgpu_arb_put_fd(&m, &cm, send_fd);
     ssize_t n;
     do
         n = sendmsg(conn, &m, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof *q) {
+    if (n != (ssize_t)(sizeof *q + q->len)) {
         drop_locked();
         return false;
     }
     if (!r)
         return true;
-    struct iovec riov = { r, sizeof *r };
-    struct msghdr rm = { .msg_iov = &riov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf };
+    struct iovec riov[2] = { { r, sizeof *r }, { out, outcap } };
+    struct msghdr rm = { .msg_iov = riov, .msg_iovlen = out && outcap ? 2 : 1, .msg_control = cm.buf,
+                         .msg_controllen = sizeof cm.buf };
     memset(&cm, 0, sizeof cm);
     /* The answer usually comes within tens of microseconds: look for it without sleeping for
      * SPIN_NS first, which saves our own wake-up (one of the two an answer costs), then sleep. */
@@ -119,18 +122,26 @@ static bool exchange_locked(const struct vgpu_arb_req *q, int send_fd, struct vg
         }
     }
     int fd = n >= 0 ? vgpu_arb_take_fd(&rm) : -1;
-    if (n != (ssize_t)sizeof *r || (rm.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    if (n < (ssize_t)sizeof *r || r->len > outcap || n != (ssize_t)(sizeof *r + r->len) ||
+        (rm.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
         if (fd >= 0)
             close(fd);
         drop_locked();
         return false;
     }
     r->msg[sizeof r->msg - 1] = 0;
+    if (outlen)
+        *outlen = r->len;
     if (recv_fd)
         *recv_fd = fd;
     else if (fd >= 0)
         close(fd);
     return true;
+}
+
+static bool exchange_locked(const struct vgpu_arb_req *q, int send_fd, struct vgpu_arb_rep *r, int *recv_fd)
+{
+    return exchange_data_locked(q, NULL, send_fd, r, recv_fd, NULL, 0, NULL);
 }
 
 /* Connects when not connected (or connected in a parent before fork). Called with mu held. */
@@ -255,6 +266,26 @@ int64_t vgpu_arb_call(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc,
         v[1] = r.v[1];
     }
     return r.rc;
+}
+
+int64_t vgpu_arb_call_data(enum vgpu_arb_op op, const uint64_t a[4], const void *in, size_t inlen, void *out,
+                           size_t outcap, size_t *outlen, struct vgpu_arb_rep *r)
+{
+    struct vgpu_arb_rep mine;
+    if (!r)
+        r = &mine;
+    memset(r, 0, sizeof *r);
+    if (outlen)
+        *outlen = 0;
+    if (inlen > VGPU_ARB_MAX_PAYLOAD)
+        return -EMSGSIZE;
+    pthread_mutex_lock(&mu);
+    struct vgpu_arb_req q = { .op = (uint32_t)op, .len = (uint32_t)inlen };
+    if (a)
+        memcpy(q.a, a, sizeof q.a);
+    bool ok = connected_locked() && exchange_data_locked(&q, in, -1, r, NULL, out, outcap, outlen);
+    pthread_mutex_unlock(&mu);
+    return ok ? r->rc : -EPIPE;
 }
 
 void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, uint64_t a0, uint64_t a1, uint64_t a2)

@@ -58,7 +58,8 @@
 #define VGPU_ARB_USER_JOBS    8             /* of VGPU_SCHED_MAX_JOBS (32) per GPU, for a user other than root */
 #define VGPU_ARB_USER_PROCS   64            /* of VGPU_SCHED_MAX_PROCS (256) */
 #define VGPU_ARB_MAX_GPUS     64
-#define VGPU_ARB_PROTO        2
+#define VGPU_ARB_PROTO        2             /* payloads (len) came later: 0 before, so 2 still */
+#define VGPU_ARB_MAX_PAYLOAD  32768         /* a request's or reply's payload, bytes at most */
 
 enum vgpu_arb_op {
     /* Answered. */
@@ -84,20 +85,28 @@ enum vgpu_arb_op {
     VGPU_ARB_EXPECT,         /* proc, a = back_at, gap */
     VGPU_ARB_SPILLING,       /* a = job, spilling */
     VGPU_ARB_YIELDED,        /* (statistics: a lease given back on request) */
+
+    /* Requests of vgpu's commands rather than of a schedule (gpu and proc unused), answered, each
+     * with a payload either way: placement and the job count (64..95, cmd/daemon/place.c) and
+     * accounting (96..127, cmd/daemon/acct.c). What one holds ends with its connection. */
+    VGPU_ARB_PLACE_FIRST = 64,
+    VGPU_ARB_PLACE_LAST = 95,
+    VGPU_ARB_ACCT_FIRST = 96,
+    VGPU_ARB_ACCT_LAST = 127,
 };
 
 struct vgpu_arb_req {
     uint32_t op;
     uint32_t gpu;            /* the handle VGPU_ARB_OPEN answered */
     int32_t proc;
-    uint32_t reserved;
+    uint32_t len;            /* bytes of payload that follow in the same message (0..VGPU_ARB_MAX_PAYLOAD) */
     uint64_t a[4];
     char uuid[96];           /* VGPU_ARB_OPEN */
 };
 
 struct vgpu_arb_rep {
     int32_t rc;              /* < 0: refused (-errno) */
-    uint32_t reserved;
+    uint32_t len;            /* bytes of payload that follow in the same message */
     uint64_t v[2];
     char msg[160];           /* why, when refused */
 };
@@ -127,6 +136,12 @@ int vgpu_arb_open(const char *uuid, uint32_t *handle, int *fd, uint32_t *gen, st
 /* An answered call: rc (< 0 refused or lost), v[] filled. `limits_fd` >= 0 is passed along. */
 int64_t vgpu_arb_call(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, const uint64_t a[4],
                       int limits_fd, uint64_t v[2]);
+/* An answered call with payloads, for vgpu's commands (placement, accounting): connects first
+ * when needed. `in` (inlen bytes, at most VGPU_ARB_MAX_PAYLOAD) goes with the request; the reply's
+ * payload is copied to `out` (at most outcap bytes; *outlen its length). rc, or -EPIPE when no
+ * daemon answers (or it went away); r (optional) gets the reply's header, msg included. */
+int64_t vgpu_arb_call_data(enum vgpu_arb_op op, const uint64_t a[4], const void *in, size_t inlen, void *out,
+                           size_t outcap, size_t *outlen, struct vgpu_arb_rep *r);
 /* A call that is not answered (sent in order with the others). */
 void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, uint64_t a0, uint64_t a1,
                    uint64_t a2);
