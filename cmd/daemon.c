@@ -8,7 +8,9 @@ static const char usage[] =
     "daemon can write, and ask the daemon for turns over a socket, so no user can starve,\n"
     "uncap or steer another user's jobs through it. Jobs that started before it, or that lose\n"
     "it (killed, restarted), keep their caps on their user's own schedule and join it within a\n"
-    "second. Without it, jobs of different users are not scheduled together.\n"
+    "second. It also keeps every user's placement promises (vgpu run --mem), --wait queue and\n"
+    "job count (--max-jobs, root's max-jobs-per-gpu), each ending with the vgpu run that made\n"
+    "it. Without it, jobs of different users are not scheduled or placed together.\n"
     "\n"
     "The socket is MACHINE_DIR/arbiter/sock (MACHINE_DIR: VGPU_MACHINE_DIR, else\n"
     "/run/vgpu-machine). Run it as root; a daemon of another user is believed only by that\n"
@@ -155,7 +157,12 @@ static void accept_clients(int ls, struct arb_client *cl, struct pollfd *pf, uns
             return;
         struct ucred cr;
         socklen_t crl = sizeof cr;
-        if (*n >= MAX_CLIENTS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+        unsigned same = 0;
+        bool ok = *n < MAX_CLIENTS && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0;
+        for (unsigned i = 0; ok && cr.uid != 0 && i < *n; i++)
+            same += cl[i].uid == cr.uid;
+        /* One user cannot take every connection: root's and other users' jobs still get in. */
+        if (!ok || (cr.uid != 0 && same >= VGPU_ARB_USER_CONNS)) {
             close(fd);   /* the client then paces itself on its user's own schedule */
             continue;
         }
@@ -247,6 +254,8 @@ static int serve(void)
     }
     fprintf(stderr, "vgpu daemon: the arbiter of %s listens on %s\n", mpath, sock_path);
     unsigned n = 0;
+    a->clients = cl;
+    a->nclients = &n;
     pf[0] = (struct pollfd){ .fd = ls, .events = POLLIN };
     pf[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
     uint64_t busy_at = 0, spin_ns = SPIN_NS;

@@ -37,7 +37,8 @@ static const char usage[] =
     "  --place POLICY with --mem SIZE (not PCT% or IDX:SIZE) and no --gpu, vgpu chooses one GPU\n"
     "                 (or MIG instance) whose memory not yet promised to running jobs fits:\n"
     "                 binpack (default: the fullest that fits) or spread (the emptiest)\n"
-    "  --wait         when none fits, wait in line (first come, first served) instead of failing\n"
+    "  --wait         when none fits, wait in line (first come, first served among your jobs;\n"
+    "                 another user's waiting job never holds back one that fits) instead of failing\n"
     "  --overcommit   allow promises beyond a GPU's memory\n"
     "  --oversubscribe[=DEVICE_SIZE]  virtual device memory: the job may allocate up to --mem\n"
     "                 (a hard cap, which may exceed the GPU), of which at most DEVICE_SIZE stays\n"
@@ -47,8 +48,8 @@ static const char usage[] =
     "                 While it spills beside busy processes and has no --core, it is held\n"
     "                 to its fair share of GPU time: 100 / (1 + those processes)\n"
     "                 (--core 100: not held)\n"
-    "  --max-jobs N   refuse to start when N jobs already run on the job's GPU (all users';\n"
-    "                 root's max-jobs-per-gpu policy applies too, see vgpu-run(1))\n"
+    "  --max-jobs N   refuse to start when N jobs already run on the job's GPU (all users', through\n"
+    "                 vgpu daemon; root's max-jobs-per-gpu policy applies too, see vgpu-run(1))\n"
     "  --fail-closed  a process of the job that cannot reach the job's limits (VGPU_REGION\n"
     "                 unset or unusable, no free process slot) gets CUDA_ERROR_NOT_PERMITTED\n"
     "                 from context creation and CUDA_ERROR_OUT_OF_MEMORY from allocations\n"
@@ -107,6 +108,7 @@ static const char usage[] =
 #include "vgpu/gpu.h"
 #include "vgpu/jobcount.h"
 #include "vgpu/log.h"
+#include "vgpu/machinedir.h"
 #include "vgpu/nvml.h"
 #include "vgpu/overlimit.h"
 #include "vgpu/placement.h"
@@ -433,6 +435,10 @@ static int cmd_run(int argc, char **argv)
             preq.want = share;
     }
     char place_dir[4096] = "";
+    /* A VGPU_MACHINE_DIR that is not there is a typo, or a test's directory gone: the job would
+     * run without the arbiter that lives there, and say nothing of it. */
+    if (vgpu_machinedir_named_missing(&e))
+        return run_fail(&e);
 
     struct vgpu_nvml *nv = vgpu_nvml_open(&e);
     if (!nv) {

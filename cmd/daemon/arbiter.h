@@ -38,6 +38,8 @@ struct arbiter {
     struct arb_gpu *gpus[VGPU_ARB_MAX_GPUS];
     struct arb_place *place;
     struct arb_acct *acct;
+    const struct arb_client *clients;          /* the connections now: clients[0 .. *nclients) */
+    const unsigned *nclients;
     unsigned ngpus;
     uint64_t next_client_id;
     uint64_t requests, refused;                /* statistics, printed at exit */

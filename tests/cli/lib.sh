@@ -62,7 +62,7 @@ export VGPU_FAKE_SHARED_DIR=$T_SHARED
 export VGPU_TEST_TIMEOUTS=$T_DIR/.timeouts
 [ -n "${VGPU_TEST_PRELOAD:-}" ] && export LD_PRELOAD=$VGPU_TEST_PRELOAD
 mkdir -m 0700 -p "$VGPU_STATE_DIR"
-mkdir -m 1777 -p "$VGPU_MACHINE_DIR"
+mkdir -m 0755 -p "$VGPU_MACHINE_DIR"
 
 T_N=0
 T_SCENARIOS=$VGPU_SRC/tests/fakegpu/scenarios
@@ -87,7 +87,7 @@ public_bin() {
 user_dirs() {
   local fk
   public_bin
-  U_MACHINE=$(mktemp -d /tmp/vgpu-user-machine.XXXXXX); chmod 1777 "$U_MACHINE"
+  U_MACHINE=$(mktemp -d /tmp/vgpu-user-machine.XXXXXX); chmod 0755 "$U_MACHINE"
   fk=$(mktemp -d /tmp/vgpu-user-fake.XXXXXX); chmod 1777 "$fk"
   T_USER_DIRS+=("$U_MACHINE" "$fk")
   export VGPU_MACHINE_DIR=$U_MACHINE VGPU_FAKE_SHARED=user-$$-$RANDOM VGPU_FAKE_SHARED_DIR=$fk

@@ -153,7 +153,7 @@ run vgpu run --mem 60G true
 assert_rc "the detached job's memory stays promised" 125
 assert_contains "a second 60G job does not fit" "not promised" "$err"
 sup=$(job_json "$pid" | jq -r .creator_pid)
-check "the promise belongs to the supervisor" sh -c "ls '$VGPU_MACHINE_DIR/promises' | grep -q '^$sup\\.'"
+check "the promise belongs to the supervisor" sh -c "ls '$VGPU_STATE_DIR/promises' | grep -q '^$sup\\.'"
 kill -TERM "$sup"
 run vgpu wait --timeout 5 "$pid"
 assert_rc "the placed job ends" 143

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/../.." || exit 2
 B=$(cd "${1:-build}" && pwd) || exit 2
 T=$(mktemp -d); trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$T"' EXIT
 export PATH="$B:$PATH" VGPU_STATE_DIR=$T/state VGPU_MACHINE_DIR=$T/machine
-mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 1777 "$VGPU_MACHINE_DIR"
+mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 0755 "$VGPU_MACHINE_DIR"
 . "$(dirname "$0")/arbiter.lib"; arbiter_start || exit 1
 S=${LAT_SECONDS:-15}
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "latency.sh: SKIP: no PyTorch with CUDA"; echo "latency.sh: 0 PASS, 0 FAIL"; exit 0; }

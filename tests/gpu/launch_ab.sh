@@ -11,7 +11,7 @@ old=$1 new=$2 rounds=${3:-3}
 echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i 0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-export VGPU_STATE_DIR=$tmp/s VGPU_MACHINE_DIR=$tmp/m; mkdir -m 700 "$tmp/s"; mkdir -m 1777 "$tmp/m"
+export VGPU_STATE_DIR=$tmp/s VGPU_MACHINE_DIR=$tmp/m; mkdir -m 700 "$tmp/s"; mkdir -m 0755 "$tmp/m"
 cpu=$(( $(nproc) > 2 ? 2 : 0 ))
 for round in $(seq "$rounds"); do
   for b in "$old" "$new"; do

@@ -38,7 +38,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 export VGPU_STATE_DIR=$tmp/state VGPU_MACHINE_DIR=$tmp/machine
-mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 1777 "$VGPU_MACHINE_DIR"
+mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 0755 "$VGPU_MACHINE_DIR"
 n=0 fail=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); fail=$((fail + 1)); echo "not ok $n - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | head -n 20 | sed 's/^/#   /'; }

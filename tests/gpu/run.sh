@@ -17,7 +17,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export VGPU_STATE_DIR=$tmp/state; mkdir -m 0700 "$VGPU_STATE_DIR"
 # ARBITER=1: every job goes through the arbiter (vgpu daemon) of this run's machine-wide directory
 # (latency.sh and tenants.sh start their own); without it, on this user's own schedule.
-export VGPU_MACHINE_DIR=$tmp/machine; mkdir -m 1777 "$VGPU_MACHINE_DIR"
+export VGPU_MACHINE_DIR=$tmp/machine; mkdir -m 0755 "$VGPU_MACHINE_DIR"
 . "$src/tests/gpu/arbiter.lib"; arbiter_start || exit 1
 trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$tmp"' EXIT
 LIMIT=4G LIMIT_B=$((4 << 30))

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.." || exit 2
 B=$(cd "${1:-build}" && pwd) || exit 2
 T=$(mktemp -d); chmod 711 "$T"; trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$T"' EXIT
 export PATH="$B:$B/tests/progs:$PATH" VGPU_STATE_DIR=$T/state VGPU_MACHINE_DIR=$T/machine
-mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 1777 "$VGPU_MACHINE_DIR"
+mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 0755 "$VGPU_MACHINE_DIR"
 . "$(dirname "$0")/arbiter.lib"; arbiter_start || exit 1
 row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3"; }
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { row "tenants" SKIP "no PyTorch with CUDA"; exit 0; }

@@ -348,14 +348,15 @@ static void leftover_dir(struct soak *s, const char *dir, const char *what)
 void soak_final_checks(struct soak *s)
 {
     char path[1200];
+    /* Without the arbiter, placement is kept in each user's state directory (lib/core/place/ledger.h). */
     for (unsigned u = 0; u < s->nusers; u++) {
         snprintf(path, sizeof path, "%s/jobs", s->users[u].statedir);
         leftover_dir(s, path, "job files");
+        snprintf(path, sizeof path, "%s/promises", s->users[u].statedir);
+        leftover_dir(s, path, "placement promises");
+        snprintf(path, sizeof path, "%s/queue", s->users[u].statedir);
+        leftover_dir(s, path, "placement queue entries");
     }
-    snprintf(path, sizeof path, "%s/promises", vgpu_machinedir_path());
-    leftover_dir(s, path, "placement promises");
-    snprintf(path, sizeof path, "%s/queue", vgpu_machinedir_path());
-    leftover_dir(s, path, "placement queue entries");
     for (unsigned k = 0; k < s->njobs; k++) {
         const char *uuid = s->jobs[k].uuid;
         bool seen = false;

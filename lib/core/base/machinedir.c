@@ -34,14 +34,14 @@ static int check(int fd, const char *what, struct vgpu_err *e)
     if (st.st_uid != 0 && st.st_uid != geteuid()) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION,
                      "refusing the machine-wide directory %s: it belongs to uid %u, who could delete other users' "
-                     "files in it; root should remove it and create it again (mode 1777)",
+                     "files in it; root should remove it and create it again (mode 0755)",
                      what, (unsigned)st.st_uid);
         return -1;
     }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
         vgpu_err_set(e, VGPU_EXIT_PERMISSION,
                      "refusing the machine-wide directory %s: others may write it but it is not sticky (mode %04o), "
-                     "so anyone could replace anyone's files; run chmod 1777 %s as root", what,
+                     "so anyone could replace anyone's files; run chmod 0755 %s as root", what,
                      (unsigned)(st.st_mode & 07777), what);
         return -1;
     }
@@ -63,13 +63,13 @@ int vgpu_machinedir_open(bool create, struct vgpu_err *e)
     bool from_env = env && *env;
     if (fd < 0 && errno == ENOENT && create && geteuid() == 0 && from_env) {
         vgpu_err_set(e, VGPU_EXIT_STATE, "VGPU_MACHINE_DIR=%s does not exist, and vgpu creates only the default "
-                     "(%s): create it (as root: mkdir -m 1777 %s), or unset VGPU_MACHINE_DIR", path,
+                     "(%s): create it (as root: mkdir -m 0755 %s), or unset VGPU_MACHINE_DIR", path,
                      VGPU_MACHINEDIR_DEFAULT, path);
         return -1;
     }
     if (fd < 0 && errno == ENOENT && create && geteuid() == 0) {
         /* The mode is filtered by the umask, which we never change: set it after. */
-        if (mkdir(path, 01777) != 0 && errno != EEXIST) {
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
             vgpu_err_set(e, VGPU_EXIT_STATE, "cannot create the machine-wide directory %s: %s", path,
                          strerror(errno));
             return -1;
@@ -77,17 +77,16 @@ int vgpu_machinedir_open(bool create, struct vgpu_err *e)
         fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
             struct stat st;
-            if (fstat(fd, &st) == 0 && st.st_uid == 0 && (st.st_mode & 07777) != 01777)
-                fchmod(fd, 01777);
+            if (fstat(fd, &st) == 0 && st.st_uid == 0 && (st.st_mode & 07777) != 0755)
+                fchmod(fd, 0755);
         }
     }
     if (fd < 0) {
         int err = errno;
         if (err == ENOENT)
             vgpu_err_set(e, VGPU_EXIT_STATE,
-                         "the machine-wide directory %s does not exist, so this job cannot see other users' jobs; "
-                         "root creates it (run any vgpu command as root once, or install the tmpfiles.d entry of "
-                         "`make install`)", path);
+                         "the machine-wide directory %s does not exist; root creates it (vgpu daemon, or the "
+                         "tmpfiles.d entry of `make install`)", path);
         else if (err == ELOOP || err == ENOTDIR)
             vgpu_err_set(e, VGPU_EXIT_STATE, "refusing the machine-wide directory %s: it is a symbolic link or not "
                          "a directory; root should remove it", path);
@@ -96,6 +95,11 @@ int vgpu_machinedir_open(bool create, struct vgpu_err *e)
                          "cannot open the machine-wide directory %s: %s", path, strerror(err));
         return -1;
     }
+    /* An older vgpu made it 1777 for the placement ledger every user wrote: nobody writes it now
+     * (the arbiter keeps that), so root takes the write bits back. */
+    struct stat st;
+    if (create && geteuid() == 0 && fstat(fd, &st) == 0 && st.st_uid == 0 && (st.st_mode & 022))
+        fchmod(fd, 0755);
     if (check(fd, path, e) != 0) {
         close(fd);
         return -1;
@@ -107,15 +111,15 @@ int vgpu_machinedir_sub(int dfd, const char *name, struct vgpu_err *e)
 {
     int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
-        if (mkdirat(dfd, name, 01777) != 0 && errno != EEXIST) {
+        if (mkdirat(dfd, name, 0755) != 0 && errno != EEXIST) {
             vgpu_err_set(e, VGPU_EXIT_STATE, "cannot create %s/%s: %s", vgpu_machinedir_path(), name, strerror(errno));
             return -1;
         }
         fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
             struct stat st;
-            if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 07777) != 01777)
-                fchmod(fd, 01777);
+            if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 07777) != 0755)
+                fchmod(fd, 0755);
         }
     }
     if (fd < 0) {
@@ -129,4 +133,15 @@ int vgpu_machinedir_sub(int dfd, const char *name, struct vgpu_err *e)
         return -1;
     }
     return fd;
+}
+
+bool vgpu_machinedir_named_missing(struct vgpu_err *e)
+{
+    const char *env = getenv("VGPU_MACHINE_DIR");
+    struct stat st;
+    if (!env || !*env || stat(env, &st) == 0 || errno != ENOENT)
+        return false;
+    vgpu_err_set(e, VGPU_EXIT_STATE, "VGPU_MACHINE_DIR=%s does not exist: create it (as root: mkdir -m 0755 %s; "
+                 "the arbiter, vgpu daemon, listens there), or unset VGPU_MACHINE_DIR", env, env);
+    return true;
 }

@@ -1,4 +1,5 @@
-/* The split count: how many jobs run on each GPU, machine-wide (vgpu/jobcount.h). */
+/* The split count: how many jobs run on each GPU (vgpu/jobcount.h): every user's, counted by the
+ * arbiter when one answers; else this user's own, in its state directory. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,10 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/jobcount.h"
 #include "vgpu/machinedir.h"
 #include "vgpu/proc.h"
+#include "vgpu/statedir.h"
 
 static char my_entry[64];   /* our jobcount/PID.START while registered */
 
@@ -171,25 +174,37 @@ static int count_on(int dfd, const char *uuid)
     return count;
 }
 
+/* jobcount/ in the caller's own state directory: without the arbiter, the count is of this
+ * user's jobs only (no directory that every user writes: DESIGN.md decision 10). */
+static char shown[4200];
+
 static int open_dir(bool create, struct vgpu_err *e)
 {
-    int top = vgpu_machinedir_open(create, e);
-    if (top < 0)
+    char sd[4096];
+    if (vgpu_statedir(sd, sizeof sd, create, e) < 0)
         return -1;
-    int d = vgpu_machinedir_sub(top, "jobcount", e);
+    int top = open(sd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (top < 0) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot open %s: %s", sd, strerror(errno));
+        return -1;
+    }
+    if (vgpu_statedir_check_fd(top, sd, e) != 0) {
+        close(top);
+        return -1;
+    }
+    int d = vgpu_statedir_sub(top, sd, "jobcount", create, e);
     close(top);
+    snprintf(shown, sizeof shown, "%s/jobcount", sd);
     return d;
 }
 
 static int lock_dir(int dfd, struct vgpu_err *e)
 {
-    int fd = openat(dfd, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0)
-        fd = openat(dfd, ".lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = openat(dfd, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         int err = errno;
-        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot use %s/jobcount/.lock: %s%s", vgpu_machinedir_path(),
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot use %s/.lock: %s%s", shown,
                      fd < 0 ? strerror(err) : "not a regular file", fd < 0 ? remedy(err) : "");
         if (fd >= 0)
             close(fd);
@@ -201,8 +216,8 @@ static int lock_dir(int dfd, struct vgpu_err *e)
             return fd;
         nanosleep(&(struct timespec){ 0, 100000000 }, NULL);
     }
-    vgpu_err_set(e, VGPU_EXIT_STATE, "job count: %s/jobcount/.lock has been held for 30 s (fuser -v it to see by "
-                 "whom); try again", vgpu_machinedir_path());
+    vgpu_err_set(e, VGPU_EXIT_STATE, "job count: %s/.lock has been held for 30 s by another of your processes "
+                 "(fuser -v it to see which); try again", shown);
     close(fd);
     return -1;
 }
@@ -211,7 +226,7 @@ static int write_entry(int dfd, const char *const *uuids, unsigned n, struct vgp
 {
     char name[64];
     snprintf(name, sizeof name, "%d.%llu", (int)getpid(), (unsigned long long)vgpu_proc_start_time(getpid()));
-    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     bool ok = fd >= 0;
     for (unsigned i = 0; ok && i < n; i++)
         ok = dprintf(fd, "%s\n", uuids[i]) > 0;
@@ -219,7 +234,7 @@ static int write_entry(int dfd, const char *const *uuids, unsigned n, struct vgp
         ok = false;
     if (!ok) {
         int err = errno;
-        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot write %s/jobcount/%s: %s%s", vgpu_machinedir_path(), name,
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot write %s/%s: %s%s", shown, name,
                      strerror(err), remedy(err));
         (void)unlinkat(dfd, name, 0);
         return -1;
@@ -228,50 +243,99 @@ static int write_entry(int dfd, const char *const *uuids, unsigned n, struct vgp
     return 0;
 }
 
-int vgpu_jobcount_enter(const char *const *uuids, unsigned n, unsigned max, bool wait, struct vgpu_err *e)
+static bool counted_arb;   /* registered with the arbiter (cmd/daemon/place.c) rather than in jobcount/ */
+
+#define ARB_MAX_GPUS 64
+
+static unsigned pack(struct vgpu_arb_gpu_bytes *g, const char *const *uuids, unsigned n)
+{
+    n = n < ARB_MAX_GPUS ? n : ARB_MAX_GPUS;
+    for (unsigned i = 0; i < n; i++) {
+        memset(&g[i], 0, sizeof g[i]);
+        snprintf(g[i].uuid, sizeof g[i].uuid, "%s", uuids[i]);
+    }
+    return n;
+}
+
+/* One try through the arbiter, which counts every user's jobs and reads root's policy itself:
+ * 0 counted; 1 a GPU is full (*full, *count, *limit); 2 no arbiter; -1 refused (e). */
+static int enter_arb(const char *const *uuids, unsigned n, unsigned max, int *full, unsigned *count,
+                     unsigned *limit, struct vgpu_err *e)
+{
+    struct vgpu_arb_gpu_bytes g[ARB_MAX_GPUS];
+    n = pack(g, uuids, n);
+    uint64_t a[4] = { max };
+    struct vgpu_arb_rep r;
+    int64_t rc = vgpu_arb_call_data(VGPU_ARB_JC_ENTER, a, g, n * sizeof *g, NULL, 0, NULL, &r);
+    if (rc == -EPIPE)
+        return 2;
+    if (rc == -EBUSY && r.v[0] < n) {
+        *full = (int)r.v[0];
+        *count = (unsigned)(r.v[1] & 0xffffffffu);
+        *limit = (unsigned)(r.v[1] >> 32);
+        return 1;
+    }
+    if (rc < 0) {
+        vgpu_err_set(e, rc == -EDQUOT ? VGPU_EXIT_NO_CAPACITY : VGPU_EXIT_STATE, "job count: the arbiter refused: %s",
+                     r.msg[0] ? r.msg : strerror((int)-rc));
+        return -1;
+    }
+    counted_arb = true;
+    return 0;
+}
+
+/* One try in our own jobcount/ (no arbiter): the same answers. */
+static int enter_dir(const char *const *uuids, unsigned n, unsigned max, int *full, unsigned *count,
+                     unsigned *limit, struct vgpu_err *e)
 {
     unsigned policy;
     if (vgpu_jobcount_policy(&policy, e) < 0)
         return -1;
-    unsigned limit = max && policy ? (max < policy ? max : policy) : (max ? max : policy);
+    *limit = max && policy ? (max < policy ? max : policy) : (max ? max : policy);
     struct vgpu_err de;
     int dfd = open_dir(true, &de);
     if (dfd < 0) {
-        if (!limit)
+        if (!*limit)
             return 0;                   /* nothing to enforce, nowhere to be counted */
         *e = de;
         return -1;
     }
+    int lock = lock_dir(dfd, e);
+    if (lock < 0) {
+        close(dfd);
+        return -1;
+    }
+    *full = -1;
+    for (unsigned i = 0; *limit && i < n && *full < 0; i++) {
+        int c = count_on(dfd, uuids[i]);
+        *count = c < 0 ? 0 : (unsigned)c;
+        if (*count >= *limit)
+            *full = (int)i;
+    }
+    int rc = *full >= 0 ? 1 : write_entry(dfd, uuids, n, e);
+    close(lock);
+    close(dfd);
+    return rc;
+}
+
+int vgpu_jobcount_enter(const char *const *uuids, unsigned n, unsigned max, bool wait, struct vgpu_err *e)
+{
     for (bool said = false;;) {
-        int lock = lock_dir(dfd, e);
-        if (lock < 0) {
-            close(dfd);
-            return -1;
-        }
-        int full = -1, count = 0;
-        for (unsigned i = 0; limit && i < n && full < 0; i++) {
-            count = count_on(dfd, uuids[i]);
-            if (count < 0)
-                count = 0;
-            if ((unsigned)count >= limit)
-                full = (int)i;
-        }
-        if (full < 0) {
-            int rc = write_entry(dfd, uuids, n, e);
-            close(lock);
-            close(dfd);
+        int full = -1;
+        unsigned count = 0, limit = 0;
+        int rc = enter_arb(uuids, n, max, &full, &count, &limit, e);
+        if (rc == 2)
+            rc = enter_dir(uuids, n, max, &full, &count, &limit, e);
+        if (rc <= 0)
             return rc;
-        }
-        close(lock);
         if (!wait) {
-            vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "GPU %s already runs %d job%s, the most allowed (%s %u); try later, "
+            vgpu_err_set(e, VGPU_EXIT_NO_CAPACITY, "GPU %s already runs %u job%s, the most allowed (%s %u); try later, "
                          "or add --wait", uuids[full], count, count == 1 ? "" : "s",
                          max && max == limit ? "--max-jobs" : "root's max-jobs-per-gpu policy", limit);
-            close(dfd);
             return -1;
         }
         if (!said) {
-            vgpu_warn("waiting: GPU %s runs %d jobs, the most allowed (%u)", uuids[full], count, limit);
+            vgpu_warn("waiting: GPU %s runs %u jobs, the most allowed (%u)", uuids[full], count, limit);
             said = true;
         }
         nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
@@ -280,6 +344,17 @@ int vgpu_jobcount_enter(const char *const *uuids, unsigned n, unsigned max, bool
 
 int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e)
 {
+    if (counted_arb) {
+        uint64_t a[4] = { (uint64_t)from };
+        struct vgpu_arb_rep r;
+        int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_ADOPT, a, NULL, 0, NULL, 0, NULL, &r);
+        if (rc < 0) {
+            vgpu_err_set(e, VGPU_EXIT_STATE, "job count: the arbiter could not hand the job's place over: %s",
+                         rc == -EPIPE ? "it went away" : r.msg[0] ? r.msg : strerror((int)-rc));
+            return -1;
+        }
+        return 0;
+    }
     if (!my_entry[0])
         return 0;                       /* the caller was not registered: nothing to take over */
     int dfd = open_dir(false, e);
@@ -290,7 +365,7 @@ int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e)
     (void)from;
     int rc = renameat(dfd, my_entry, dfd, mine);
     if (rc < 0)
-        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot take over %s/jobcount/%s: %s", vgpu_machinedir_path(),
+        vgpu_err_set(e, VGPU_EXIT_STATE, "job count: cannot take over %s/%s: %s", shown,
                      my_entry, strerror(errno));
     else
         snprintf(my_entry, sizeof my_entry, "%s", mine);
@@ -300,6 +375,9 @@ int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e)
 
 void vgpu_jobcount_leave(void)
 {
+    if (counted_arb)
+        vgpu_arb_call_data(VGPU_ARB_JC_LEAVE, NULL, NULL, 0, NULL, 0, NULL, NULL);
+    counted_arb = false;
     if (!my_entry[0])
         return;
     struct vgpu_err e;
@@ -313,6 +391,11 @@ void vgpu_jobcount_leave(void)
 
 int vgpu_jobcount_count(const char *uuid)
 {
+    struct vgpu_arb_gpu_bytes g;
+    pack(&g, &uuid, 1);
+    int64_t rc = vgpu_arb_call_data(VGPU_ARB_JC_COUNT, NULL, &g, sizeof g, NULL, 0, NULL, NULL);
+    if (rc >= 0)
+        return (int)rc;
     struct vgpu_err e;
     int dfd = open_dir(false, &e);
     if (dfd < 0)

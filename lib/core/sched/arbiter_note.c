@@ -26,7 +26,8 @@ void vgpu_arb_note_alone(const char *cmd)
     if (fd < 0)
         return;   /* said before (or the directory is read-only: then stay quiet rather than repeat) */
     close(fd);
-    fprintf(stderr, "vgpu %s: note: no arbiter (vgpu daemon) runs on this machine, so GPU time is shared out "
-                    "among your own jobs only: jobs of other users are not scheduled together with yours (root "
-                    "starts it: systemctl start vgpu-daemon, or vgpu daemon). Said once.\n", cmd);
+    fprintf(stderr, "vgpu %s: note: no arbiter (vgpu daemon) runs on this machine, so GPU time and GPU memory "
+                    "are shared out among your own jobs only: jobs of other users are not scheduled together with "
+                    "yours, and placement, --wait and --max-jobs count your jobs alone (root starts it: systemctl "
+                    "start vgpu-daemon, or vgpu daemon). Said once.\n", cmd);
 }

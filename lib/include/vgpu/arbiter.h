@@ -90,6 +90,24 @@ enum vgpu_arb_op {
      * with a payload either way: placement and the job count (64..95, cmd/daemon/place.c) and
      * accounting (96..127, cmd/daemon/acct.c). What one holds ends with its connection. */
     VGPU_ARB_PLACE_FIRST = 64,
+    VGPU_ARB_PL_LOOK = 64,   /* in: GPUs (struct vgpu_arb_gpu_bytes, bytes = their memory as the
+                              * caller sees it, for the record), a[0] = the caller's ticket (0:
+                              * none): out: the same GPUs, bytes = promised to running jobs;
+                              * v[0] = the ledger's version, v[1] = waiters of the caller's user
+                              * ahead (cmd/daemon/place.c says why only those) */
+    VGPU_ARB_PL_PROMISE,     /* in: GPUs with bytes, a[0] = the version looked at: rc 0 (recorded,
+                              * and the caller leaves the queue), or -EAGAIN (changed: look again) */
+    VGPU_ARB_PL_TICKET,      /* a[0] = bytes, a[1] = GPUs the caller waits for (for the record):
+                              * v[0] = the connection's place in the --wait queue (taken if none) */
+    VGPU_ARB_PL_UNQUEUE,     /* leaves the queue: rc 0 */
+    VGPU_ARB_PL_RELEASE,     /* drops the connection's promises: rc 0 */
+    VGPU_ARB_PL_ADOPT,       /* a[0] = pid, one of the caller's user: what its connections hold
+                              * (promises, ticket, job count) becomes the caller's; rc = entries */
+    VGPU_ARB_JC_ENTER,       /* in: GPUs; a[0] = the job's --max-jobs (0: none): rc 0 counted, or
+                              * -EBUSY with v[0] = the full GPU's position in `in`, v[1] = its jobs
+                              * | the limit (min(--max-jobs, root's policy)) << 32 */
+    VGPU_ARB_JC_LEAVE,       /* rc 0 */
+    VGPU_ARB_JC_COUNT,       /* in: one GPU: rc = jobs counted on it */
     VGPU_ARB_PLACE_LAST = 95,
     VGPU_ARB_ACCT_FIRST = 96,
     VGPU_ARB_ACCT_LAST = 127,
@@ -103,6 +121,14 @@ struct vgpu_arb_req {
     uint64_t a[4];
     char uuid[96];           /* VGPU_ARB_OPEN */
 };
+
+/* A GPU in the payloads of placement and the job count. */
+struct vgpu_arb_gpu_bytes {
+    char uuid[96];
+    uint64_t bytes;
+};
+#define VGPU_ARB_USER_PROMISES 256   /* promise entries a user other than root may hold at once */
+#define VGPU_ARB_USER_CONNS    1024  /* connections of a user other than root (of 4096) */
 
 struct vgpu_arb_rep {
     int32_t rc;              /* < 0: refused (-errno) */

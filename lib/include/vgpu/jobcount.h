@@ -1,15 +1,15 @@
-/* The split count (issue 15): at most N jobs on one GPU, machine-wide, so that oversubscription
- * cannot pile unlimited jobs on a GPU.
+/* The split count (issue 15): at most N jobs on one GPU, so that oversubscription cannot pile
+ * unlimited jobs on a GPU.
  *
- * In the machine-wide directory (vgpu/machinedir.h, DESIGN.md decision 10):
- *   policy                  root's settings, read strictly: owned by root, a regular file, mode
- *                           0644 exactly; lines "max-jobs-per-gpu N" (1..1000), '#' comments and
- *                           blank lines; anything else is an error naming the line.
- *   jobcount/PID.START      one file per running `vgpu run` (0644, O_EXCL): its GPUs' UUIDs, one
- *                           a line. Entries of dead processes are ignored and removed by whoever
- *                           looks next; a kill -9 never holds a count.
- *   jobcount/.lock          flock around every count-and-register, so two `vgpu run` calls
- *                           cannot both take the last place.
+ *   policy      root's settings, in the machine-wide directory (vgpu/machinedir.h), read strictly:
+ *               owned by root, a regular file, mode 0644 exactly; lines "max-jobs-per-gpu N"
+ *               (1..1000), '#' comments and blank lines; anything else is an error naming the line.
+ *   the count   kept by the arbiter (vgpu daemon, cmd/daemon/place.c) for every user's jobs, each
+ *               entry ending with the `vgpu run` connection that made it; the daemon reads root's
+ *               policy itself. Without the arbiter, in the caller's state directory (this user's
+ *               jobs only): jobcount/PID.START, one file per running `vgpu run` (its GPUs' UUIDs,
+ *               a line each; entries of dead processes are removed by whoever looks next) and
+ *               jobcount/.lock, flock'd around every count-and-register.
  * vgpu-side code. */
 #ifndef VGPU_JOBCOUNT_H
 #define VGPU_JOBCOUNT_H

@@ -2,11 +2,12 @@
  * room for the memory a job asks, counting what is already promised to running jobs; with
  * --gpus N, which N of them together (all or nothing), nearest to each other first.
  *
- * The ledger lives in the state directory: place.lock (flock, taken around every decision, so
- * concurrent `vgpu run` calls place atomically), promises/PID.START (one file per running
- * `vgpu run`: "UUID BYTES" lines) and queue/TICKET.PID.START for --wait, served in ticket
- * order. Entries of dead processes (pid gone or start time changed) are dropped by whoever
- * looks next, so a kill -9 never leaks a promise. vgpu-side code. */
+ * The ledger of promises and the --wait queue (lib/core/place/ledger.h) is kept by the arbiter
+ * (vgpu daemon) for every user when one answers, or in the caller's state directory when none
+ * does: place.lock (flock, taken around every decision), promises/PID.START (one file per running
+ * `vgpu run`: "UUID BYTES" lines) and queue/TICKET.PID.START for --wait, served in ticket order.
+ * Either way what a `vgpu run` holds ends with it: the daemon drops a connection's entries when
+ * it closes, and entries of dead processes in the directory are dropped by whoever looks next. */
 #ifndef VGPU_PLACEMENT_H
 #define VGPU_PLACEMENT_H
 

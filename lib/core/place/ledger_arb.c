@@ -1,0 +1,109 @@
+/* The placement ledger kept by the arbiter (ledger.h; the daemon's side is cmd/daemon/place.c):
+ * what this process holds there belongs to its connection, and ends with it. */
+#include "ledger.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vgpu/arbiter.h"
+#include "vgpu/exitcode.h"
+
+#define MAX_GPUS (VGPU_ARB_MAX_PAYLOAD / sizeof(struct vgpu_arb_gpu_bytes))
+
+static void gone(struct vgpu_err *e)
+{
+    vgpu_err_set(e, VGPU_EXIT_STATE, "placement: the arbiter (vgpu daemon) went away; try again");
+}
+
+static unsigned pack(struct vgpu_arb_gpu_bytes *g, const char *const *uuids, const uint64_t *bytes, unsigned n)
+{
+    n = n < MAX_GPUS ? n : (unsigned)MAX_GPUS;
+    for (unsigned i = 0; i < n; i++) {
+        memset(g[i].uuid, 0, sizeof g[i].uuid);
+        snprintf(g[i].uuid, sizeof g[i].uuid, "%s", uuids[i]);
+        g[i].bytes = bytes ? bytes[i] : 0;
+    }
+    return n;
+}
+
+int ledger_arb_look(struct ledger *l, const char *const *uuids, const uint64_t *totals, unsigned n,
+                    unsigned long long ticket, uint64_t *out, unsigned *ahead, struct vgpu_err *e)
+{
+    static struct vgpu_arb_gpu_bytes g[MAX_GPUS], back[MAX_GPUS];
+    n = pack(g, uuids, totals, n);
+    uint64_t a[4] = { ticket };
+    size_t got = 0;
+    struct vgpu_arb_rep r;
+    int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_LOOK, a, g, n * sizeof *g, back, sizeof back, &got, &r);
+    if (rc == -EPIPE) {
+        gone(e);
+        return -1;
+    }
+    if (rc < 0 || got != n * sizeof *back) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: the arbiter refused to show what is promised: %s",
+                     r.msg[0] ? r.msg : strerror((int)-rc));
+        return -1;
+    }
+    for (unsigned i = 0; i < n; i++)
+        out[i] = back[i].bytes;
+    l->version = r.v[0];
+    *ahead = (unsigned)r.v[1];
+    return 0;
+}
+
+int ledger_arb_promise(struct ledger *l, const char *const *uuids, const uint64_t *bytes, unsigned n,
+                       struct vgpu_err *e)
+{
+    static struct vgpu_arb_gpu_bytes g[MAX_GPUS];
+    n = pack(g, uuids, bytes, n);
+    uint64_t a[4] = { l->version };
+    struct vgpu_arb_rep r;
+    int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_PROMISE, a, g, n * sizeof *g, NULL, 0, NULL, &r);
+    if (rc == -EAGAIN)
+        return 1;
+    if (rc == -EPIPE) {
+        gone(e);
+        return -1;
+    }
+    if (rc < 0) {
+        vgpu_err_set(e, rc == -EDQUOT ? VGPU_EXIT_NO_CAPACITY : VGPU_EXIT_STATE, "placement: the arbiter refused the "
+                     "promise: %s", r.msg[0] ? r.msg : strerror((int)-rc));
+        return -1;
+    }
+    return 0;
+}
+
+unsigned long long ledger_arb_take_ticket(uint64_t want, unsigned count)
+{
+    struct vgpu_arb_rep r;
+    uint64_t a[4] = { want, count };
+    return vgpu_arb_call_data(VGPU_ARB_PL_TICKET, a, NULL, 0, NULL, 0, NULL, &r) == 0 ? r.v[0] : 0;
+}
+
+void ledger_arb_leave_queue(void)
+{
+    vgpu_arb_call_data(VGPU_ARB_PL_UNQUEUE, NULL, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+void ledger_arb_release(void)
+{
+    vgpu_arb_call_data(VGPU_ARB_PL_RELEASE, NULL, NULL, 0, NULL, 0, NULL, NULL);
+}
+
+int ledger_arb_adopt(pid_t from, struct vgpu_err *e)
+{
+    uint64_t a[4] = { (uint64_t)from };
+    struct vgpu_arb_rep r;
+    int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_ADOPT, a, NULL, 0, NULL, 0, NULL, &r);
+    if (rc < 0) {
+        if (rc == -EPIPE)
+            gone(e);
+        else
+            vgpu_err_set(e, VGPU_EXIT_STATE, "placement: the arbiter refused to hand over the job's promise: %s",
+                         r.msg[0] ? r.msg : strerror((int)-rc));
+        return -1;
+    }
+    return 0;
+}
