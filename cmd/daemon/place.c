@@ -182,7 +182,9 @@ static void promise(struct arbiter *a, struct arb_place *p, struct arb_client *c
         arb_refuse(a, r, EINVAL, "not a list of GPUs");
         return;
     }
-    if (q->a[0] != p->version) {
+    /* a[1]: a running job's promise again, to a restarted daemon that never saw it: recorded
+     * whatever the ledger (the job holds that memory already; the same as --overcommit). */
+    if (q->a[0] != p->version && !q->a[1]) {
         r->rc = -EAGAIN;
         return;
     }
@@ -270,6 +272,8 @@ static void count_enter(struct arbiter *a, struct arb_place *p, struct arb_clien
         return;
     }
     unsigned limit = max && policy ? (max < policy ? max : policy) : (max ? max : policy);
+    if (q->a[1])
+        limit = 0;   /* a running job counted again, by a restarted daemon: it runs already */
     for (size_t i = 0; limit && i < n; i++) {
         unsigned k = counted_on(p, g[i].uuid);
         if (k >= limit) {

@@ -17,7 +17,9 @@
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
+#include "vgpu/jobcount.h"
 #include "vgpu/overlimit.h"
+#include "vgpu/placement.h"
 #include "vgpu/proc.h"
 
 static volatile sig_atomic_t child_pid;
@@ -118,6 +120,8 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
             if (n == 0) {
                 (void)vgpu_region_reap(r);
                 vgpu_acct_sample(r);    /* the memory-time integral (vgpu/acct.h) */
+                vgpu_place_keep();      /* a restarted arbiter learns the job's promise and count */
+                vgpu_jobcount_keep();
                 (void)vgpu_overlimit_tick(watch, r);
                 continue;
             }

@@ -185,7 +185,10 @@ vgpu run --core 30 -- core_loop -t 6 -d 1 -s 8 -k $K >"$T_DIR/a.out" 2>&1 &
 a=$!
 vgpu run --core 60 -- core_loop -t 6 -d 1 -s 8 -k $K >"$T_DIR/b.out" 2>&1 &
 b=$!
+vgpu run --mem 60G -- sleep 30 >/dev/null 2>&1 &
+big=$!
 wait_until 20 sched_has "procs=2"
+wait_until 20 started $big
 kill -9 "${daemons[@]}"; wait "${daemons[@]}" 2>/dev/null; daemons=()
 wait_until 5 sched_has "where=own jobs=2 procs=2"
 assert_contains "killed, the daemon's jobs move to their user's own schedule" "where=own jobs=2" "$peek"
@@ -194,6 +197,11 @@ start_daemon
 wait_until 5 sched_has_both arbiter "procs=2"
 t1=$(date +%s%N)
 check "... and rejoin a restarted daemon within 1 s ($(( (t1 - t0) / 1000000 )) ms)" test $(( (t1 - t0) / 1000000 )) -le 1000
+nobody_refused() { ! as_nobody vgpu run --mem 30G -- true >/dev/null 2>&1; }
+wait_until 5 nobody_refused
+run as_nobody vgpu run --mem 30G -- true
+assert_rc "a running job's promise is made again to the restarted daemon" 125
+kill $big; wait $big 2>/dev/null
 wait $a $b
 within "through the kill and restart, the --core 30 job keeps its cap" "$(late_pct "$(cat "$T_DIR/a.out")")" 30 5 "$(cat "$T_DIR/a.out")"
 within "... and the --core 60 job" "$(late_pct "$(cat "$T_DIR/b.out")")" 60 5 "$(cat "$T_DIR/b.out")"

@@ -4,6 +4,7 @@
 #include "ledger.h"
 
 #include "vgpu/arbiter.h"
+#include "vgpu/placement.h"
 
 static bool recorded_arb, recorded_dir;   /* where this process holds promises */
 
@@ -73,6 +74,12 @@ void ledger_release(const char *statedir)
         ledger_arb_release();
     if (recorded_dir)
         ledger_dir_release(statedir);
+}
+
+void vgpu_place_keep(void)
+{
+    if (recorded_arb)
+        ledger_arb_keep();
 }
 
 int ledger_adopt(const char *statedir, pid_t from, struct vgpu_err *e)

@@ -60,6 +60,9 @@ int ledger_arb_promise(struct ledger *l, const char *const *uuids, const uint64_
 unsigned long long ledger_arb_take_ticket(uint64_t want, unsigned count);
 void ledger_arb_leave_queue(void);
 void ledger_arb_release(void);
+/* Promises again what this process holds when the daemon it was promised to is gone and another
+ * answers (a restart): called every walk of a running job's `vgpu run`. */
+void ledger_arb_keep(void);
 int ledger_arb_adopt(pid_t from, struct vgpu_err *e);
 
 #endif

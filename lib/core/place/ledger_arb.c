@@ -53,6 +53,11 @@ int ledger_arb_look(struct ledger *l, const char *const *uuids, const uint64_t *
     return 0;
 }
 
+/* What this process promised through the daemon, to promise again to a restarted one. */
+static struct vgpu_arb_gpu_bytes held[VGPU_ARB_MAX_GPUS];
+static unsigned nheld;
+static uint32_t held_gen;   /* the connection that holds it */
+
 int ledger_arb_promise(struct ledger *l, const char *const *uuids, const uint64_t *bytes, unsigned n,
                        struct vgpu_err *e)
 {
@@ -72,7 +77,26 @@ int ledger_arb_promise(struct ledger *l, const char *const *uuids, const uint64_
                      "promise: %s", r.msg[0] ? r.msg : strerror((int)-rc));
         return -1;
     }
+    for (unsigned i = 0; i < n && nheld < VGPU_ARB_MAX_GPUS; i++)
+        held[nheld++] = g[i];
+    held_gen = vgpu_arb_gen();
     return 0;
+}
+
+void ledger_arb_keep(void)
+{
+    if (!nheld)
+        return;
+    /* One answered request finds a daemon that went away (the call fails and drops the
+     * connection; the next one connects to whichever daemon answers now). */
+    if (vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) < 0)
+        vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL);
+    uint32_t g = vgpu_arb_gen();
+    if (!g || g == held_gen)
+        return;
+    uint64_t a[4] = { 0, 1 };
+    if (vgpu_arb_call_data(VGPU_ARB_PL_PROMISE, a, held, nheld * sizeof *held, NULL, 0, NULL, NULL) == 0)
+        held_gen = g;
 }
 
 unsigned long long ledger_arb_take_ticket(uint64_t want, unsigned count)
@@ -89,6 +113,7 @@ void ledger_arb_leave_queue(void)
 
 void ledger_arb_release(void)
 {
+    nheld = 0;
     vgpu_arb_call_data(VGPU_ARB_PL_RELEASE, NULL, NULL, 0, NULL, 0, NULL, NULL);
 }
 
@@ -97,6 +122,7 @@ int ledger_arb_adopt(pid_t from, struct vgpu_err *e)
     uint64_t a[4] = { (uint64_t)from };
     struct vgpu_arb_rep r;
     int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_ADOPT, a, NULL, 0, NULL, 0, NULL, &r);
+    held_gen = vgpu_arb_gen();   /* what the parent held (copied at fork) is this connection's now */
     if (rc < 0) {
         if (rc == -EPIPE)
             gone(e);

@@ -244,6 +244,9 @@ static int write_entry(int dfd, const char *const *uuids, unsigned n, struct vgp
 }
 
 static bool counted_arb;   /* registered with the arbiter (cmd/daemon/place.c) rather than in jobcount/ */
+static struct vgpu_arb_gpu_bytes counted_on_gpus[64];
+static unsigned ncounted;
+static uint32_t counted_gen;   /* the connection it was counted on */
 
 #define ARB_MAX_GPUS 64
 
@@ -281,7 +284,25 @@ static int enter_arb(const char *const *uuids, unsigned n, unsigned max, int *fu
         return -1;
     }
     counted_arb = true;
+    memcpy(counted_on_gpus, g, n * sizeof *g);
+    ncounted = n;
+    counted_gen = vgpu_arb_gen();
     return 0;
+}
+
+void vgpu_jobcount_keep(void)
+{
+    if (!counted_arb)
+        return;
+    if (vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) < 0)
+        vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL);
+    uint32_t g = vgpu_arb_gen();
+    if (!g || g == counted_gen)
+        return;
+    uint64_t a[4] = { 0, 1 };
+    if (vgpu_arb_call_data(VGPU_ARB_JC_ENTER, a, counted_on_gpus, ncounted * sizeof *counted_on_gpus, NULL, 0, NULL,
+                           NULL) == 0)
+        counted_gen = g;
 }
 
 /* One try in our own jobcount/ (no arbiter): the same answers. */
@@ -348,6 +369,7 @@ int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e)
         uint64_t a[4] = { (uint64_t)from };
         struct vgpu_arb_rep r;
         int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_ADOPT, a, NULL, 0, NULL, 0, NULL, &r);
+        counted_gen = vgpu_arb_gen();
         if (rc < 0) {
             vgpu_err_set(e, VGPU_EXIT_STATE, "job count: the arbiter could not hand the job's place over: %s",
                          rc == -EPIPE ? "it went away" : r.msg[0] ? r.msg : strerror((int)-rc));

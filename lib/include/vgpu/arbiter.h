@@ -96,14 +96,17 @@ enum vgpu_arb_op {
                               * v[0] = the ledger's version, v[1] = waiters of the caller's user
                               * ahead (cmd/daemon/place.c says why only those) */
     VGPU_ARB_PL_PROMISE,     /* in: GPUs with bytes, a[0] = the version looked at: rc 0 (recorded,
-                              * and the caller leaves the queue), or -EAGAIN (changed: look again) */
+                              * and the caller leaves the queue), or -EAGAIN (changed: look again);
+                              * a[1] = 1: a running job's promise again, after a daemon restart
+                              * (recorded whatever the version) */
     VGPU_ARB_PL_TICKET,      /* a[0] = bytes, a[1] = GPUs the caller waits for (for the record):
                               * v[0] = the connection's place in the --wait queue (taken if none) */
     VGPU_ARB_PL_UNQUEUE,     /* leaves the queue: rc 0 */
     VGPU_ARB_PL_RELEASE,     /* drops the connection's promises: rc 0 */
     VGPU_ARB_PL_ADOPT,       /* a[0] = pid, one of the caller's user: what its connections hold
                               * (promises, ticket, job count) becomes the caller's; rc = entries */
-    VGPU_ARB_JC_ENTER,       /* in: GPUs; a[0] = the job's --max-jobs (0: none): rc 0 counted, or
+    VGPU_ARB_JC_ENTER,       /* in: GPUs; a[0] = the job's --max-jobs (0: none), a[1] = 1: a running
+                              * job counted again after a daemon restart (no limit): rc 0 counted, or
                               * -EBUSY with v[0] = the full GPU's position in `in`, v[1] = its jobs
                               * | the limit (min(--max-jobs, root's policy)) << 32 */
     VGPU_ARB_JC_LEAVE,       /* rc 0 */

@@ -35,6 +35,8 @@ int vgpu_jobcount_policy(unsigned *max, struct vgpu_err *e);
 int vgpu_jobcount_enter(const char *const *uuids, unsigned n, unsigned max, bool wait, struct vgpu_err *e);
 /* Takes over the registration of process `from` (vgpu run --detach's caller). */
 int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e);
+/* While the job runs (every walk of vgpu run): a restarted arbiter counts this job again. */
+void vgpu_jobcount_keep(void);
 /* Removes this process's registration (the job ended). */
 void vgpu_jobcount_leave(void);
 /* How many running jobs are registered on the GPU with this UUID (-1: cannot be read). */

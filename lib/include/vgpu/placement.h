@@ -77,6 +77,10 @@ int vgpu_place_reserve(const char *statedir, const struct vgpu_gpu_list *list, c
  * (VGPU_EXIT_STATE; e.g. `from` has none, or died and lost them). */
 int vgpu_place_adopt(const char *statedir, pid_t from, struct vgpu_err *e);
 
+/* While the job runs (every walk of vgpu run): a restarted arbiter learns this process's promises
+ * again (it knew only those made since it started). */
+void vgpu_place_keep(void);
+
 /* Drops this process's promises (the job ended). */
 void vgpu_place_release(const char *statedir);
 
