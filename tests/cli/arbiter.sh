@@ -55,10 +55,10 @@ run as_nobody vgpu list
 assert_contains "... once for each user (nobody's first list says it)" "no arbiter (vgpu daemon) runs" "$err"
 run vgpu daemon --check
 assert_rc "--check without a daemon: 1" 1
+assert_contains "--check says none answers, and how to start one" "no arbiter answers" "$err"
 run vgpu daemon --spin-us 1e3
 assert_rc "--spin-us takes whole microseconds only (1e3: 2)" 2
 assert_contains "... saying what it takes" "give whole microseconds from 0 to 100000" "$err"
-assert_contains "--check says none answers, and how to start one" "no arbiter answers" "$err"
 pair_beside 3 as_nobody sched_hostile $UUID 3
 hostile=$(cat "$T_DIR/h.out")
 assert_eq "nobody can write no schedule segment of root's" "0" "$(field "$hostile" writable_segments)"
