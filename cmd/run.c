@@ -583,17 +583,6 @@ static int cmd_run(int argc, char **argv)
         }
     }
 
-    {
-        /* The split count: jobs per GPU, machine-wide (vgpu/jobcount.h), after placement chose. */
-        const char *uuids[VGPU_REGION_MAX_DEVICES];
-        for (unsigned d = 0; d < sel.count; d++)
-            uuids[d] = spec->dev[d].uuid;
-        if (vgpu_jobcount_enter(uuids, sel.count, max_jobs_n, wait_place, &e) < 0) {
-            rc = run_fail(&e);
-            goto out;
-        }
-    }
-
     char statedir[4096], library[4096];
     if (vgpu_statedir(statedir, sizeof statedir, true, &e) < 0) {
         rc = run_fail(&e);
@@ -638,6 +627,17 @@ static int cmd_run(int argc, char **argv)
                                &e) < 0) {
         rc = run_fail(&e);
         goto out;
+    }
+    {
+        /* The split count: jobs per GPU (vgpu/jobcount.h), after placement chose, and after the
+         * library is there (a full state directory is said by what fills it first). */
+        const char *uuids[VGPU_REGION_MAX_DEVICES];
+        for (unsigned d = 0; d < sel.count; d++)
+            uuids[d] = spec->dev[d].uuid;
+        if (vgpu_jobcount_enter(uuids, sel.count, max_jobs_n, wait_place, &e) < 0) {
+            rc = run_fail(&e);
+            goto out;
+        }
     }
     vgpu_nvml_close(nv);
     nv = NULL;

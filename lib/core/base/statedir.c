@@ -20,8 +20,7 @@ static int errno_code(int err)
     return err == ENOENT ? VGPU_EXIT_NOT_FOUND : err == EACCES || err == EPERM ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL;
 }
 
-/* What to do about an errno, for the messages that pass one on. */
-static const char *hint(int err)
+const char *vgpu_statedir_errno_hint(int err)
 {
     if (err == EMFILE || err == ENFILE)
         return " (no file descriptor left: close some, or raise the limit with ulimit -n)";
@@ -107,7 +106,7 @@ static int open_parent(const char *dir, char *canon, size_t len, struct vgpu_err
     char real[PATH_MAX];
     if (!realpath(dir, real)) {
         vgpu_err_set(e, errno_code(errno), "cannot use the state directory's parent %s: %s%s", dir, strerror(errno),
-                     hint(errno));
+                     vgpu_statedir_errno_hint(errno));
         return -1;
     }
     if (strlen(real) >= len) {
@@ -117,7 +116,7 @@ static int open_parent(const char *dir, char *canon, size_t len, struct vgpu_err
     int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || check_ancestor(fd, "/", e) < 0) {
         if (fd < 0)
-            vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot open /: %s%s", strerror(errno), hint(errno));
+            vgpu_err_set(e, VGPU_EXIT_FAIL, "cannot open /: %s%s", strerror(errno), vgpu_statedir_errno_hint(errno));
         else
             close(fd);
         return -1;
@@ -133,7 +132,7 @@ static int open_parent(const char *dir, char *canon, size_t len, struct vgpu_err
         if (next < 0) {
             /* ELOOP/ENOTDIR: a symlink appeared after realpath() resolved it; someone is racing us. */
             vgpu_err_set(e, errno_code(err), "cannot use the state directory's parent %s: %s%s", walked, strerror(err),
-                         hint(err));
+                         vgpu_statedir_errno_hint(err));
             return -1;
         }
         fd = next;
@@ -186,7 +185,7 @@ int vgpu_statedir_sub(int dirfd, const char *shown, const char *name, bool creat
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", shown, name);
     if (create && mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST) {
-        vgpu_err_set(e, errno_code(errno), "cannot create %s: %s%s", path, strerror(errno), hint(errno));
+        vgpu_err_set(e, errno_code(errno), "cannot create %s: %s%s", path, strerror(errno), vgpu_statedir_errno_hint(errno));
         return -1;
     }
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -197,7 +196,7 @@ int vgpu_statedir_sub(int dirfd, const char *shown, const char *name, bool creat
                          "refusing %s: it is not a directory but a symlink or a file, which vgpu never follows there; "
                          "remove it (vgpu recreates it)", path);
         else
-            vgpu_err_set(e, errno_code(err), "cannot open %s: %s%s", path, strerror(err), hint(err));
+            vgpu_err_set(e, errno_code(err), "cannot open %s: %s%s", path, strerror(err), vgpu_statedir_errno_hint(err));
         return -1;
     }
     if (vgpu_statedir_check_fd(fd, path, e) < 0) {
@@ -268,7 +267,7 @@ int vgpu_statedir_open_path(struct vgpu_statedir *sd, const char *path, bool cre
         int err = errno;
         close(pfd);
         vgpu_err_set(e, errno_code(err) == VGPU_EXIT_NOT_FOUND ? VGPU_EXIT_FAIL : errno_code(err),
-                     "cannot create the state directory %s: %s%s", sd->path, strerror(err), hint(err));
+                     "cannot create the state directory %s: %s%s", sd->path, strerror(err), vgpu_statedir_errno_hint(err));
         return -1;
     }
     int fd = openat(pfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -281,7 +280,7 @@ int vgpu_statedir_open_path(struct vgpu_statedir *sd, const char *path, bool cre
                          "VGPU_STATE_DIR", sd->path);
         else
             vgpu_err_set(e, errno_code(err), "cannot use the state directory %s: %s%s", sd->path, strerror(err),
-                         hint(err));
+                         vgpu_statedir_errno_hint(err));
         return -1;
     }
     if (vgpu_statedir_check_fd(fd, sd->path, e) < 0) {

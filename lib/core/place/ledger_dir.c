@@ -238,15 +238,23 @@ int ledger_dir_promise(struct ledger *l, const char *const *uuids, const uint64_
 {
     char name[64];
     own_name(name, sizeof name);
-    int fd = openat(l->promises, name, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot write promises/%s: %s", name, strerror(errno));
-        return -1;
-    }
-    for (unsigned i = 0; i < n; i++)
-        dprintf(fd, "%s %" PRIu64 "\n", uuids[i], bytes[i]);
-    if (close(fd) < 0) {
-        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot write promises/%s: %s", name, strerror(errno));
+    int fd = openat(l->promises, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool made = fd >= 0;
+    if (fd < 0 && errno == EEXIST)
+        fd = openat(l->promises, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    bool ok = fd >= 0;
+    for (unsigned i = 0; ok && i < n; i++)
+        ok = dprintf(fd, "%s %" PRIu64 "\n", uuids[i], bytes[i]) > 0;
+    if (fd >= 0 && close(fd) < 0)
+        ok = false;
+    if (!ok) {
+        int err = errno;
+        /* A promise half written would count less than was promised: none at all is honest
+         * (the caller fails; what an earlier promise of ours wrote stays). */
+        if (made)
+            unlinkat(l->promises, name, 0);
+        vgpu_err_set(e, VGPU_EXIT_STATE, "placement: cannot write promises/%s: %s%s", name, strerror(err),
+                     vgpu_statedir_errno_hint(err));
         return -1;
     }
     return 0;

@@ -23,7 +23,7 @@ static char my_entry[64];   /* our jobcount/PID.START while registered */
 /* What to do about an errno, for messages: running out of descriptors has its own fix. */
 static const char *remedy(int err)
 {
-    return err == EMFILE || err == ENFILE ? "; raise the open-file limit (ulimit -n)" : "";
+    return err == EMFILE || err == ENFILE ? "; raise the open-file limit (ulimit -n)" : vgpu_statedir_errno_hint(err);
 }
 
 int vgpu_jobcount_parse(const char *text, const char *what, unsigned *n, struct vgpu_err *e)

@@ -43,6 +43,10 @@ void vgpu_statedir_close(struct vgpu_statedir *sd);
  * parent's path, for messages. */
 int vgpu_statedir_sub(int dirfd, const char *shown, const char *name, bool create, struct vgpu_err *e);
 
+/* What to do about an errno met in the state directory, for messages: " (the file system is
+ * full: ...)" and the like, or "". */
+const char *vgpu_statedir_errno_hint(int err);
+
 /* Checks an open directory descriptor: a directory, owned by the caller (or by root when the
  * caller is not root), not writable by group or others. 0, or -1 with e set. */
 int vgpu_statedir_check_fd(int fd, const char *path, struct vgpu_err *e);
