@@ -51,7 +51,7 @@ struct shared {
 
 static struct shared *sh;
 static unsigned nranks = 2, nkern = 8, sync_every = 1;
-static unsigned long long coll_us = 2000, kern_us = 1000, comm_id;
+static unsigned long long coll_us = 2000, kern_us = 1000, jitter_us, comm_id;
 static double secs = 2;
 
 static double now_s(void)
@@ -94,7 +94,9 @@ static void *rank_main(void *arg)
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     unsigned long long n = nranks, seq = 0;
     void *cp[] = { &coll_us, &comm_id, &seq, &n };
-    void *kp[] = { &kern_us };
+    unsigned long long k_us = kern_us;
+    void *kp[] = { &k_us };
+    unsigned seed = (unsigned)getpid() * 2654435761u + rank;
     pthread_barrier_wait(&sh->start);
     double t0 = now_s();
     uint64_t done = 0;
@@ -102,8 +104,10 @@ static void *rank_main(void *arg)
         for (unsigned b = 0; b < sync_every; b++) {
             seq = done + b;
             CK(cuLaunchKernel(coll, 1, 1, 1, 32, 1, 1, 0, s, cp, NULL));
-            for (unsigned i = 0; i < nkern; i++)
+            for (unsigned i = 0; i < nkern; i++) {
+                k_us = kern_us + (jitter_us ? (unsigned long long)(rand_r(&seed) % (2 * jitter_us + 1)) : 0) - jitter_us;
                 CK(cuLaunchKernel(kern, 1, 1, 1, 32, 1, 1, 0, s, kp, NULL));
+            }
         }
         CK(cuStreamSynchronize(s));
         done += sync_every;
@@ -161,7 +165,7 @@ int main(int argc, char **argv)
     const char *mode = "ranks", *as = "procs";
     int opt;
     comm_id = (unsigned long long)getpid();
-    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:s:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:s:j:")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
         case 'n': nranks = (unsigned)atoi(optarg); break;
@@ -172,10 +176,11 @@ int main(int argc, char **argv)
         case 't': secs = atof(optarg); break;
         case 'i': comm_id = strtoull(optarg, NULL, 10); break;
         case 's': sync_every = (unsigned)atoi(optarg); break;
+        case 'j': jitter_us = strtoull(optarg, NULL, 10); break;
         default: return usage();
         }
     }
-    if (nranks < 1 || nranks > MAX_RANKS || secs <= 0 || sync_every < 1 || (strcmp(mode, "ranks") && strcmp(mode, "rr")) ||
+    if (nranks < 1 || nranks > MAX_RANKS || secs <= 0 || sync_every < 1 || jitter_us >= kern_us || (strcmp(mode, "ranks") && strcmp(mode, "rr")) ||
         (strcmp(as, "procs") && strcmp(as, "threads"))) {
         fprintf(stderr, "collective: -n must be 1..%d, -t and -s positive, -m ranks|rr, -p procs|threads\n", MAX_RANKS);
         return usage();
