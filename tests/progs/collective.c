@@ -209,7 +209,7 @@ int main(int argc, char **argv)
                 }
                 if (pids[r] == 0) {
                     rank_main((void *)(uintptr_t)r);
-                    _exit(0);
+                    exit(0);   /* (not _exit: the limiter's lease trace is written at exit) */
                 }
             }
             int failed = 0;
