@@ -44,7 +44,10 @@
  * point) and collective jobs of 2 and 4 ranks at 50-51 % of their rate under --core 50, beside a
  * single-GPU job as alone (tests/cli/multi_gpu.sh). The cost: what such a job queues before its
  * next synchronize is drained at the end of its lease (an overrun, charged and paid back by its
- * next turns), and another job's request waits for it, as under plain time-slicing.
+ * next turns), and another job's request waits for it, as under plain time-slicing. Its turns on
+ * its GPUs open and close together (gang.c): a device does not launch past the others while one
+ * of them waits for its turn, and a device behind the others keeps its lease past the deadline
+ * (bounded) until it has caught up, so no turn ends between two ranks' launches of a collective.
  *
  * Preemption (vgpu/sched.h, "Latency"): the deadline a launch compares against is the one in the
  * shared schedule, so a waiter that preempts us (by setting it to now) stops our launches at the
