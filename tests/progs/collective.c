@@ -1,6 +1,6 @@
 /* collective: a job that spans GPUs, for the multi-GPU tests (issue 26).
  *
- *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N]
+ *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US]
  *     -m ranks  (default) N ranks, rank r on device r, each running steps of one collective
  *               (the fake GPU's "collective_us": it waits, busy, for the other ranks' kernels
  *               of the same step, as an NCCL all-reduce does) and -K compute kernels, then a
@@ -12,6 +12,10 @@
  *     -k US     each compute kernel's time (default 1000)      -K N  compute kernels a step (default 8)
  *     -t SEC    run time (default 2)                          -i ID communicator id (default: pid)
  *     -s N      synchronize every N steps (default 1): the CPU runs up to N steps ahead
+ *     -j US     each compute kernel of a rank takes -k +- up to US (uniform, per kernel; default
+ *               0): real GPUs never finish two ranks' steps at exactly the same time, and a
+ *               limiter that ends each GPU's turn on its own lets a turn close between two
+ *               ranks' launches of one collective only then (lib/hook/gang.c)
  *
  * Prints one line: "steps=... elapsed_s=... steps_per_s=... share0=... share1=... min_share=...
  * max_share=...": shareG = the kernel time of device G's completed steps (the collective's own
@@ -156,7 +160,7 @@ static void round_robin(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N]\n");
+    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US]\n");
     return 2;
 }
 
@@ -182,7 +186,7 @@ int main(int argc, char **argv)
     }
     if (nranks < 1 || nranks > MAX_RANKS || secs <= 0 || sync_every < 1 || jitter_us >= kern_us || (strcmp(mode, "ranks") && strcmp(mode, "rr")) ||
         (strcmp(as, "procs") && strcmp(as, "threads"))) {
-        fprintf(stderr, "collective: -n must be 1..%d, -t and -s positive, -m ranks|rr, -p procs|threads\n", MAX_RANKS);
+        fprintf(stderr, "collective: -n must be 1..%d, -t and -s positive, -j below -k, -m ranks|rr, -p procs|threads\n", MAX_RANKS);
         return usage();
     }
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
