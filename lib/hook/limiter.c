@@ -44,7 +44,10 @@
  * point) and collective jobs of 2 and 4 ranks at 50-51 % of their rate under --core 50, beside a
  * single-GPU job as alone (tests/cli/multi_gpu.sh). The cost: what such a job queues before its
  * next synchronize is drained at the end of its lease (an overrun, charged and paid back by its
- * next turns), and another job's request waits for it, as under plain time-slicing.
+ * next turns), and another job's request waits for it, as under plain time-slicing. Its turns on
+ * its GPUs open and close together (gang.c): a device does not launch past the others while one
+ * of them waits for its turn, and a device behind the others keeps its lease past the deadline
+ * (bounded) until it has caught up, so no turn ends between two ranks' launches of a collective.
  *
  * Preemption (vgpu/sched.h, "Latency"): the deadline a launch compares against is the one in the
  * shared schedule, so a waiter that preempts us (by setting it to now) stops our launches at the
@@ -72,6 +75,7 @@
 #include "limiter.h"
 #include "limiter_internal.h"
 #include "fairshare.h"
+#include "gang.h"
 #include "vgpu/arbiter.h"
 #include "vgpu/region.h"
 #include "vgpu/sched.h"
@@ -258,6 +262,7 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
         return false;
     }
     d->ready = 1;
+    d->gang = vgpu_region_device_count(r) > 1;
     d->arb_look_at = vgpu_now_ns() + ARB_LOOK_NS;
     vgpu_fair_join(dev, &d->s, d->job);   /* a spilling job marks itself there */
     return true;
@@ -360,6 +365,8 @@ void vgpu_lim_drain_and_release(struct dstate *d, int dev, bool at_deadline, uin
     uint64_t lease = atomic_exchange(&d->lease, 0);
     if (!lease)
         return;
+    if (d->gang)
+        vgpu_gang_mark(dev, false, false);
     uint64_t t_end = vgpu_now_ns();
     vgpu_lt_record(VGPU_LT_END, dev, t_end, 0);
     /* Launches that passed under the lease may still be inside the driver (blocked on a full
@@ -572,6 +579,14 @@ static void pace_record(struct dstate *d, CUstream rec, bool ovl)
 
 /* ---- the gate ------------------------------------------------------------------------------------------ */
 
+/* Whether launches may pass under `lease`: before its deadline, or, for a job of several GPUs,
+ * after it while this device catches up with the job's others (gang.c). */
+static bool lease_live(struct dstate *d, int dev, uint64_t lease, uint64_t now)
+{
+    uint64_t deadline = vgpu_sched_deadline(&d->s, lease);
+    return now < deadline || (d->gang && vgpu_gang_hold(dev, deadline, now));
+}
+
 /* The longest a launch of a job capped at `cap` may wait for its turn: the time to repay the
  * largest debt and earn a quantum, twice, and never under VGPU_SCHED_STALL_NS. */
 static uint64_t stall_bound(unsigned cap)
@@ -604,13 +619,22 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         uint64_t lease = atomic_load(&d->lease);
         if (!lease && now < d->bypass_until)
             break;                       /* the schedule looked damaged: unscheduled for now */
-        if (lease && now < vgpu_sched_deadline(&d->s, lease)) {
+        if (lease && lease_live(d, dev, lease, now)) {
+            if (d->gang && vgpu_gang_ahead_of_waiter(dev, d->gang_seen)) {
+                /* Another rank of the job waits for its turn: launching on would queue a
+                 * collective it cannot join before then (gang.c). Hold the lease, launch nothing. */
+                pthread_mutex_unlock(&d->mu);
+                struct timespec ts = { 0, 100000 };
+                nanosleep(&ts, NULL);
+                pthread_mutex_lock(&d->mu);
+                continue;
+            }
             if (t_since_fence[dev] + 1 >= atomic_load_explicit(&d->fence_every, memory_order_relaxed)) {
                 CUstream rec = ptsz && stream == NULL ? CU_STREAM_PER_THREAD : stream;
                 /* A job of several GPUs is not paced (see "Jobs of several GPUs" above). */
                 bool ovl = false, fenced = vgpu_region_device_count(r) == 1 && pace_wait(d, rec, &ovl);
                 now = vgpu_now_ns();
-                if (now >= vgpu_sched_deadline(&d->s, lease))
+                if (!lease_live(d, dev, lease, now))
                     continue;            /* preempted (or out of time) while we waited: queue no more */
                 /* A job that would preempt us is due back before this work would end: give the
                  * lease back now and queue nothing until then (vgpu/sched.h, "Keeping clear"). */
@@ -630,6 +654,8 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
             atomic_fetch_add(&d->inflight, 1);   /* under d->mu: a drain waits for it */
             counted = true;
+            if (d->gang)
+                vgpu_gang_launched(dev);
             track(d, stream, ptsz);
             t_lease[dev] = lease;
             t_stream[dev] = stream;
@@ -680,6 +706,8 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             break;
         }
         vgpu_sched_want_from(&d->s, d->proc, arrived);
+        if (d->gang)
+            vgpu_gang_mark(dev, false, true);
         /* Limits are re-read at every turn: `vgpu limit` applies from the next lease on. */
         vgpu_sched_job(&d->s, job_key(r), x.cap, x.soft, x.prio, now);
         uint64_t granted, end;
@@ -699,6 +727,10 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             atomic_store(&d->touched, 1);
             atomic_store(&d->end, end);
             atomic_store(&d->lease, granted);
+            if (d->gang) {
+                vgpu_gang_snapshot(d->gang_seen);
+                vgpu_gang_mark(dev, true, false);
+            }
             vgpu_lt_record(VGPU_LT_GRANT, dev, now, end - now);
             if (now > waited_from && r->use)
                 atomic_fetch_add(&r->use->dev[dev].throttled_ns, now - waited_from);
@@ -707,6 +739,8 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         }
         vgpu_sched_wait(&d->s, vgpu_sched_retry_in(&d->s, d->proc, now));
     }
+    if (d->gang)
+        vgpu_gang_mark(dev, atomic_load(&d->lease) != 0, false);
     pthread_mutex_unlock(&d->mu);
     return counted;
 }
@@ -746,6 +780,8 @@ int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
                   vgpu_now_ns() < atomic_load_explicit(&f->lease_end, memory_order_relaxed)))) {
                 if (!atomic_load_explicit(&d->touched, memory_order_relaxed))
                     atomic_store_explicit(&d->touched, 1, memory_order_relaxed);
+                if (d->gang)
+                    vgpu_gang_launched(dev);
                 return dev;
             }
             atomic_fetch_sub(&d->inflight, 1);

@@ -27,6 +27,8 @@ struct dstate {
     int ready;                   /* 0: not set up; 1: ok; -1: failed (launches pass) */
     struct vgpu_sched s;
     int job, proc;
+    bool gang;                   /* a job of several GPUs: turns end where its devices agree (gang.c) */
+    uint16_t gang_seen[MAX_DEV]; /* the job's launch counts when this lease was granted */
     _Atomic uint64_t lease;      /* the lease word we hold, 0 when none */
     _Atomic uint64_t end;        /* its deadline */
     _Atomic uint64_t start;     /* when the lease was granted (read by the helper without d->mu) */

@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include "hook.h"
+#include "gang.h"
 #include "leasetrace.h"
 #include "limiter_internal.h"
+
+#define GANG_POLL_NS 200000ULL   /* a lease held to catch up is looked at this often */
 
 static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t keeper_cv;
@@ -56,7 +59,10 @@ static void *keeper(void *arg)
             if (!lease || !d->s.f)
                 continue;
             uint64_t end = vgpu_sched_deadline(&d->s, lease);
-            bool give_back = now >= end;
+            /* A job of several GPUs keeps a lease past its deadline while this device catches up
+             * with its others (gang.c): looked at again every GANG_POLL_NS meanwhile. */
+            bool catching_up = now >= end && d->gang && vgpu_gang_hold((int)i, end, now);
+            bool give_back = now >= end && !catching_up;
             /* A service (it publishes when it expects its next request) gives the lease back
              * once idle whether or not anyone asks: holders keeping clear of it do not ask, and
              * the time it went idle must be seen when it happens, not when someone next asks. */
@@ -117,7 +123,9 @@ static void *keeper(void *arg)
                 pthread_mutex_unlock(&d->mu);
                 continue;
             }
-            if (end < next)
+            if (catching_up && now + GANG_POLL_NS < next)
+                next = now + GANG_POLL_NS;
+            else if (!catching_up && end < next)
                 next = end;
             held++;
             only = d;

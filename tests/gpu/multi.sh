@@ -1,8 +1,9 @@
 #!/bin/bash
 # Jobs that span GPUs (issue 26) on 2 or more real GPUs: one process round robin over the GPUs,
 # and a NCCL job of one rank per GPU, bare, under vgpu run --mem only, and under --core 50 and 90.
-# Gang turns (DESIGN.md decision 11) are not built yet: today each GPU paces the job on its own,
-# and this table is what they must improve (tests/gpu/RESULTS-multi.md). Prints one table;
+# Gang turns (DESIGN.md decision 11, lib/hook/gang.c): a job's turns on its GPUs open and close
+# together, so that no turn ends between two ranks' launches of one collective; targets (issue
+# 26): nccl --core 50 >= 45 % of bare, --core 90 >= 85 %, rr at its cap +-5 (tests/gpu/RESULTS-multi.md). Prints one table;
 # skipped, and said, on fewer than 2 GPUs. ARBITER=1: through vgpu daemon.
 #   bash tests/gpu/multi.sh [BUILD_DIR]     (GPUs 0 and 1; about 2 minutes)
 set -u

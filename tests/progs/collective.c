@@ -1,6 +1,6 @@
 /* collective: a job that spans GPUs, for the multi-GPU tests (issue 26).
  *
- *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N]
+ *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US]
  *     -m ranks  (default) N ranks, rank r on device r, each running steps of one collective
  *               (the fake GPU's "collective_us": it waits, busy, for the other ranks' kernels
  *               of the same step, as an NCCL all-reduce does) and -K compute kernels, then a
@@ -12,6 +12,10 @@
  *     -k US     each compute kernel's time (default 1000)      -K N  compute kernels a step (default 8)
  *     -t SEC    run time (default 2)                          -i ID communicator id (default: pid)
  *     -s N      synchronize every N steps (default 1): the CPU runs up to N steps ahead
+ *     -j US     each compute kernel of a rank takes -k +- up to US (uniform, per kernel; default
+ *               0): real GPUs never finish two ranks' steps at exactly the same time, and a
+ *               limiter that ends each GPU's turn on its own lets a turn close between two
+ *               ranks' launches of one collective only then (lib/hook/gang.c)
  *
  * Prints one line: "steps=... elapsed_s=... steps_per_s=... share0=... share1=... min_share=...
  * max_share=...": shareG = the kernel time of device G's completed steps (the collective's own
@@ -51,7 +55,7 @@ struct shared {
 
 static struct shared *sh;
 static unsigned nranks = 2, nkern = 8, sync_every = 1;
-static unsigned long long coll_us = 2000, kern_us = 1000, comm_id;
+static unsigned long long coll_us = 2000, kern_us = 1000, jitter_us, comm_id;
 static double secs = 2;
 
 static double now_s(void)
@@ -94,7 +98,9 @@ static void *rank_main(void *arg)
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     unsigned long long n = nranks, seq = 0;
     void *cp[] = { &coll_us, &comm_id, &seq, &n };
-    void *kp[] = { &kern_us };
+    unsigned long long k_us = kern_us;
+    void *kp[] = { &k_us };
+    unsigned seed = (unsigned)getpid() * 2654435761u + rank;
     pthread_barrier_wait(&sh->start);
     double t0 = now_s();
     uint64_t done = 0;
@@ -102,8 +108,10 @@ static void *rank_main(void *arg)
         for (unsigned b = 0; b < sync_every; b++) {
             seq = done + b;
             CK(cuLaunchKernel(coll, 1, 1, 1, 32, 1, 1, 0, s, cp, NULL));
-            for (unsigned i = 0; i < nkern; i++)
+            for (unsigned i = 0; i < nkern; i++) {
+                k_us = kern_us + (jitter_us ? (unsigned long long)(rand_r(&seed) % (2 * jitter_us + 1)) : 0) - jitter_us;
                 CK(cuLaunchKernel(kern, 1, 1, 1, 32, 1, 1, 0, s, kp, NULL));
+            }
         }
         CK(cuStreamSynchronize(s));
         done += sync_every;
@@ -152,7 +160,7 @@ static void round_robin(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N]\n");
+    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US]\n");
     return 2;
 }
 
@@ -161,7 +169,7 @@ int main(int argc, char **argv)
     const char *mode = "ranks", *as = "procs";
     int opt;
     comm_id = (unsigned long long)getpid();
-    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:s:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:s:j:")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
         case 'n': nranks = (unsigned)atoi(optarg); break;
@@ -172,12 +180,13 @@ int main(int argc, char **argv)
         case 't': secs = atof(optarg); break;
         case 'i': comm_id = strtoull(optarg, NULL, 10); break;
         case 's': sync_every = (unsigned)atoi(optarg); break;
+        case 'j': jitter_us = strtoull(optarg, NULL, 10); break;
         default: return usage();
         }
     }
-    if (nranks < 1 || nranks > MAX_RANKS || secs <= 0 || sync_every < 1 || (strcmp(mode, "ranks") && strcmp(mode, "rr")) ||
+    if (nranks < 1 || nranks > MAX_RANKS || secs <= 0 || sync_every < 1 || jitter_us >= kern_us || (strcmp(mode, "ranks") && strcmp(mode, "rr")) ||
         (strcmp(as, "procs") && strcmp(as, "threads"))) {
-        fprintf(stderr, "collective: -n must be 1..%d, -t and -s positive, -m ranks|rr, -p procs|threads\n", MAX_RANKS);
+        fprintf(stderr, "collective: -n must be 1..%d, -t and -s positive, -j below -k, -m ranks|rr, -p procs|threads\n", MAX_RANKS);
         return usage();
     }
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -204,7 +213,7 @@ int main(int argc, char **argv)
                 }
                 if (pids[r] == 0) {
                     rank_main((void *)(uintptr_t)r);
-                    _exit(0);
+                    exit(0);   /* (not _exit: the limiter's lease trace is written at exit) */
                 }
             }
             int failed = 0;

@@ -182,7 +182,13 @@ struct vgpu_region_usage {
      * claimer raises it before its claiming CAS. Was a reserved word: regions of an older vgpu
      * (and HAMi-variable regions) have 0, without the KEPT bit, and are scanned whole. */
     _Atomic uint32_t slot_end;
-    uint64_t reserved[6];
+    /* Launches of the job on each job device, mod 2^16, for a job of several GPUs (lib/hook/gang.c:
+     * a rank behind its peers may finish launching what they did before its turn ends). Were
+     * reserved words (0 in older regions). */
+    _Atomic uint16_t gang_launches[VGPU_REGION_MAX_DEVICES];
+    _Atomic uint32_t gang_live;         /* bit d: job device d holds a lease that has not ended */
+    _Atomic uint32_t gang_want;         /* bit d: a launch on job device d waits for its turn */
+    uint64_t reserved[1];
     struct vgpu_region_dev_usage dev[VGPU_REGION_MAX_DEVICES];
     struct vgpu_region_slot slot[VGPU_REGION_MAX_SLOTS];
 };
