@@ -27,7 +27,11 @@ static const char usage[] =
     "                 that no other vgpu job on the GPU wants\n"
     "  --priority high|normal|low  how soon the job gets the GPU: high preempts other jobs' turns,\n"
     "                 and jobs it would preempt keep clear of its expected next request\n"
-    "                 (default normal; low is still served at least once a second)\n"
+    "                 (default normal; low is still served at least once a second). Without\n"
+    "                 --core: high is an uncapped service that preempts whenever it has work,\n"
+    "                 low uncapped background that only takes what others leave. The recipe\n"
+    "                 for inference beside training: --priority high -- serve, beside\n"
+    "                 --priority low -- train\n"
     "  --mps          run CMD as a client of the MPS daemon ('vgpu mps start'): --core becomes\n"
     "                 MPS's active thread percentage (a cap on the SMs its kernels use, not\n"
     "                 GPU time) and --mem also its pinned device memory limit; MPS serves one\n"
@@ -386,8 +390,11 @@ static int cmd_run(int argc, char **argv)
     if (mps && (core_policy || priority))
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core-policy and --priority belong to vgpu's GPU-time limit; with "
                          "--mps, --core is MPS's active thread percentage");
-    if ((core_policy || priority) && !core)
-        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core-policy and --priority apply to the GPU-time limit: give --core PCT too");
+    /* --priority alone is a class of its own (high: a service that preempts at once; low:
+     * background that takes what others leave; vgpu-run(1)); a policy needs a cap to apply to. */
+    if (core_policy && !core)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--core-policy applies to the GPU-time limit: give --core PCT too (--priority "
+                         "high or low alone needs no --core)");
     if (oversub && !mem)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--oversubscribe needs --mem SIZE: the job's memory cap (it may be "
                          "larger than the GPU)");

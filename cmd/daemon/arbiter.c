@@ -141,11 +141,11 @@ static bool admin_limits(int fd, const char *uuid, unsigned *cap, bool *soft, in
         if (strncmp(h.dev[i].uuid, uuid, sizeof h.dev[i].uuid) != 0)
             continue;
         unsigned c = atomic_load(&h.dev[i].core_limit);
-        if (c == 0 || c >= 100)
-            return false;   /* no cap of the administrator's here: the job's own word (fair share) */
-        *cap = c;
-        *soft = atomic_load(&h.dev[i].core_policy) == VGPU_CORE_SOFT;
         int p = atomic_load(&h.dev[i].priority);
+        if ((c == 0 && p == 0) || c >= 100)
+            return false;   /* no cap of the administrator's here: the job's own word (fair share) */
+        *cap = c;   /* 0: the administrator's uncapped class (a priority, no cap) */
+        *soft = atomic_load(&h.dev[i].core_policy) == VGPU_CORE_SOFT;
         *prio = p > 0 ? VGPU_PRIO_HIGH : p < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
         return true;
     }
@@ -163,10 +163,11 @@ static int do_job(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, co
                   struct vgpu_arb_rep *r)
 {
     uint64_t now = now_ns(), key = user_key(q->a[0], c->uid);
-    unsigned cap = q->a[1] >= 1 && q->a[1] <= 100 ? (unsigned)q->a[1] : 100;
     bool soft = q->a[2] != 0;
     int64_t p = (int64_t)q->a[3];
     int prio = p > 0 ? VGPU_PRIO_HIGH : p < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
+    /* Cap 0 with a priority: an uncapped class (vgpu/sched.h, "Uncapped priority classes"). */
+    unsigned cap = q->a[1] <= 100 && (q->a[1] >= 1 || prio != VGPU_PRIO_NORMAL) ? (unsigned)q->a[1] : 100;
     if (c->uid != 0)
         admin_limits(fd, g->uuid, &cap, &soft, &prio);
     bool known = false;

@@ -208,8 +208,11 @@ bool vgpu_job_core_limited(void)
     bool any = false;
     unsigned n = vgpu_region_device_count(r);
     for (unsigned i = 0; i < n && i < VGPU_REGION_MAX_DEVICES; i++)
-        if (atomic_load(&k->dev[i].core_limit) != 0 || vgpu_region_oversub(r, i, NULL))
-            any = true;   /* an oversubscribed device: a spilling job's fair share (limiter.c) */
+        /* An oversubscribed device: a spilling job's fair share; a priority alone: an uncapped
+         * class of the schedule (limiter.c). */
+        if (atomic_load(&k->dev[i].core_limit) != 0 || vgpu_region_oversub(r, i, NULL) ||
+            atomic_load(&k->dev[i].priority) != 0)
+            any = true;
     atomic_store(&vgpu_gate.one_device, n == 1);
     atomic_store(&vgpu_gate.core_any, any);
     atomic_store_explicit(&vgpu_gate.seen_seq, seq, memory_order_release);

@@ -178,6 +178,7 @@ struct limits {
     unsigned cap;
     bool soft;
     int prio;
+    bool uncapped;   /* no cap, a priority: an uncapped class (vgpu/sched.h); cap is 0 then */
 };
 
 /* The job's own core limit on `dev` as set: 0 none (a spilling job's fair share applies), 100 no
@@ -194,13 +195,22 @@ static unsigned own_cap(const struct vgpu_region *r, int dev)
 static struct limits read_limits(const struct vgpu_region *r, int dev)
 {
     const struct vgpu_region_dev_limits *l = &r->info->dev[dev];
-    struct limits x = { own_cap(r, dev), atomic_load(&l->core_policy) == VGPU_CORE_SOFT, atomic_load(&l->priority) };
+    struct limits x = { own_cap(r, dev), atomic_load(&l->core_policy) == VGPU_CORE_SOFT, atomic_load(&l->priority), false };
     if (x.cap == 100)
         x.cap = 0;   /* 100% is no limit: nothing to schedule */
     else if (!x.cap && (x.cap = vgpu_fair_cap(r, dev)) != 0)
         x.soft = false;
     x.prio = x.prio > 0 ? VGPU_PRIO_HIGH : x.prio < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
+    /* A priority without a cap (vgpu run --priority high|low alone): the job joins the schedule
+     * uncapped, as a service or as background (vgpu/sched.h, "Uncapped priority classes"). */
+    x.uncapped = !x.cap && own_cap(r, dev) == 0 && x.prio != VGPU_PRIO_NORMAL;
     return x;
+}
+
+/* The cap the schedule is told: 0 for an uncapped class. */
+static unsigned sched_cap(const struct limits *x)
+{
+    return x->uncapped ? 0 : x->cap ? x->cap : 1;
 }
 
 /* The UUID of job device `dev`: the region's, or the driver's when the region names none (a job
@@ -246,7 +256,7 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
         /* The daemon reads the cap of a job whose limits are root's (vgpu run --user) from the file
          * itself, not from us. */
         d->s.limits_fd = r->file_uid == 0 && geteuid() != 0 ? r->fd : -1;
-        d->job = vgpu_sched_job(&d->s, job_key(r), x.cap ? x.cap : 1, x.soft, x.prio, vgpu_now_ns());
+        d->job = vgpu_sched_job(&d->s, job_key(r), sched_cap(&x), x.soft, x.prio, vgpu_now_ns());
         d->proc = d->job >= 0 ? vgpu_sched_attach(&d->s, (unsigned)d->job, getpid(), vgpu_proc_start_time(getpid()))
                               : -1;
         if (d->proc < 0 || !vgpu_sched_removed(&d->s))
@@ -675,7 +685,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             continue;
         }
         struct limits x = read_limits(r, dev);
-        if (!x.cap) {                    /* no limit (any more) on this device */
+        if (!x.cap && !x.uncapped) {     /* no limit (any more) on this device */
             vgpu_sched_unwant(&d->s, d->proc);
             break;
         }
@@ -694,7 +704,16 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             note_gap(d, arrived);
             vgpu_lt_record(VGPU_LT_WANT, dev, now, 0);
         }
-        if (now - waited_from > stall_bound(x.cap)) {
+        if (x.uncapped && x.prio == VGPU_PRIO_LOW) {
+            /* Background waits as long as others keep the GPU busy: that is its class, not a
+             * damaged schedule. Only a lease that stops moving is (the bound runs from then). */
+            uint64_t gen = vgpu_lease_gen(atomic_load(&d->s.f->lease));
+            if (gen != d->stall_gen) {
+                d->stall_gen = gen;
+                waited_from = now;
+            }
+        }
+        if (now - waited_from > stall_bound(x.cap ? x.cap : 100)) {
             /* Bounded: nothing legitimate keeps a job of this cap out this long. */
             d->bypass_until = now + VGPU_SCHED_PERIOD_NS;
             vgpu_sched_unwant(&d->s, d->proc);
@@ -709,7 +728,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         if (d->gang)
             vgpu_gang_mark(dev, false, true);
         /* Limits are re-read at every turn: `vgpu limit` applies from the next lease on. */
-        vgpu_sched_job(&d->s, job_key(r), x.cap, x.soft, x.prio, now);
+        vgpu_sched_job(&d->s, job_key(r), sched_cap(&x), x.soft, x.prio, now);
         uint64_t granted, end;
         if (vgpu_sched_try_acquire(&d->s, d->proc, now, &granted, &end)) {
             CUcontext ctx = NULL;
@@ -792,8 +811,8 @@ int vgpu_limiter_gate(int dev, CUstream stream, bool ptsz)
     if (!lease) {
         struct vgpu_region *r = vgpu_job();
         unsigned own = r && (unsigned)dev < vgpu_region_device_count(r) ? own_cap(r, dev) : 1;
-        if (own == 100 || (own == 0 && !vgpu_fair_cap(r, dev)))
-            return -1;
+        if (own == 100 || (own == 0 && !vgpu_fair_cap(r, dev) && !atomic_load(&r->info->dev[dev].priority)))
+            return -1;   /* ... and an uncapped job without a priority class is not scheduled */
     }
     return slow_path(dev, d, stream, ptsz) ? dev : -1;
 }

@@ -62,6 +62,8 @@ struct dstate {
     uint64_t interval_ns;        /* GPU time of the last interval measured while the GPU was behind */
     /* keeping clear (vgpu/sched.h): */
     uint64_t clear_until;        /* queue nothing before this: a job we keep clear of is due */
+    uint64_t stall_gen;          /* background: the lease generation last seen while waiting (its
+                                  * wait is bounded only while the lease stops moving) */
     uint64_t gone_idle_at;       /* our last lease was given back idle then (0: it was not) */
     uint64_t gaps[GAPS];         /* our recent idle gaps: from gone_idle_at to the next want */
     unsigned ngaps, gap_next;

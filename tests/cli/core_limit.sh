@@ -123,8 +123,14 @@ stop $s $h
 run vgpu run --core 30 --core-policy bogus -- true
 assert_rc "--core-policy bogus is a usage error" 125
 assert_contains "... naming the bad word" "bogus" "$err"
-run vgpu run --priority high -- true
-assert_rc "--priority without --core is refused" 125
+run vgpu run --core-policy soft -- true
+assert_rc "--core-policy without --core is refused" 125
+assert_contains "... saying that --priority alone needs no --core" "--priority" "$err"
+# --priority alone is an uncapped class (issue 27; core_recipe.sh measures it).
+run vgpu run --priority high -- vgpu ps --json
+assert_rc "--priority high without --core is accepted" 0
+run vgpu run --priority normal -- true
+assert_rc "--priority normal without --core is accepted (the default: no limit)" 0
 run vgpu run --core 30 --priority low --core-policy soft --name prio -- vgpu ps --json
 assert_rc "--priority low --core-policy soft accepted" 0
 assert_contains "the policy is stored in the job" '"core_policy":"soft"' "$(printf '%s' "$out" | tr -d ' \n')"

@@ -43,6 +43,13 @@ t1=$(now_ms)
 assert_rc "wait --timeout 0.3 on a long job: 124" 124
 check "the timeout is kept ($((t1 - t0)) ms)" test $((t1 - t0)) -lt 2500
 assert_contains "the timeout says so" "timed out" "$err"
+# Whitespace around the number is refused, as every other option's numbers are (strtod alone
+# skips leading blanks: " 0.2" and a tab before it waited and timed out).
+for v in " 0.2" "0.2 " $'\t0.2' $'0.2\n'; do
+  run vgpu wait --timeout "$v" "$long"
+  assert_rc "wait --timeout '$(printf '%q' "$v")' exits 2" 2
+  assert_contains "... naming the accepted form" "above 0 and at most" "$err"
+done
 
 # The command's output goes to the log, 0600; its stdin is /dev/null.
 run vgpu run -d -- sh -c 'echo out; echo err >&2; readlink /proc/self/fd/0; cat; exit 7'

@@ -5,7 +5,9 @@
 #   training: 4096x4096 matmuls, synchronized only every 64 launches, started 4 s earlier.
 # Rows: the client alone; beside training with the driver's plain time-slicing; under vgpu with
 # training --core 70 and client --core 30; the same with client --priority high --core-policy soft
-# and training --priority low. Per row: request p50/p99/max and requests served, and the
+# and training --priority low; the recipe of vgpu-run(1): client --priority high beside training
+# --priority low, no --core (target: p50 within 1.3x alone, training >= 85 % of alone in every
+# window). Per row: request p50/p99/max and requests served, and the
 # training job's throughput in each 1 s window as a share of its throughput alone.
 # Targets (PASS/FAIL): client p99 beside capped training <= plain time-slicing's p99 (and at
 # most 2.0 ms); with --priority high p99 <= 1.5 ms and p50 <= 1.2x alone; training within 5
@@ -113,6 +115,14 @@ v=$(awk -v p="$R_high_p99" -v m="$R_high_p50" -v a="$R_alone_p50" 'BEGIN { print
 w=$(win_ok "$R_high_shares" "${R_high_busy:-0}")
 mark "$v"; mark "$w"
 verdict_row "vgpu: + client --priority high soft, training low" high "p99/p50 $v; training windows $w"
+# The recipe (issue 27): no --core at all, --priority high beside --priority low (vgpu-run(1)).
+# Targets: client p50 within 1.3x alone, training at least 85 % of alone in every window.
+run_row "vgpu: client --priority high, training --priority low (no --core)" "vgpu run --gpu 0 --priority low --" \
+  "vgpu run --gpu 0 --priority high --" recipe
+v=$(awk -v m="$R_recipe_p50" -v a="$R_alone_p50" 'BEGIN { print (m != "" && m <= 1.3 * a ? "PASS" : "FAIL") }')
+w=$(printf '%s\n' $R_recipe_shares | awk 'BEGIN { ok = 1; n = 0 } { n++; if ($1 < 85) ok = 0 } END { print (ok && n > 0 ? "PASS" : "FAIL") }')
+mark "$v"; mark "$w"
+verdict_row "vgpu: client --priority high, training --priority low (no --core)" recipe "p50 $v; training windows $w"
 echo
 echo "training alone: ${alone_rate} matmuls/s; client busy fraction beside capped training: ${R_capped_busy:-?}"
 echo "latency.sh: $pass PASS, $fail FAIL"

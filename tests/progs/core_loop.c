@@ -10,6 +10,9 @@
  *              one made under budget when a limiter is active)
  *     -k US    simulated kernel time (the fake GPU's "sleep_us" kernel), default 1000
  *     -t SEC   run time, default 2          -d SEC  report a window starting after SEC too
+ *     -e SEC   ... and ending at SEC (default: the end of the run): two jobs started one after
+ *              the other are then measured over the same stretch of time (core_recipe.sh).
+ *              In client mode -d/-e keep only the requests that start inside [-d, -e)
  *     -s N     synchronize after every N launches (default 1)
  *     -g N     kernels per graph (graph mode), default 4
  *     -m client  an inference service: requests of -s N kernels then a synchronize, -i US idle
@@ -51,10 +54,10 @@ int main(int argc, char **argv)
 {
     const char *mode = "kernel";
     unsigned long long us = 1000;
-    double secs = 2, late = 0;
+    double secs = 2, late = 0, late_end = 0;
     int sync_every = 1, nodes = 4, opt;
     unsigned long long idle_us = 5000, alloc_mib = 0;
-    while ((opt = getopt(argc, argv, "m:k:t:s:g:d:i:a:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:k:t:s:g:d:e:i:a:")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
         case 'k': us = strtoull(optarg, NULL, 10); break;
@@ -62,6 +65,7 @@ int main(int argc, char **argv)
         case 's': sync_every = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'g': nodes = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'd': late = atof(optarg); break;
+        case 'e': late_end = atof(optarg); break;
         case 'i': idle_us = strtoull(optarg, NULL, 10); break;
         case 'a': alloc_mib = strtoull(optarg, NULL, 10); break;
         default:
@@ -123,14 +127,16 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "client")) {
         static double lat[1 << 16];
-        size_t n = 0;
+        size_t n = 0, all = 0;
         double t0 = now_s();
         while (now_s() - t0 < secs && n < sizeof lat / sizeof *lat) {
             double a = now_s();
             for (int i = 0; i < sync_every; i++)
                 CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, streams[0], params, NULL));
             CK(cuStreamSynchronize(streams[0]));
-            lat[n++] = now_s() - a;
+            all++;
+            if (a - t0 >= late && (late_end <= 0 || a - t0 < late_end))
+                lat[n++] = now_s() - a;
             struct timespec idle = { (time_t)(idle_us / 1000000), (long)(idle_us % 1000000) * 1000 };
             nanosleep(&idle, NULL);
         }
@@ -145,7 +151,7 @@ int main(int argc, char **argv)
         double el = now_s() - t0;
         printf("requests=%zu p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f busy=%.3f\n", n, lat[n / 2] * 1e3,
                lat[(n * 9) / 10] * 1e3, lat[(n * 99) / 100] * 1e3, lat[n - 1] * 1e3,
-               (double)n * sync_every * (us / 1e6) / el);
+               (double)all * sync_every * (us / 1e6) / el);
         return 0;
     }
     CUgraphExec exec = NULL;
@@ -164,7 +170,7 @@ int main(int argc, char **argv)
         CK(cuGraphInstantiateWithFlags(&exec, g, 0));
         per_launch = nodes;
     }
-    double t0 = now_s(), last_sync = t0, max_stall = 0, tl = t0 + late;
+    double t0 = now_s(), last_sync = t0, max_stall = 0, tl = t0 + late, te = late_end > 0 ? t0 + late_end : 0;
     unsigned long long launches = 0, late_kernels = 0, kernels = 0;
     int pending = 0;
     while (now_s() - t0 < secs) {
@@ -202,7 +208,7 @@ int main(int argc, char **argv)
                     CK(cuStreamSynchronize(streams[i]));
             double t = now_s();
             kernels += (unsigned long long)pending * per_launch;
-            if (late > 0 && t >= tl)
+            if (late > 0 && t >= tl && (!te || t < te))
                 late_kernels += (unsigned long long)pending * per_launch;
             pending = 0;
             if (t - last_sync > max_stall)
@@ -216,7 +222,7 @@ int main(int argc, char **argv)
     printf("share=%.3f launches=%llu elapsed_s=%.3f max_stall_ms=%.1f", kernels * (us / 1e6) / el, launches, el,
            max_stall * 1e3);
     if (late > 0)
-        printf(" late_share=%.3f", t1 > tl ? late_kernels * (us / 1e6) / (t1 - tl) : 0.0);
+        printf(" late_share=%.3f", (te && t1 > te ? te : t1) > tl ? late_kernels * (us / 1e6) / ((te && t1 > te ? te : t1) - tl) : 0.0);
     printf("\n");
     return 0;
 }

@@ -442,6 +442,82 @@ static void test_other_pidns_entry(void **state)
     assert_true(shmget(key, 0, 0) < 0);
 }
 
+/* Uncapped classes (vgpu/sched.h, "Uncapped priority classes"; the recipe of issue 27): a service
+ * (cap 0, high) and background (cap 0, low) beside a capped job of low priority. */
+static void test_uncapped_classes(void **state)
+{
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vgpu-test-sched3.XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct vgpu_sched s;
+    struct vgpu_err e = { 0 };
+    assert_int_equal(vgpu_sched_open_path(&s, path, &e), 0);
+    uint64_t now = 1000 * MS, lease, end, ls, lb, lc;
+    int js = vgpu_sched_job(&s, 1, 0, false, VGPU_PRIO_HIGH, now);
+    int jb = vgpu_sched_job(&s, 2, 0, false, VGPU_PRIO_LOW, now);
+    int jc = vgpu_sched_job(&s, 3, 30, false, VGPU_PRIO_LOW, now);   /* capped, low priority too */
+    assert_true(js >= 0 && jb >= 0 && jc >= 0);
+    assert_int_equal(atomic_load(&s.f->jobs[jb].soft), VGPU_SCHED_SOFT | VGPU_SCHED_UNCAPPED);
+    assert_int_equal(atomic_load(&s.f->jobs[jc].soft), 0);
+    /* Cap 0 at normal priority is no class: it reads as 100. */
+    int jn = vgpu_sched_job(&s, 4, 0, false, VGPU_PRIO_NORMAL, now);
+    assert_int_equal(atomic_load(&s.f->jobs[jn].soft), 0);
+    assert_int_equal(atomic_load(&s.f->jobs[jn].cap), 100);
+    int ps = vgpu_sched_attach(&s, (unsigned)js, getpid(), 1);
+    int pb = vgpu_sched_attach(&s, (unsigned)jb, getpid(), 2);
+    int pc = vgpu_sched_attach(&s, (unsigned)jc, getpid(), 3);
+    assert_true(ps >= 0 && pb >= 0 && pc >= 0);
+
+    /* Background alone takes a free GPU, on a borrowed turn. */
+    assert_true(vgpu_sched_try_acquire(&s, pb, now, &lb, &end));
+    assert_int_equal(atomic_load(&s.f->borrowed), 1);
+    /* The service preempts it at once. */
+    assert_true(vgpu_sched_try_acquire(&s, ps, now + MS, &ls, &end));
+    assert_true(end >= now + MS + 2 * (uint64_t)Q(100) - MS);   /* as long as anyone's */
+    vgpu_sched_release(&s, lb, MS, now + 2 * MS);   /* background drained: its release finds the lease gone */
+    /* Background never preempts the service, however long it waited: it only asks. */
+    uint64_t deadline = atomic_load(&s.f->lease_end);
+    assert_false(vgpu_sched_try_acquire(&s, pb, now + 3 * MS, &lease, &end));
+    assert_int_equal(atomic_load(&s.f->lease_end), deadline);
+    assert_true(vgpu_sched_wanted(&s, now + 2 * MS));
+    /* The service owes nothing, whatever it used. */
+    assert_true(vgpu_sched_release(&s, ls, 90 * MS, now + 91 * MS));
+    assert_int_equal(atomic_load(&s.f->jobs[js].credit), 2 * Q(100));
+    /* An entitled capped job is served before background on a free lease... */
+    vgpu_sched_want_from(&s, pc, now + 92 * MS);
+    atomic_store(&s.f->procs[pc].polled, now + 92 * MS);   /* it is looking too */
+    assert_false(vgpu_sched_try_acquire(&s, pb, now + 92 * MS, &lease, &end));
+    assert_true(vgpu_sched_try_acquire(&s, pc, now + 92 * MS, &lc, &end));
+    /* ... background does not preempt it ... */
+    assert_false(vgpu_sched_try_acquire(&s, pb, now + 93 * MS, &lease, &end));
+    assert_true(vgpu_sched_release(&s, lc, 5 * MS, now + 97 * MS));
+    /* ... and preempts background at once while entitled, though of the same priority and
+     * saturating (its last turn ran out: it would only ask a capped holder). */
+    vgpu_sched_unwant(&s, pc);
+    vgpu_sched_note_end(&s, pc, true, now + 97 * MS);
+    atomic_store(&s.f->jobs[jc].credit, Q(30));
+    atomic_store(&s.f->jobs[jc].credit_t, now + 98 * MS);
+    assert_true(vgpu_sched_try_acquire(&s, pb, now + 98 * MS, &lb, &end));
+    assert_int_equal(atomic_load(&s.f->borrowed), 1);
+    assert_true(vgpu_sched_try_acquire(&s, pc, now + 98 * MS + 100, &lc, &end));
+    vgpu_sched_release(&s, lb, MS, now + 99 * MS);
+    assert_true(vgpu_sched_release(&s, lc, MS, now + 100 * MS));
+    /* Background holding keeps clear of the service's expected request (2 ms ahead, 10 ms
+     * apart), which a capped low job at its burst would not (it would lose what it is owed). */
+    uint64_t t = now + 200 * MS;
+    vgpu_sched_unwant(&s, pc);
+    assert_true(vgpu_sched_try_acquire(&s, pb, t, &lb, &end));
+    vgpu_sched_note_end(&s, ps, false, t - 8 * MS);   /* the service gave its last turn back idle */
+    vgpu_sched_expect(&s, ps, t + 2 * MS, 10 * MS);
+    assert_true(vgpu_sched_keep_clear(&s, pb, t, 3 * MS, MS) > t);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pb, t, MS, MS / 2), 0);   /* ends in time */
+    vgpu_sched_close(&s);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -451,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_draining_holder_is_not_revoked),
         cmocka_unit_test(test_lease_ran_out_is_not_new_work),
         cmocka_unit_test(test_priority_preempts),
+        cmocka_unit_test(test_uncapped_classes),
         cmocka_unit_test(test_both_under_cap_take_turns),
         cmocka_unit_test(test_same_job_never_preempts),
         cmocka_unit_test(test_garbage_is_bounded),

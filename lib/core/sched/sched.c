@@ -475,7 +475,10 @@ int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, 
         return (int)rc;
     }
     struct vgpu_sched_file *f = s->f;
-    if (cap > 100)
+    /* No cap of its own, but a priority: a class of its own (vgpu/sched.h, "Uncapped priority
+     * classes"); its entry reads 100 % to everything that only knows caps. */
+    bool uncapped = cap == 0 && prio != VGPU_PRIO_NORMAL;
+    if (cap == 0 || cap > 100)
         cap = 100;
     int idx = -1;
     for (unsigned i = 0; i < VGPU_SCHED_MAX_JOBS && idx < 0; i++)
@@ -513,7 +516,7 @@ int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, 
         atomic_store(&j->credit, c);
         atomic_store(&j->credit_t, ct);
     }
-    atomic_store(&j->soft, soft ? 1u : 0u);
+    atomic_store(&j->soft, uncapped ? VGPU_SCHED_SOFT | VGPU_SCHED_UNCAPPED : soft ? VGPU_SCHED_SOFT : 0u);
     atomic_store(&j->prio, prio);
     atomic_store(&j->seen_ns, now);
     return idx;

@@ -40,9 +40,12 @@ uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uin
      * its own cap (it has been getting less than it is owed, keeping clear), and none at all
      * once its credit is at its burst (it is losing what it is owed): it goes ahead. */
     int64_t q, credit = vgpu_sched_credit_now(mine, start, now, &q);
-    if (credit >= 2 * q - (int64_t)VGPU_SCHED_MIN_LEASE_NS)
+    /* Background (uncapped low) owes nobody and is owed nothing: it keeps clear with the usual
+     * slack, whatever its credit reads. */
+    bool background = ld_background(mine);
+    if (!background && credit >= 2 * q - (int64_t)VGPU_SCHED_MIN_LEASE_NS)
         return 0;
-    uint64_t tol = credit >= 2 * q - q / 2 ? VGPU_SCHED_CLEAR_LATE_NS : VGPU_SCHED_CLEAR_TOL_NS;
+    uint64_t tol = !background && credit >= 2 * q - q / 2 ? VGPU_SCHED_CLEAR_LATE_NS : VGPU_SCHED_CLEAR_TOL_NS;
     /* Short intervals stop close to the return at little cost: the slack is at most a quarter of
      * the new interval (a request of 0.8 ms beside 0.5 ms intervals waited 0.4 ms more, p50 1.1
      * against 0.9 alone on the simulated GPU, with 0.5 ms of slack). */
@@ -63,6 +66,8 @@ uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uin
      * a millisecond in a hundred. */
     unsigned cap = ld_cap(mine);
     uint64_t fill = cap ? (uint64_t)(2 * q - credit) * 100 / cap : 0;
+    if (background)
+        fill = VGPU_SCHED_CLEAR_AHEAD_NS;   /* nothing owed to lose; any job may preempt it anyway */
     if (soonest > now + fill)
         soonest = now + fill;
     return soonest;

@@ -18,6 +18,19 @@ static inline int ld_prio(const struct vgpu_sched_job *j)
     return p > 0 ? VGPU_PRIO_HIGH : p < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
 }
 
+/* An uncapped priority class (vgpu/sched.h, "Uncapped priority classes"): only with a priority
+ * other than normal (a garbage flag on a normal job changes nothing). */
+static inline bool ld_uncapped(const struct vgpu_sched_job *j)
+{
+    return (atomic_load(&j->soft) & VGPU_SCHED_UNCAPPED) && ld_prio(j) != VGPU_PRIO_NORMAL;
+}
+
+/* Background: uncapped low priority, never entitled; it runs on what others leave. */
+static inline bool ld_background(const struct vgpu_sched_job *j)
+{
+    return ld_uncapped(j) && ld_prio(j) == VGPU_PRIO_LOW;
+}
+
 /* A job's credit and its time, clamped to what the arithmetic can produce: [-debt, burst], and a
  * time not in the future (which would freeze the credit). */
 static inline void ld_credit(const struct vgpu_sched_job *j, unsigned cap, uint64_t now, int64_t *credit, uint64_t *t)

@@ -105,12 +105,12 @@ void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
 bool vgpu_sched_outranks(const struct vgpu_sched_job *w, const struct vgpu_sched_job *h, uint64_t start,
                          uint64_t now, bool new_work, bool request)
 {
-    if (!ld_cap(w))
-        return false;
+    if (!ld_cap(w) || ld_background(w))
+        return false;   /* background takes only what others leave: it never preempts */
     int64_t q, credit = vgpu_sched_credit_now(w, now, now, &q);
     if (credit < q)
         return false;   /* only an entitled waiter preempts */
-    if (ld_prio(w) > ld_prio(h))
+    if (ld_prio(w) > ld_prio(h) || ld_background(h))
         return true;
     if (!new_work || ld_prio(w) != ld_prio(h))
         return false;
@@ -126,6 +126,8 @@ int64_t vgpu_sched_credit_now(const struct vgpu_sched_job *j, uint64_t start, ui
     uint64_t ct;
     ld_credit(j, cap, now, &cr, &ct);
     *quantum = (int64_t)vgpu_sched_quantum(cap);
+    if (ld_uncapped(j))
+        return 2 * *quantum;   /* no budget: always at its burst, never under a cap */
     int64_t held = start < now ? (int64_t)(now - start) : 0;
     return vgpu_sched_credit_at(cr, ct, cap, now) - held;   /* not settled yet */
 }
@@ -253,6 +255,12 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
             .credit = vgpu_sched_credit_at(cr, ct, cap, now), .want_since = ws > now ? now : ws,
             .eligible_at = vgpu_sched_eligible_at(cr, ct, cap),
         };
+        /* Uncapped classes: high is always entitled at its burst; background never is, and runs
+         * only on borrowed turns (vgpu/sched.h, "Uncapped priority classes"). */
+        if (ld_uncapped(j)) {
+            c[n].credit = 2 * (int64_t)vgpu_sched_quantum(cap);
+            c[n].eligible_at = ld_background(j) ? UINT64_MAX : now;
+        }
         who[n++] = i;
     }
     bool borrow = false;
@@ -297,7 +305,9 @@ bool vgpu_sched_release(struct vgpu_sched *s, uint64_t lease, uint64_t used, uin
         int64_t cr;
         uint64_t ct;
         ld_credit(j, cap, now, &cr, &ct);
-        atomic_store(&j->credit, vgpu_sched_settle(cr, ct, cap, now, used, borrowed));
+        /* An uncapped class owes nothing: its credit stays at its burst. */
+        atomic_store(&j->credit, ld_uncapped(j) ? 2 * (int64_t)vgpu_sched_quantum(cap)
+                                                : vgpu_sched_settle(cr, ct, cap, now, used, borrowed));
         atomic_store(&j->credit_t, now);
         atomic_fetch_add(&j->used_ns, used);
         atomic_store(&j->seen_ns, now);

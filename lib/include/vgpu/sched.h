@@ -48,6 +48,22 @@
  * flight for VGPU_SCHED_IDLE_NS. Accuracy comes from charging what each lease used, not from
  * the lease's length.
  *
+ * Uncapped priority classes (issue 27: `vgpu run --priority high|low` without --core, the recipe
+ * for inference beside training). A job may join with a priority and no cap of its own (its
+ * entry's cap reads 100, its soft word carries VGPU_SCHED_UNCAPPED): it has no budget, so its
+ * credit is always its burst and nothing it uses is owed back.
+ *  - `high` uncapped (a service) is always entitled: it preempts any holder of lower priority at
+ *    once, as capped high does, and its leases are as long as anyone's (two quanta of 100 %).
+ *  - `low` uncapped (background) is never entitled: it runs only on borrowed turns, when nobody
+ *    entitled waits, so it takes what others leave, and any entitled waiter of another job
+ *    preempts it at once, whatever that job's priority. It never preempts; it only asks an idle
+ *    holder to give the lease back. Its waits are legitimate however long (the GPU is someone
+ *    else's then): the limiter does not take them for a damaged schedule while the lease moves.
+ *    It keeps clear of a service's expected return as any holder that service would preempt
+ *    (it owes nobody, so without the credit-based slack), because on a GPU that time-slices, a
+ *    request that finds background work queued waits for it (core_recipe.sh measures both).
+ * The existing recipe, --core 30 high soft beside --core 70 soft low, is unchanged.
+ *
  * No locks: the lease is one 64-bit word taken and given back by compare-and-swap; waiters
  * sleep on a futex in the segment (bounded), and anyone may free the lease of a dead holder or
  * of one that overstays its deadline by VGPU_SCHED_GRACE_NS. libc only (linked into libvgpu.so). */
@@ -88,12 +104,18 @@
 #define VGPU_SCHED_STALL_NS    3000000000ULL /* a launch never waits longer: past it, the schedule is
                                                 * taken as damaged and the process runs unscheduled */
 
+#define VGPU_SCHED_SOFT        1u            /* the soft word's bits */
+#define VGPU_SCHED_UNCAPPED    2u
+
 enum vgpu_sched_prio { VGPU_PRIO_LOW = -1, VGPU_PRIO_NORMAL = 0, VGPU_PRIO_HIGH = 1 };
 
 struct vgpu_sched_job {
     _Atomic uint64_t key;          /* job identity (hash of the job id); 0 = free entry */
     _Atomic uint32_t cap;          /* percent 1..100 */
-    _Atomic uint32_t soft;         /* 1: may borrow idle time */
+    _Atomic uint32_t soft;         /* VGPU_SCHED_SOFT: may borrow idle time; VGPU_SCHED_UNCAPPED
+                                    * (with soft): a priority class without a cap ("Uncapped
+                                    * priority classes"). Older readers see any nonzero as soft,
+                                    * which an uncapped job is */
     _Atomic int32_t prio;          /* enum vgpu_sched_prio */
     _Atomic uint32_t spilling;     /* 1: the job has memory spilled off this GPU (--oversubscribe):
                                     * another spilling job does not count it among the busy
@@ -253,8 +275,10 @@ unsigned vgpu_sched_sweep(void);
 bool vgpu_sched_removed(struct vgpu_sched *s);
 
 /* Finds or adds the entry of job `key` and (re)writes its cap, policy and priority: called at
- * every lease boundary, so `vgpu limit` takes effect at the next turn. Returns the job index,
- * or -1 when the table is full of live jobs. */
+ * every lease boundary, so `vgpu limit` takes effect at the next turn. Cap 0 with a priority
+ * other than normal: an uncapped priority class ("Uncapped priority classes"; soft is then
+ * implied); cap 0 with normal priority reads as 100. Returns the job index, or -1 when the table
+ * is full of live jobs. */
 int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, int prio, uint64_t now);
 /* Claims a process entry for (pid, start) in job `job`. Index, or -1 when full. */
 int vgpu_sched_attach(struct vgpu_sched *s, unsigned job, pid_t pid, uint64_t start);
