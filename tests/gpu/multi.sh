@@ -11,7 +11,7 @@ B=$(cd "${1:-build}" && pwd) || exit 2
 src=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d); trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$T"' EXIT
 export PATH="$B:$PATH" VGPU_STATE_DIR=$T/state VGPU_MACHINE_DIR=$T/machine
-mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 1777 "$VGPU_MACHINE_DIR"
+mkdir -m 0700 "$VGPU_STATE_DIR"; mkdir -m 0755 "$VGPU_MACHINE_DIR"
 . "$src/tests/gpu/arbiter.lib"; arbiter_start || exit 1
 n=$(nvidia-smi -L | grep -c '^GPU ')
 if [ "$n" -lt 2 ]; then echo "multi.sh: SKIP: $n GPU(s); needs 2"; exit 0; fi
