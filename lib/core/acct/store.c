@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/machinedir.h"
+#include "vgpu/policy.h"
 #include "vgpu/statedir.h"
 
 struct vgpu_acct_store {
@@ -230,10 +232,11 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e)
+/* The store's own retention: what vgpu acct --retention set, 0 when never set. */
+static int own_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e)
 {
     sqlite3_stmt *st;
-    *days = VGPU_ACCT_RETENTION_DEFAULT;
+    *days = 0;
     int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'retention_days'", -1, &st, NULL);
     if (rc != SQLITE_OK)
         return fail(s, rc, "reading its retention", e);
@@ -241,6 +244,32 @@ int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_e
         *days = (unsigned)sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc, "reading its retention", e);
+}
+
+/* Root's acct-retention-days (vgpu/policy.h), 0 when none. A policy file that cannot be read
+ * prunes by the store's own retention meanwhile (said at debug level): vgpu run, which reads
+ * the same file before every job, already refuses to start saying what is wrong with it. */
+static unsigned policy_retention(void)
+{
+    struct vgpu_policy p;
+    struct vgpu_err e;
+    if (vgpu_policy_read(&p, &e) < 0) {
+        vgpu_debug("accounting: %s; records are pruned by the store's own retention", e.msg);
+        return 0;
+    }
+    return p.acct_retention_days;
+}
+
+int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e)
+{
+    unsigned own, root = policy_retention();
+    if (own_retention(s, &own, e) < 0)
+        return -1;
+    /* Root's policy is the default and the most anyone keeps; a user may keep less. */
+    *days = own ? own : root ? root : VGPU_ACCT_RETENTION_DEFAULT;
+    if (root && *days > root)
+        *days = root;
+    return 0;
 }
 
 static int prune_locked(struct vgpu_acct_store *s, uint64_t now, unsigned *removed, struct vgpu_err *e)
@@ -276,6 +305,15 @@ int vgpu_acct_prune(struct vgpu_acct_store *s, uint64_t now, unsigned *removed, 
 
 int vgpu_acct_set_retention(struct vgpu_acct_store *s, unsigned days, struct vgpu_err *e)
 {
+    struct vgpu_policy p;
+    if (vgpu_policy_read(&p, e) < 0)
+        return -1;
+    if (p.acct_retention_days && days > p.acct_retention_days) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--retention %u: root's policy (%s/policy, acct-retention-days) keeps "
+                     "records at most %u days; give %u or fewer", days, vgpu_machinedir_path(),
+                     p.acct_retention_days, p.acct_retention_days);
+        return -1;
+    }
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES('retention_days', ?)", -1, &st, NULL);
     if (rc != SQLITE_OK)

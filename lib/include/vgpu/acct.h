@@ -88,7 +88,9 @@ void vgpu_acct_close(struct vgpu_acct_store *s);
  * id is already there is left as it is (1 returned), else 0; -1 with e set. */
 int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e);
 
-/* Retention in days (default VGPU_ACCT_RETENTION_DEFAULT), kept in the database. */
+/* Retention in days: what vgpu acct --retention kept in the database, else root's policy
+ * (acct-retention-days, vgpu/policy.h), else VGPU_ACCT_RETENTION_DEFAULT; never more than root's
+ * policy (a user may keep less, never more). set refuses more than the policy (VGPU_EXIT_USAGE). */
 int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e);
 int vgpu_acct_set_retention(struct vgpu_acct_store *s, unsigned days, struct vgpu_err *e);
 /* Removes records that ended more than the retention before now_ns; *removed gets how many. */
