@@ -54,6 +54,32 @@ must vgpu run --name nothing -- true
 assert_eq "a job that never used a GPU: not measured (null, none), energy null" "null none null" \
   "$(vgpu acct --json --name nothing | jq -r '.jobs[0].gpus[0] | "\(.gpu_seconds) \(.gpu_time_source) \(.energy_joules)"')"
 
+# ---- bytes migrated by an oversubscribed job: the link's bytes while it had memory off the GPU ----
+# As oversub_migration.sh: a holder leaves room for the job's context and 1.5 GiB; the job spills
+# two 1 GiB buffers and a kernel every 20 ms makes both resident (about 2 GiB over the link a step).
+use_scenario h100
+G=1073741824; ctx=536870912
+pcie() { fakegpu-ctl show | jq -r '.gpus[0] | .pcie_tx_bytes + .pcie_rx_bytes'; }
+fakegpu-ctl hold 0 $((84927315968 - 3 * ctx - 3 * G / 2)) 120 >"$T_DIR/hold.out" 2>&1 & holder=$!
+wait_until 10 grep -q ready "$T_DIR/hold.out"
+l0=$(pcie)
+must vgpu run --name churn --mem 8G --oversubscribe=1G -- oversub_probe alloc 1G alloc 1G churn 1500
+moved=$(( $(pcie) - l0 ))
+must vgpu run --name plain -- oversub_probe alloc 64M upload
+kill "$holder"; wait "$holder" 2>/dev/null
+run vgpu acct --json --name churn
+m=$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].migrated_bytes')
+# What crossed the link before the job spilled and before vgpu run's first look (200 ms) is not
+# its migration: at least 80 % of the link's bytes, never more than all of them.
+if [ "$m" != null ] && awk -v m="$m" -v t="$moved" 'BEGIN { exit !(t > 0 && m <= t && m >= t * 0.8) }'
+then ok "an oversubscribed job: $m bytes migrated (the link moved $moved during its run)"
+else not_ok "an oversubscribed job's bytes migrated: 80-100 % of the link's $moved" "$out"; fi
+assert_eq "a job without --oversubscribe: migrated_bytes null" null \
+  "$(vgpu acct --json --name plain | jq -r '.jobs[0].gpus[0].migrated_bytes')"
+run vgpu acct --csv --name churn
+assert_eq "--csv: its last column" "migrated_bytes $m" \
+  "$(printf '%s\n' "$out" | awk -F, 'NR == 1 { h = $NF } NR == 2 { print h, $NF }')"
+
 # ---- another sampling period, and a GPU without an energy counter ----
 jq '.sample_period_ms = 500 | .gpus[0].energy_counter = false' "$T_SCENARIOS/h100.json" >"$T_DIR/noenergy.json"
 export VGPU_FAKE_SCENARIO=$T_DIR/noenergy.json; rm -f "$VGPU_FAKE_STATE"

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "vgpu/migration.h"
 #include "vgpu/nvml.h"
 #include "vgpu/proc.h"
 
@@ -37,7 +38,7 @@
 struct nv_dev {
     bool util;                          /* per-process samples can be read (not MIG, the driver has them) */
     bool energy;                        /* the energy counter can be read */
-    nvmlDevice_t h;
+    nvmlDevice_t h, h_link;             /* the device, and the physical GPU whose link it uses */
     unsigned long long cursor;          /* newest sample stamp read (µs) */
     unsigned long long period_us;       /* shortest window gap seen; 0: none yet */
     uint64_t job_pct, all_pct;          /* sums of SM % over windows: the job's processes, everyone's */
@@ -47,6 +48,12 @@ struct nv_dev {
     bool ended;                         /* energy1 is the counter at the job's end */
     unsigned long long energy1;
     uint64_t energy1_us;
+    /* Bytes migrated (an oversubscribed GPU): the GPU's PCIe byte counters (vgpu/migration.h)
+     * while the job had memory off the device. */
+    bool pcie;                          /* 64-bit counters read at the first look */
+    struct vgpu_pcie_count link;        /* the last reading */
+    uint64_t migrated;
+    bool was_off;                       /* the job had memory off the device at the last look */
 };
 
 static struct {
@@ -89,7 +96,40 @@ static void open_nvml(const struct vgpu_region *r)
         g->energy = S.nv->nvmlDeviceGetTotalEnergyConsumption &&
                     S.nv->nvmlDeviceGetTotalEnergyConsumption(g->h, &g->energy0) == NVML_SUCCESS;
         g->energy0_us = wall_us();
+        uint64_t share;
+        nvmlDevice_t phys = vgpu_region_oversub(r, d, &share) ? vgpu_pcie_device(S.nv, g->h) : NULL;
+        /* A 32-bit counter can wrap unseen between two looks 250 ms apart: unknown there. */
+        g->pcie = phys && vgpu_pcie_read(S.nv, phys, &g->link) && g->link.bits == 64;
+        if (g->pcie)
+            g->h_link = phys;
     }
+}
+
+/* The link's bytes since the last look go to the job when it has memory off the device: every
+ * migrated page crosses the link. An upper bound: the counters also carry the job's own copies,
+ * and the traffic of other jobs' processes on that GPU (another oversubscribed job spilling at
+ * the same time is charged the same bytes). */
+static void read_link(const struct vgpu_region *r, unsigned d, struct nv_dev *g)
+{
+    struct vgpu_pcie_count b;
+    if (!vgpu_pcie_read(S.nv, g->h_link, &b) || b.bits != 64) {
+        g->pcie = false;
+        return;
+    }
+    /* Off the device at this look or the last: its memory freed at the end went back too. */
+    bool off = vgpu_region_mem_spilled(r, d) > 0;
+    if (b.tx >= g->link.tx && b.rx >= g->link.rx && (off || g->was_off))
+        g->migrated += (b.tx - g->link.tx) + (b.rx - g->link.rx);
+    g->was_off = off;
+    g->link = b;
+}
+
+bool vgpu_acct_nvml_migrated(unsigned d, uint64_t *bytes)
+{
+    if (d >= S.ndev || !S.dev[d].pcie)
+        return false;
+    *bytes = S.dev[d].migrated;
+    return true;
 }
 
 /* Is pid (as NVML gives it: in the host's namespace) one of the job's processes? */
@@ -207,9 +247,12 @@ void vgpu_acct_nvml_poll(struct vgpu_region *r)
         open_nvml(r);
     if (!S.nv)
         return;
-    for (unsigned d = 0; d < S.ndev; d++)
+    for (unsigned d = 0; d < S.ndev; d++) {
         if (S.dev[d].util)
             read_samples(r, &S.dev[d]);
+        if (S.dev[d].pcie)
+            read_link(r, d, &S.dev[d]);
+    }
     publish(r);
 }
 

@@ -111,10 +111,15 @@ void vgpu_acct_sample(struct vgpu_region *r)
     last_sample_ns = now;
     if (!first_sample_ns)
         first_sample_ns = now;
-    /* NVML (GPU time of uncapped GPUs, energy): from the job's 200th millisecond on, so a job
-     * that ends at once does not wait for the driver to load (vgpu_acct_nvml_finish looks at
-     * a short job that used a GPU). */
-    if (now - first_sample_ns >= 200000000ULL)
+    /* NVML (GPU time of uncapped GPUs, energy, migration): from the job's 200th millisecond on,
+     * so a job that ends at once does not wait for the driver to load (vgpu_acct_nvml_finish
+     * looks at a short job that used a GPU). */
+    bool oversub = false;
+    for (unsigned d = 0; d < vgpu_region_device_count(r); d++)
+        oversub |= (atomic_load(&r->hdr->dev[d].flags) & VGPU_DEV_OVERSUB) != 0;
+    /* An oversubscribed job from its start (its first allocations migrate at once: the link's
+     * counters must be read before), others from their 200th millisecond. */
+    if (oversub || now - first_sample_ns >= 200000000ULL)
         vgpu_acct_nvml_poll(r);
     atomic_store(&r->hdr_rw->acct_seen_ns, clock_ns(CLOCK_REALTIME));
 }
@@ -124,6 +129,8 @@ int vgpu_acct_record_job(struct vgpu_region *r, struct vgpu_err *e)
     vgpu_acct_nvml_finish(r);
     struct vgpu_acct_record rec;
     vgpu_acct_record_from_region(r, &rec);
+    for (unsigned d = 0; d < rec.gpu_count; d++)
+        rec.gpu[d].migrated_known = vgpu_acct_nvml_migrated(d, &rec.gpu[d].migrated_bytes);
     struct vgpu_acct_store *s = vgpu_acct_open_user(true, e);
     if (!s)
         return -1;

@@ -21,7 +21,7 @@
 #include "vgpu/region.h"
 
 #define VGPU_ACCT_DB_NAME            "acct.db"
-#define VGPU_ACCT_SCHEMA_VERSION     2
+#define VGPU_ACCT_SCHEMA_VERSION     3
 #define VGPU_ACCT_RETENTION_DEFAULT  400     /* days */
 #define VGPU_ACCT_BUSY_TIMEOUT_MS    5000
 
@@ -53,6 +53,8 @@ struct vgpu_acct_gpu {
     double mem_byte_seconds;            /* memory integrated over time (sampled every 250 ms) */
     bool energy_known;
     double energy_j;                    /* the GPU's energy apportioned by GPU-time share */
+    bool migrated_known;                /* --oversubscribe, measured by vgpu run (not recovered) */
+    uint64_t migrated_bytes;            /* the GPU's PCIe bytes while the job had memory off it */
 };
 
 struct vgpu_acct_record {
@@ -140,6 +142,9 @@ void vgpu_acct_sample(struct vgpu_region *r);
  * window the job ended in and reads it. */
 void vgpu_acct_nvml_poll(struct vgpu_region *r);
 void vgpu_acct_nvml_finish(struct vgpu_region *r);
+/* Bytes migrated on job device d (an oversubscribed GPU with 64-bit PCIe counters), as vgpu run
+ * measured them (kept in its memory: a recovered record has them unknown). false: unknown. */
+bool vgpu_acct_nvml_migrated(unsigned d, uint64_t *bytes);
 
 /* vgpu run at the job's end: writes its record into the caller's store and marks the region
  * recorded. 0, or -1 with e set (the region then keeps it for recovery). */
