@@ -5,11 +5,15 @@ static const char usage[] =
     "       vgpu acct --retention DAYS\n"
     "\n"
     "Show the record of every job that ended: who ran it, when, on which GPUs, with which limits,\n"
-    "how it ended, and per GPU its GPU time (as the schedule measured it, for jobs with --core),\n"
-    "time throttled, peak memory and memory over time (GiB-hours). vgpu run writes the record\n"
+    "how it ended, and per GPU its GPU time (as the schedule measured it for jobs with --core,\n"
+    "else from NVML's per-process samples: the record says which), time throttled, peak memory,\n"
+    "memory over time (GiB-hours), energy (NVML's energy counter, shared out by GPU time) and\n"
+    "bytes migrated (--oversubscribe).\n"
+    "vgpu run writes the record\n"
     "when the command ends; when vgpu run died or could not write it, this command (or the next\n"
     "that lists jobs) writes it from the job's region, marked recovered. Records are kept in\n"
-    "STATEDIR/acct.db, yours alone (SQLite), for 400 days unless --retention says otherwise.\n"
+    "STATEDIR/acct.db, yours alone (SQLite), for 400 days unless root's policy or --retention\n"
+    "says otherwise.\n"
     "\n"
     "  --since WHEN   jobs that ended at or after WHEN: 2026-11-01, 2026-11-01T14:30 (local\n"
     "                 time), -7d, -2h, -30m, -90s (before now), now, or @SECONDS\n"
@@ -23,12 +27,13 @@ static const char usage[] =
     "                 records that match\n"
     "  --json         one JSON document (see vgpu-json(7))\n"
     "  --csv          comma-separated values with a header line, one line per job and GPU\n"
-    "  --retention DAYS  keep records DAYS days (1-36500) from now on, and remove older ones now\n"
+    "  --retention DAYS  keep records DAYS days (1-36500) from now on, and remove older ones now;\n"
+    "                 never more than root's acct-retention-days policy (its default)\n"
     "  --help         show this help\n"
     "\n"
     "Exit status: 0 shown (also when no record matches); 2 bad option; 5 the database is\n"
-    "locked by another program for longer than 5 s; 6 permission denied; 1 the database\n"
-    "cannot be read (said why).\n";
+    "locked by another program for longer than 5 s; 6 permission denied; 11 root's policy\n"
+    "file is broken; 1 the database cannot be read (said why).\n";
 
 #include <errno.h>
 #include <pwd.h>

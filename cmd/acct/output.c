@@ -126,6 +126,7 @@ static void record_json(struct vgpu_acct_out *o, const struct vgpu_acct_record *
             vgpu_json_dbl(x, "energy_joules", g->energy_j);
         else
             vgpu_json_null(x, "energy_joules");
+        vgpu_json_u64_or_null(x, "migrated_bytes", g->migrated_known, g->migrated_bytes);
         json_object_array_add(gpus, x);
     }
     json_object_object_add(j, "gpus", gpus);
@@ -153,7 +154,7 @@ int vgpu_acct_out_record(const struct vgpu_acct_record *r, void *arg)
     if (o->f == VGPU_ACCT_CSV && !o->rows++)
         printf("id,name,user,uid,command,start,end,duration_seconds,exit,recovered,end_time_approximate,gpu,uuid,"
                "nvml_index,mem_limit_bytes,core_limit_percent,gpu_seconds,gpu_time_source,throttled_seconds,"
-               "mem_peak_bytes,mem_gib_hours,energy_joules\n");
+               "mem_peak_bytes,mem_gib_hours,energy_joules,migrated_bytes\n");
     else if (o->f == VGPU_ACCT_TABLE && !o->rows++)
         printf("%-12s %-14s %-10s %-19s %9s %-8s %3s %10s %10s %10s %10s %s\n", "ID", "NAME", "USER", "END", "ELAPSED",
                "EXIT", "GPU", "GPU-SEC", "THROTTLED", "MEM-PEAK", "GIB-HOURS", "NOTE");
@@ -221,7 +222,11 @@ int vgpu_acct_out_record(const struct vgpu_acct_record *r, void *arg)
         csv_field(thr, false);
         csv_field(peakb, false);
         csv_field(gib, false);
-        csv_field(energy, true);
+        csv_field(energy, false);
+        char mig[32] = "";
+        if (g->migrated_known)
+            snprintf(mig, sizeof mig, "%llu", (unsigned long long)g->migrated_bytes);
+        csv_field(mig, true);
     }
     return 0;
 }

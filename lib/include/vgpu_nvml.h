@@ -521,6 +521,8 @@ typedef nvmlReturn_t (*vgpu_nvmlDeviceGetTemperature_fn)(nvmlDevice_t device, nv
 VGPU_NVML_DEV_U(nvmlDeviceGetPowerUsage);           /* milliwatts */
 VGPU_NVML_DEV_U(nvmlDeviceGetEnforcedPowerLimit);   /* milliwatts */
 VGPU_NVML_DEV_U(nvmlDeviceGetPowerManagementLimit); /* milliwatts */
+/* millijoules since the driver loaded (Volta and later; NOT_SUPPORTED elsewhere) */
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetTotalEnergyConsumption_fn)(nvmlDevice_t device, unsigned long long *energy);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetClockInfo_fn)(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetMaxClockInfo_fn)(nvmlDevice_t device, nvmlClockType_t type,
                                                           unsigned int *clock);

@@ -125,7 +125,7 @@ run vgpu acct --json
 assert_eq "version 1's record reads back, its GPU time marked as the schedule's, energy unknown" \
   "old-train 50 schedule null false" \
   "$(printf '%s' "$out" | jq -r '.jobs[0] | "\(.name) \(.gpus[0].gpu_seconds) \(.gpus[0].gpu_time_source) \(.gpus[0].energy_joules) \(.recovered)"')"
-assert_eq "the schema is now version 2" "2" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
+assert_eq "the schema is now version 3" "3" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
 must vgpu run --name after -- true
 assert_eq "and takes new records" "old-train after" "$(vgpu acct --json | jq -r '[.jobs[].name] | join(" ")')"
 chmod 644 "$VGPU_STATE_DIR/acct.db"

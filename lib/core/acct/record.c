@@ -70,19 +70,27 @@ void vgpu_acct_record_from_region(const struct vgpu_region *r, struct vgpu_acct_
         const struct vgpu_region_dev_usage *u = &r->use->dev[d];
         g->gpu_ns = atomic_load(&u->gpu_time_ns);
         /* The schedule charges GPU time only to jobs it schedules (a --core cap below 100 on that
-         * GPU, at some point of the job's life: vgpu limit may have lifted it since). */
-        snprintf(g->gpu_time_source, sizeof g->gpu_time_source, "%s",
-                 g->gpu_ns || (g->core_limit && g->core_limit < 100) ? "schedule" : "none");
+         * GPU, at some point of the job's life: vgpu limit may have lifted it since); elsewhere
+         * vgpu run added up NVML's per-process samples (nvml_sample.c), or nothing measured it. */
+        const char *source = "none";
+        if (g->gpu_ns || (g->core_limit && g->core_limit < 100))
+            source = "schedule";
+        else if (flags & VGPU_ACCT_NVML_DEV(d)) {
+            source = "nvml";
+            g->gpu_ns = atomic_load(&dlive->acct_nvml_gpu_ns);
+        }
+        snprintf(g->gpu_time_source, sizeof g->gpu_time_source, "%s", source);
         g->throttled_ns = atomic_load(&u->throttled_ns);
         g->mem_peak_bytes = atomic_load(&u->peak);
         g->mem_byte_seconds = (double)atomic_load(&dlive->acct_mem_byte_s);
-        g->energy_known = flags & VGPU_ACCT_ENERGY_KNOWN;
-        g->energy_j = (double)atomic_load(&dlive->acct_energy_mj) / 1000.0;
+        uint64_t mj = atomic_load(&dlive->acct_energy_mj);
+        g->energy_known = (flags & VGPU_ACCT_ENERGY_KNOWN) && mj != VGPU_ACCT_ENERGY_UNKNOWN;
+        g->energy_j = g->energy_known ? (double)mj / 1000.0 : 0.0;
     }
 }
 
 /* The last sample's monotonic time, per process (vgpu run samples one job). */
-static uint64_t last_sample_ns;
+static uint64_t last_sample_ns, first_sample_ns;
 
 void vgpu_acct_sample(struct vgpu_region *r)
 {
@@ -101,13 +109,28 @@ void vgpu_acct_sample(struct vgpu_region *r)
         }
     }
     last_sample_ns = now;
+    if (!first_sample_ns)
+        first_sample_ns = now;
+    /* NVML (GPU time of uncapped GPUs, energy, migration): from the job's 200th millisecond on,
+     * so a job that ends at once does not wait for the driver to load (vgpu_acct_nvml_finish
+     * looks at a short job that used a GPU). */
+    bool oversub = false;
+    for (unsigned d = 0; d < vgpu_region_device_count(r); d++)
+        oversub |= (atomic_load(&r->hdr->dev[d].flags) & VGPU_DEV_OVERSUB) != 0;
+    /* An oversubscribed job from its start (its first allocations migrate at once: the link's
+     * counters must be read before), others from their 200th millisecond. */
+    if (oversub || now - first_sample_ns >= 200000000ULL)
+        vgpu_acct_nvml_poll(r);
     atomic_store(&r->hdr_rw->acct_seen_ns, clock_ns(CLOCK_REALTIME));
 }
 
 int vgpu_acct_record_job(struct vgpu_region *r, struct vgpu_err *e)
 {
+    vgpu_acct_nvml_finish(r);
     struct vgpu_acct_record rec;
     vgpu_acct_record_from_region(r, &rec);
+    for (unsigned d = 0; d < rec.gpu_count; d++)
+        rec.gpu[d].migrated_known = vgpu_acct_nvml_migrated(d, &rec.gpu[d].migrated_bytes);
     struct vgpu_acct_store *s = vgpu_acct_open_user(true, e);
     if (!s)
         return -1;

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/machinedir.h"
+#include "vgpu/policy.h"
 #include "vgpu/statedir.h"
 
 struct vgpu_acct_store {
@@ -77,6 +79,10 @@ static const char migrate_v1_v2[] =
     "UPDATE job_gpus SET gpu_time_source = 'schedule' WHERE core_limit > 0;"
     "ALTER TABLE job_gpus ADD COLUMN energy_mj INTEGER;"
     "UPDATE meta SET value = '2' WHERE key = 'schema_version';";
+/* Version 3: bytes migrated by an oversubscribed job (NULL: unknown, or not oversubscribed). */
+static const char migrate_v2_v3[] =
+    "ALTER TABLE job_gpus ADD COLUMN migrated_bytes INTEGER;"
+    "UPDATE meta SET value = '3' WHERE key = 'schema_version';";
 
 static int schema_version(struct vgpu_acct_store *s, int *v, struct vgpu_err *e)
 {
@@ -116,6 +122,8 @@ static int migrate(struct vgpu_acct_store *s, struct vgpu_err *e)
     if (v < 1 && exec(s, schema_v1, "creating its tables", e) < 0)
         goto undo;
     if (v < 2 && exec(s, migrate_v1_v2, "updating its schema from version 1 to 2", e) < 0)
+        goto undo;
+    if (v < 3 && exec(s, migrate_v2_v3, "updating its schema from version 2 to 3", e) < 0)
         goto undo;
     if (exec(s, "COMMIT", "updating its schema", e) < 0)
         goto undo;
@@ -230,10 +238,11 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e)
+/* The store's own retention: what vgpu acct --retention set, 0 when never set. */
+static int own_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e)
 {
     sqlite3_stmt *st;
-    *days = VGPU_ACCT_RETENTION_DEFAULT;
+    *days = 0;
     int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'retention_days'", -1, &st, NULL);
     if (rc != SQLITE_OK)
         return fail(s, rc, "reading its retention", e);
@@ -241,6 +250,32 @@ int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_e
         *days = (unsigned)sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc, "reading its retention", e);
+}
+
+/* Root's acct-retention-days (vgpu/policy.h), 0 when none. A policy file that cannot be read
+ * prunes by the store's own retention meanwhile (said at debug level): vgpu run, which reads
+ * the same file before every job, already refuses to start saying what is wrong with it. */
+static unsigned policy_retention(void)
+{
+    struct vgpu_policy p;
+    struct vgpu_err e;
+    if (vgpu_policy_read(&p, &e) < 0) {
+        vgpu_debug("accounting: %s; records are pruned by the store's own retention", e.msg);
+        return 0;
+    }
+    return p.acct_retention_days;
+}
+
+int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e)
+{
+    unsigned own, root = policy_retention();
+    if (own_retention(s, &own, e) < 0)
+        return -1;
+    /* Root's policy is the default and the most anyone keeps; a user may keep less. */
+    *days = own ? own : root ? root : VGPU_ACCT_RETENTION_DEFAULT;
+    if (root && *days > root)
+        *days = root;
+    return 0;
 }
 
 static int prune_locked(struct vgpu_acct_store *s, uint64_t now, unsigned *removed, struct vgpu_err *e)
@@ -276,6 +311,15 @@ int vgpu_acct_prune(struct vgpu_acct_store *s, uint64_t now, unsigned *removed, 
 
 int vgpu_acct_set_retention(struct vgpu_acct_store *s, unsigned days, struct vgpu_err *e)
 {
+    struct vgpu_policy p;
+    if (vgpu_policy_read(&p, e) < 0)
+        return -1;
+    if (p.acct_retention_days && days > p.acct_retention_days) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--retention %u: root's policy (%s/policy, acct-retention-days) keeps "
+                     "records at most %u days; give %u or fewer", days, vgpu_machinedir_path(),
+                     p.acct_retention_days, p.acct_retention_days);
+        return -1;
+    }
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta VALUES('retention_days', ?)", -1, &st, NULL);
     if (rc != SQLITE_OK)
@@ -316,7 +360,8 @@ static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_recor
     rc = sqlite3_prepare_v2(s->db,
                             "INSERT INTO job_gpus(job_id, ordinal, uuid, nvml_index, mem_limit_bytes, core_limit,"
                             " core_policy, priority, oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes,"
-                            " mem_byte_seconds, gpu_time_source, energy_mj) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            " mem_byte_seconds, gpu_time_source, energy_mj, migrated_bytes)"
+                            " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                             -1, &st, NULL);
     if (rc != SQLITE_OK)
         return fail(s, rc, "writing a record's GPUs", e);
@@ -341,6 +386,10 @@ static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_recor
             sqlite3_bind_int64(st, 15, (sqlite3_int64)(g->energy_j * 1000.0 + 0.5));
         else
             sqlite3_bind_null(st, 15);
+        if (g->migrated_known)
+            sqlite3_bind_int64(st, 16, (sqlite3_int64)g->migrated_bytes);
+        else
+            sqlite3_bind_null(st, 16);
         if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
             sqlite3_finalize(st);
             return fail(s, rc, "writing a record's GPUs", e);
@@ -404,7 +453,7 @@ int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
              "SELECT j.id, j.name, j.uid, j.user, j.command, j.start_ns, j.end_ns, j.exit_code, j.exit_signal,"
              " j.run_as_user, j.recovered, j.end_approximate, g.ordinal, g.uuid, g.nvml_index, g.mem_limit_bytes,"
              " g.core_limit, g.core_policy, g.priority, g.oversub_device_bytes, g.gpu_ns, g.gpu_time_source,"
-             " g.throttled_ns, g.mem_peak_bytes, g.mem_byte_seconds, g.energy_mj"
+             " g.throttled_ns, g.mem_peak_bytes, g.mem_byte_seconds, g.energy_mj, g.migrated_bytes"
              " FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id"
              " WHERE j.id IN (SELECT j.id FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id%s)"
              " ORDER BY j.end_ns, j.id, g.ordinal", where);
@@ -463,6 +512,8 @@ int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
         g->mem_byte_seconds = sqlite3_column_double(st, 24);
         g->energy_known = sqlite3_column_type(st, 25) != SQLITE_NULL;
         g->energy_j = (double)sqlite3_column_int64(st, 25) / 1000.0;
+        g->migrated_known = sqlite3_column_type(st, 26) != SQLITE_NULL;
+        g->migrated_bytes = (uint64_t)sqlite3_column_int64(st, 26);
     }
     if (have && !stop)
         fn(rec, arg);

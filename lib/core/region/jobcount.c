@@ -15,6 +15,7 @@
 #include "vgpu/exitcode.h"
 #include "vgpu/jobcount.h"
 #include "vgpu/machinedir.h"
+#include "vgpu/policy.h"
 #include "vgpu/proc.h"
 #include "vgpu/statedir.h"
 
@@ -42,62 +43,9 @@ int vgpu_jobcount_parse(const char *text, const char *what, unsigned *n, struct 
 
 int vgpu_jobcount_policy(unsigned *max, struct vgpu_err *e)
 {
-    *max = 0;
-    struct vgpu_err me;
-    int dfd = vgpu_machinedir_open(false, &me);
-    if (dfd < 0)
-        return 0;                       /* no machine-wide directory: root set nothing */
-    const char *dir = vgpu_machinedir_path();
-    int fd = openat(dfd, "policy", O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    close(dfd);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        int err = errno;
-        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s/policy: %s (root's policy file must be a regular file, "
-                     "mode 0644)%s", dir, strerror(err), remedy(err));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 07777) != 0644 ||
-        st.st_size > 65536) {
-        vgpu_err_set(e, VGPU_EXIT_PERMISSION, "%s/policy is not root's policy file (it must be a regular file owned "
-                     "by root, mode 0644, under 64 KiB); as root: chown root: %s/policy && chmod 0644 %s/policy",
-                     dir, dir, dir);
-        close(fd);
-        return -1;
-    }
-    FILE *f = fdopen(fd, "r");
-    if (!f) {
-        close(fd);
-        int err = errno;
-        vgpu_err_set(e, VGPU_EXIT_STATE, "cannot read %s/policy: %s%s", dir, strerror(err), remedy(err));
-        return -1;
-    }
-    char line[256];
-    int rc = 0;
-    for (unsigned no = 1; rc == 0 && fgets(line, sizeof line, f); no++) {
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\n')
-            line[--len] = 0;
-        else if (!feof(f))
-            len = sizeof line;          /* a line too long: refused below */
-        char *p = line + strspn(line, " \t");
-        if (*p == 0 || *p == '#')
-            continue;
-        char key[64], val[64], extra;
-        unsigned n;
-        struct vgpu_err pe;
-        if (len >= sizeof line - 1 || sscanf(p, "%63s %63s %c", key, val, &extra) != 2 ||
-            strcmp(key, "max-jobs-per-gpu") || vgpu_jobcount_parse(val, "max-jobs-per-gpu", &n, &pe) < 0) {
-            vgpu_err_set(e, VGPU_EXIT_STATE, "%s/policy line %u: '%.80s' is not 'max-jobs-per-gpu N' (N from 1 to %d), "
-                         "a '#' comment or empty; root must fix the file", dir, no, p, VGPU_MAX_JOBS_LIMIT);
-            rc = -1;
-        } else {
-            *max = n;
-        }
-    }
-    fclose(f);
+    struct vgpu_policy p;
+    int rc = vgpu_policy_read(&p, e);
+    *max = p.max_jobs_per_gpu;
     return rc;
 }
 

@@ -21,13 +21,17 @@
 #include "vgpu/region.h"
 
 #define VGPU_ACCT_DB_NAME            "acct.db"
-#define VGPU_ACCT_SCHEMA_VERSION     2
+#define VGPU_ACCT_SCHEMA_VERSION     3
 #define VGPU_ACCT_RETENTION_DEFAULT  400     /* days */
 #define VGPU_ACCT_BUSY_TIMEOUT_MS    5000
 
 /* struct vgpu_region_header.acct_flags */
 #define VGPU_ACCT_RECORDED      1u  /* vgpu run wrote the record: nothing to recover */
 #define VGPU_ACCT_ENERGY_KNOWN  2u  /* acct_energy_mj was measured (NVML's energy counter) */
+/* GPU d's acct_nvml_gpu_ns holds its GPU time from NVML's per-process samples (d < 16) */
+#define VGPU_ACCT_NVML_DEV(d)   (1u << (16 + (d)))
+/* acct_energy_mj of a GPU whose energy could not be measured (no counter, a MIG device) */
+#define VGPU_ACCT_ENERGY_UNKNOWN UINT64_MAX
 
 struct vgpu_acct_gpu {
     unsigned ordinal;                   /* the job's CUDA ordinal (0..) */
@@ -39,8 +43,9 @@ struct vgpu_acct_gpu {
     int priority;
     uint64_t oversub_device_bytes;      /* --oversubscribe: what may stay on the GPU; 0: not */
     /* GPU time: measured by the schedule (the limiter charges each lease its busy time) on a
-     * GPU where the job had a --core cap; gpu_time_source says so ("schedule"), or "none"
-     * when nothing measured it (an uncapped GPU: gpu_ns then is 0 and means unknown). */
+     * GPU where the job had a --core cap ("schedule" in gpu_time_source); elsewhere from NVML's
+     * per-process utilisation samples ("nvml"), or "none" when nothing measured it (a MIG device,
+     * a driver without samples: gpu_ns then is 0 and means unknown). */
     uint64_t gpu_ns;
     char gpu_time_source[12];
     uint64_t throttled_ns;              /* launches' waits for the schedule */
@@ -48,6 +53,8 @@ struct vgpu_acct_gpu {
     double mem_byte_seconds;            /* memory integrated over time (sampled every 250 ms) */
     bool energy_known;
     double energy_j;                    /* the GPU's energy apportioned by GPU-time share */
+    bool migrated_known;                /* --oversubscribe, measured by vgpu run (not recovered) */
+    uint64_t migrated_bytes;            /* the GPU's PCIe bytes while the job had memory off it */
 };
 
 struct vgpu_acct_record {
@@ -83,7 +90,9 @@ void vgpu_acct_close(struct vgpu_acct_store *s);
  * id is already there is left as it is (1 returned), else 0; -1 with e set. */
 int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e);
 
-/* Retention in days (default VGPU_ACCT_RETENTION_DEFAULT), kept in the database. */
+/* Retention in days: what vgpu acct --retention kept in the database, else root's policy
+ * (acct-retention-days, vgpu/policy.h), else VGPU_ACCT_RETENTION_DEFAULT; never more than root's
+ * policy (a user may keep less, never more). set refuses more than the policy (VGPU_EXIT_USAGE). */
 int vgpu_acct_retention(struct vgpu_acct_store *s, unsigned *days, struct vgpu_err *e);
 int vgpu_acct_set_retention(struct vgpu_acct_store *s, unsigned days, struct vgpu_err *e);
 /* Removes records that ended more than the retention before now_ns; *removed gets how many. */
@@ -125,6 +134,17 @@ void vgpu_acct_record_from_region(const struct vgpu_region *r, struct vgpu_acct_
 /* vgpu run's wait loop, every 250 ms and once at the end: integrates the job's memory into the
  * region (acct_mem_byte_s) and notes the time (acct_seen_ns). r opened ADMIN. */
 void vgpu_acct_sample(struct vgpu_region *r);
+
+/* NVML's view of the job (nvml_sample.c): GPU time of GPUs the schedule does not measure, from
+ * per-process utilisation samples, and each GPU's energy apportioned by GPU-time share, written
+ * into the region (acct_nvml_gpu_ns, acct_energy_mj). poll: from vgpu_acct_sample; finish: at
+ * the job's end, waits (at most one sampling period, only for a job that used a GPU) for the
+ * window the job ended in and reads it. */
+void vgpu_acct_nvml_poll(struct vgpu_region *r);
+void vgpu_acct_nvml_finish(struct vgpu_region *r);
+/* Bytes migrated on job device d (an oversubscribed GPU with 64-bit PCIe counters), as vgpu run
+ * measured them (kept in its memory: a recovered record has them unknown). false: unknown. */
+bool vgpu_acct_nvml_migrated(unsigned d, uint64_t *bytes);
 
 /* vgpu run at the job's end: writes its record into the caller's store and marks the region
  * recorded. 0, or -1 with e set (the region then keeps it for recovery). */

@@ -71,8 +71,11 @@ struct vgpu_region_dev_limits {
      * this device integrated over time, and its share of the device's energy. Were reserved
      * words (0 in regions of an older vgpu, which therefore read as "not measured"). */
     _Atomic uint64_t acct_mem_byte_s;   /* byte-seconds */
-    _Atomic uint64_t acct_energy_mj;    /* millijoules; VGPU_ACCT_ENERGY_KNOWN in acct_flags */
-    uint64_t reserved[1];
+    _Atomic uint64_t acct_energy_mj;    /* millijoules; VGPU_ACCT_ENERGY_KNOWN in acct_flags, and
+                                         * VGPU_ACCT_ENERGY_UNKNOWN here for a GPU without the counter */
+    /* GPU time from NVML's per-process utilisation samples (a GPU the schedule did not measure),
+     * valid with VGPU_ACCT_NVML_DEV(d) in acct_flags. Was a reserved word (0 in older regions). */
+    _Atomic uint64_t acct_nvml_gpu_ns;
 };
 #define VGPU_DEV_OVERSUB 1u
 

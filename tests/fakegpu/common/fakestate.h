@@ -26,8 +26,8 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 6   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
-                                * 6: collectives, NVLink topology */
+#define FS_LAYOUT_VERSION 7   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
+                                * 6: collectives, NVLink topology; 7: busy time and energy per GPU */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -79,6 +79,7 @@ struct fs_gpu_static {
     unsigned pcie_switch;                /* GPUs of one group sit behind one PCIe switch (0: none) */
     unsigned numa_node;                  /* GPUs of one node share a CPU (host bridge) */
     bool mig_capable;
+    bool no_energy;                      /* no energy counter (pre-Volta parts): NOT_SUPPORTED */
     unsigned nprofiles;
     struct fs_profile profiles[FS_MAX_PROFILES];
 };
@@ -178,6 +179,9 @@ struct fs_gpu {
     unsigned mig_current, mig_pending;   /* NVML_DEVICE_MIG_* */
     unsigned fragment_pct;               /* fakegpu-ctl fragment: one allocation gets at most 100-PCT % of the free memory */
     uint64_t pcie_tx, pcie_rx;           /* bytes over the link, device->host and host->device (fs_pcie_count) */
+    uint64_t busy_ns;                    /* time any process had a kernel running on it since the state
+                                          * was made ("driver load"): the exact truth tests compare
+                                          * vgpu's GPU time with, and what the energy counter grows by */
     struct fs_proc procs[FS_MAX_PROCS];
     unsigned interval_head;              /* next slot in intervals[] (ring) */
     struct fs_interval intervals[FS_MAX_INTERVALS];
@@ -217,6 +221,8 @@ struct fs_state {                        /* the whole file */
     char nvml_version[32];               /* "13.580.159.04" */
     int cuda_version;                    /* 13000 */
     unsigned sample_period_ms;           /* NVML utilisation sample period (default 200) */
+    uint64_t loaded_ns;                  /* CLOCK_MONOTONIC when the state was made: the "driver load"
+                                          * the energy counter counts from */
     struct fs_failures fail;
     unsigned ngpus;
     struct fs_gpu gpu[FS_MAX_GPUS];
@@ -350,6 +356,10 @@ bool fs_gpu_lost(unsigned gpu);
 uint64_t fs_now_ns(void);                /* CLOCK_MONOTONIC */
 uint64_t fs_wall_us(void);               /* CLOCK_REALTIME, µs since the epoch */
 uint64_t fs_mono_to_wall_us(uint64_t mono_ns);
+/* The GPU's energy since the state was made, in millijoules, up to now: its idle power all the
+ * time plus half the span up to its power limit while busy (what nvmlDeviceGetPowerUsage shows
+ * at full load). Deterministic: tests compute it from busy_ns. Under the lock. */
+uint64_t fs_energy_mj(unsigned gpu);
 
 #pragma GCC visibility pop
 

@@ -207,6 +207,8 @@ static bool load_gpu(json_object *j, struct fs_gpu *gpu, unsigned i, char *err, 
     get_uint(j, "pcie_switch", &g->pcie_switch);
     get_uint(j, "numa_node", &g->numa_node);
     json_object *v;
+    if ((v = get(j, "energy_counter")))
+        g->no_energy = !json_object_get_boolean(v);
     if ((v = get(j, "mig_capable")))
         g->mig_capable = json_object_get_boolean(v);
     if (!g->mig_capable)

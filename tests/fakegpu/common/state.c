@@ -136,6 +136,7 @@ static bool create_state(const char *path, const char *scenario)
         goto out;
     }
     st->host_pidns = fs_proc_pidns(0);
+    st->loaded_ns = fs_now_ns();
     st->magic = FS_MAGIC;
     st->layout_version = FS_LAYOUT_VERSION;
     st->size = sizeof *st;

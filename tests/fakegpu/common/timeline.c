@@ -329,6 +329,8 @@ static void apply(struct sim *s, uint64_t dt)
         else
             s->it[i].left_ns -= done;
     }
+    if (s->commit && s->np)
+        s->g->busy_ns += dt;   /* the GPU was busy (MPS clients at once count once) */
     if (s->commit)
         for (unsigned k = 0; k < s->np; k++) {
             struct fs_proc *p = &s->g->procs[s->procs[k]];
@@ -687,4 +689,15 @@ uint64_t fs_busy_between(unsigned gpu, pid_t pid, int gi, uint64_t from_ns, uint
             busy += b - a;
     }
     return busy;
+}
+
+uint64_t fs_energy_mj(unsigned gpu)
+{
+    struct fs_state *st = fs_state();
+    const struct fs_gpu *g = &st->gpu[gpu];
+    fs_advance_gpu(gpu);
+    uint64_t now = fs_now_ns(), up = now > st->loaded_ns ? now - st->loaded_ns : 0;
+    uint64_t span = g->s.power_limit_mw > g->s.power_mw ? g->s.power_limit_mw - g->s.power_mw : 0;
+    /* mW x ns / 1e9 = mJ; in two steps so that a day at 700 W stays far from overflowing */
+    return g->s.power_mw * (up / 1000000ULL) / 1000ULL + span / 2 * (g->busy_ns / 1000000ULL) / 1000ULL;
 }

@@ -159,6 +159,20 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
     FN_RETURN(NVML_SUCCESS);
 }
 
+/* Millijoules since the driver loaded (the state was made), growing with the GPU's busy time
+ * (common/timeline.c fs_energy_mj). As the driver: the whole board's counter, so a MIG device
+ * handle gets NOT_SUPPORTED (ask the parent), as does a part without the counter. */
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy)
+{
+    FN_ENTER_DEV(device, d);
+    if (!energy)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (d->gi >= 0 || gpu_of(d)->s.no_energy)
+        FN_RETURN(NVML_ERROR_NOT_SUPPORTED);
+    *energy = fs_energy_mj(d->gpu);
+    FN_RETURN(NVML_SUCCESS);
+}
+
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
 {
     FN_ENTER_DEV(device, d);

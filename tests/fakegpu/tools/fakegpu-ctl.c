@@ -99,6 +99,8 @@ static int show(void)
         json_object_object_add(o, "memory_used", json_object_new_int64((int64_t)fs_place_used(i, -1)));
         json_object_object_add(o, "pcie_tx_bytes", json_object_new_int64((int64_t)g->pcie_tx));
         json_object_object_add(o, "pcie_rx_bytes", json_object_new_int64((int64_t)g->pcie_rx));
+        json_object_object_add(o, "busy_ns", json_object_new_int64((int64_t)g->busy_ns));
+        json_object_object_add(o, "energy_mj", g->s.no_energy ? NULL : json_object_new_int64((int64_t)fs_energy_mj(i)));
         json_object_object_add(o, "busy_pct", json_object_new_int((int)(fs_busy_between(i, 0, -2, now - period, now) * 100 / period)));
         json_object_object_add(o, "compute_mode", json_object_new_int((int)g->compute_mode));
         json_object_object_add(o, "timeslice", json_object_new_int((int)g->timeslice));

@@ -1,0 +1,294 @@
+/* What vgpu run measures of its job through NVML for the accounting record (vgpu/acct.h), in its
+ * wait loop next to the memory integral: the GPU time of GPUs the schedule does not measure (no
+ * --core cap), from NVML's per-process utilisation samples, and each GPU's energy, from its
+ * energy counter, apportioned by GPU-time share.
+ *
+ * Per-process samples, as the driver gives them: one per process per sampling window in which
+ * it had work, "SM % over the window", stamped with the window's end (wall-clock µs); the
+ * window's length is not given, and only the last few windows are kept (the simulated GPU keeps
+ * 1 s; we read every 250 ms). A job's GPU time on a GPU is the sum over windows of its processes'
+ * percentages times the window length. The length is the shortest gap between two windows'
+ * stamps seen on that GPU, kept within NVML's documented range of sampling periods (1/6 s to
+ * 1 s); until two windows have been seen, 1/6 s. A process is the job's when it is vgpu run's
+ * descendant, or a process of the job's region (a container process NVML shows by its host
+ * pid): processes that left the limiter count too, as the GPU served them.
+ *
+ * Energy: the GPU's counter (millijoules since the driver loaded) read at the first look and at
+ * each look since gives the GPU's mean power while watched; times the job's duration, that is
+ * the GPU's energy over the job's life, of which the job gets its share: its processes' sampled
+ * GPU time over all processes' on that GPU in the same windows (so a job alone that used the GPU
+ * gets all of it, idle power included, and a job that never used it gets 0 J). Written into the
+ * region at every look, so that a record recovered after vgpu run died has what was seen.
+ *
+ * State is per process: vgpu run samples one job. */
+#include "vgpu/acct.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vgpu/migration.h"
+#include "vgpu/nvml.h"
+#include "vgpu/proc.h"
+
+#define PERIOD_MIN_US 166667ULL   /* NVML: "between 1 second and 1/6 second depending on the product" */
+#define PERIOD_MAX_US 1000000ULL
+#define JOB_PIDS 256
+
+struct nv_dev {
+    bool util;                          /* per-process samples can be read (not MIG, the driver has them) */
+    bool energy;                        /* the energy counter can be read */
+    nvmlDevice_t h, h_link;             /* the device, and the physical GPU whose link it uses */
+    unsigned long long cursor;          /* newest sample stamp read (µs) */
+    unsigned long long period_us;       /* shortest window gap seen; 0: none yet */
+    uint64_t job_pct, all_pct;          /* sums of SM % over windows: the job's processes, everyone's */
+    bool job_seen;                      /* a sample of the job's processes was read */
+    unsigned long long energy0;         /* the counter at the first look (mJ) */
+    uint64_t energy0_us;                /* when (wall clock) */
+    bool ended;                         /* energy1 is the counter at the job's end */
+    unsigned long long energy1;
+    uint64_t energy1_us;
+    /* Bytes migrated (an oversubscribed GPU): the GPU's PCIe byte counters (vgpu/migration.h)
+     * while the job had memory off the device. */
+    bool pcie;                          /* 64-bit counters read at the first look */
+    struct vgpu_pcie_count link;        /* the last reading */
+    uint64_t migrated;
+    bool was_off;                       /* the job had memory off the device at the last look */
+};
+
+static struct {
+    bool tried;                         /* NVML opened (or failed to) */
+    struct vgpu_nvml *nv;
+    unsigned ndev;
+    struct nv_dev dev[VGPU_REGION_MAX_DEVICES];
+    unsigned long long start_us;        /* the job's start: older samples are someone else's */
+    nvmlProcessUtilizationSample_t *buf;
+    unsigned cap;
+    struct { pid_t pid; uint64_t start; } job[JOB_PIDS];  /* pids found to be the job's */
+    unsigned njob;
+} S;
+
+static uint64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void open_nvml(const struct vgpu_region *r)
+{
+    S.tried = true;
+    S.start_us = r->info->created_realtime_ns / 1000;
+    struct vgpu_err e;
+    S.nv = vgpu_nvml_open(&e);
+    if (!S.nv) {
+        vgpu_debug("accounting: no NVML (%s): uncapped GPU time and energy are not measured", e.msg);
+        return;
+    }
+    S.ndev = vgpu_region_device_count(r);
+    for (unsigned d = 0; d < S.ndev; d++) {
+        struct nv_dev *g = &S.dev[d];
+        const char *uuid = r->info->dev[d].uuid;
+        if (r->info->dev[d].is_mig || !S.nv->nvmlDeviceGetHandleByUUID ||
+            S.nv->nvmlDeviceGetHandleByUUID(uuid, &g->h) != NVML_SUCCESS)
+            continue;   /* a MIG device: neither per-process samples nor its own energy counter */
+        g->util = S.nv->nvmlDeviceGetProcessUtilization != NULL;
+        g->energy = S.nv->nvmlDeviceGetTotalEnergyConsumption &&
+                    S.nv->nvmlDeviceGetTotalEnergyConsumption(g->h, &g->energy0) == NVML_SUCCESS;
+        g->energy0_us = wall_us();
+        uint64_t share;
+        nvmlDevice_t phys = vgpu_region_oversub(r, d, &share) ? vgpu_pcie_device(S.nv, g->h) : NULL;
+        /* A 32-bit counter can wrap unseen between two looks 250 ms apart: unknown there. */
+        g->pcie = phys && vgpu_pcie_read(S.nv, phys, &g->link) && g->link.bits == 64;
+        if (g->pcie)
+            g->h_link = phys;
+    }
+}
+
+/* The link's bytes since the last look go to the job when it has memory off the device: every
+ * migrated page crosses the link. An upper bound: the counters also carry the job's own copies,
+ * and the traffic of other jobs' processes on that GPU (another oversubscribed job spilling at
+ * the same time is charged the same bytes). */
+static void read_link(const struct vgpu_region *r, unsigned d, struct nv_dev *g)
+{
+    struct vgpu_pcie_count b;
+    if (!vgpu_pcie_read(S.nv, g->h_link, &b) || b.bits != 64) {
+        g->pcie = false;
+        return;
+    }
+    /* Off the device at this look or the last: its memory freed at the end went back too. */
+    bool off = vgpu_region_mem_spilled(r, d) > 0;
+    if (b.tx >= g->link.tx && b.rx >= g->link.rx && (off || g->was_off))
+        g->migrated += (b.tx - g->link.tx) + (b.rx - g->link.rx);
+    g->was_off = off;
+    g->link = b;
+}
+
+bool vgpu_acct_nvml_migrated(unsigned d, uint64_t *bytes)
+{
+    if (d >= S.ndev || !S.dev[d].pcie)
+        return false;
+    *bytes = S.dev[d].migrated;
+    return true;
+}
+
+/* Is pid (as NVML gives it: in the host's namespace) one of the job's processes? */
+static bool is_job_pid(const struct vgpu_region *r, pid_t pid)
+{
+    uint64_t start = vgpu_proc_start_time(pid);
+    for (unsigned i = 0; i < S.njob; i++)
+        if (S.job[i].pid == pid) {
+            /* Gone: its last windows are still the job's. Alive with another start time: the
+             * pid was reused by a process that may be anyone's; look again. */
+            if (!start || start == S.job[i].start)
+                return true;
+            S.job[i] = S.job[--S.njob];
+            break;
+        }
+    bool mine = false;
+    if (start) {
+        pid_t self = getpid();
+        mine = vgpu_proc_descends(pid, &self, 1);
+    }
+    /* A container process of the job, which the library recorded by its host pid. */
+    for (unsigned i = 0; !mine && i < vgpu_region_slot_end(r); i++) {
+        const struct vgpu_region_slot *s = &r->use->slot[i];
+        mine = vgpu_slot_state_of(atomic_load(&s->owner)) == VGPU_SLOT_LIVE && atomic_load(&s->host_pid) == pid &&
+               atomic_load(&s->host_ns) == r->info->creator_pidns;
+    }
+    if (mine && S.njob < JOB_PIDS)
+        S.job[S.njob++] = (typeof(S.job[0])){pid, start};
+    return mine;
+}
+
+static int by_stamp(const void *a, const void *b)
+{
+    const nvmlProcessUtilizationSample_t *x = a, *y = b;
+    return x->timeStamp < y->timeStamp ? -1 : x->timeStamp > y->timeStamp;
+}
+
+/* Reads the samples newer than the cursor (NVML's two-call protocol) and adds them up. */
+static void read_samples(const struct vgpu_region *r, struct nv_dev *g)
+{
+    unsigned n = S.cap;
+    nvmlReturn_t rc = S.nv->nvmlDeviceGetProcessUtilization(g->h, S.cap ? S.buf : NULL, &n, g->cursor);
+    for (int tries = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < 100000 && tries < 3; tries++) {
+        unsigned want = n > S.cap ? n : S.cap * 2;
+        nvmlProcessUtilizationSample_t *nb = realloc(S.buf, want * sizeof *nb);
+        if (!nb)
+            return;
+        S.buf = nb;
+        S.cap = n = want;
+        rc = S.nv->nvmlDeviceGetProcessUtilization(g->h, S.buf, &n, g->cursor);
+    }
+    if (rc == NVML_ERROR_NOT_SUPPORTED)
+        g->util = false;
+    if (rc != NVML_SUCCESS || n > S.cap)
+        return;                 /* NOT_FOUND: nothing new */
+    qsort(S.buf, n, sizeof *S.buf, by_stamp);
+    unsigned long long prev = g->cursor;
+    for (unsigned k = 0; k < n; k++) {
+        const nvmlProcessUtilizationSample_t *s = &S.buf[k];
+        if (s->timeStamp <= g->cursor || s->timeStamp <= S.start_us || s->smUtil > 100)
+            continue;           /* seen, before the job, or garbage seen in the wild (nvtop #110) */
+        if (prev && s->timeStamp > prev) {
+            unsigned long long gap = s->timeStamp - prev;
+            if (gap >= PERIOD_MIN_US * 9 / 10 && gap <= PERIOD_MAX_US * 11 / 10 && (!g->period_us || gap < g->period_us))
+                g->period_us = gap;
+        }
+        prev = s->timeStamp;
+        g->all_pct += s->smUtil;
+        if (is_job_pid(r, (pid_t)s->pid)) {
+            g->job_pct += s->smUtil;
+            g->job_seen = true;
+        }
+    }
+    if (prev > g->cursor)
+        g->cursor = prev;
+}
+
+/* Writes what was measured into the region (the record is built from it). */
+static void publish(struct vgpu_region *r)
+{
+    unsigned flags = 0;
+    for (unsigned d = 0; d < S.ndev; d++) {
+        struct nv_dev *g = &S.dev[d];
+        struct vgpu_region_dev_limits *dl = &r->hdr_rw->dev[d];
+        if (g->util) {
+            unsigned long long period = g->period_us ? g->period_us : PERIOD_MIN_US;
+            atomic_store(&dl->acct_nvml_gpu_ns, g->job_pct * period * 1000ULL / 100ULL);
+            flags |= VGPU_ACCT_NVML_DEV(d);
+        }
+        unsigned long long now_mj = g->energy1;
+        uint64_t now_us = g->ended ? g->energy1_us : wall_us();
+        if (g->energy && g->util &&
+            (g->ended || S.nv->nvmlDeviceGetTotalEnergyConsumption(g->h, &now_mj) == NVML_SUCCESS) &&
+            now_us > g->energy0_us) {
+            /* The GPU's mean power while watched, over the job's life (NVML is loaded a moment
+             * after the start, and the last look may come after the end). */
+            double mw = now_mj > g->energy0 ? (double)(now_mj - g->energy0) / ((double)(now_us - g->energy0_us) / 1e6)
+                                            : 0.0;
+            uint64_t end = atomic_load(&r->hdr->exited_realtime_ns);
+            double life = (double)((end ? end / 1000 : now_us) - S.start_us) / 1e6;
+            double share = g->all_pct ? (double)g->job_pct / (double)g->all_pct : 0.0;
+            atomic_store(&dl->acct_energy_mj, (uint64_t)(mw * (life > 0 ? life : 0) * share + 0.5));
+        } else {
+            atomic_store(&dl->acct_energy_mj, VGPU_ACCT_ENERGY_UNKNOWN);
+        }
+    }
+    atomic_fetch_or(&r->hdr_rw->acct_flags, flags | (S.nv ? VGPU_ACCT_ENERGY_KNOWN : 0));
+}
+
+void vgpu_acct_nvml_poll(struct vgpu_region *r)
+{
+    if (!r->hdr_rw)
+        return;
+    if (!S.tried)
+        open_nvml(r);
+    if (!S.nv)
+        return;
+    for (unsigned d = 0; d < S.ndev; d++) {
+        if (S.dev[d].util)
+            read_samples(r, &S.dev[d]);
+        if (S.dev[d].pcie)
+            read_link(r, d, &S.dev[d]);
+    }
+    publish(r);
+}
+
+void vgpu_acct_nvml_finish(struct vgpu_region *r)
+{
+    if (!r->hdr_rw || r->damaged)
+        return;
+    /* A job shorter than the first look that used a GPU: look now (the driver keeps its last
+     * windows). One that never touched a GPU does not pay for loading NVML. */
+    bool used = false;
+    for (unsigned d = 0; d < vgpu_region_device_count(r); d++)
+        used |= atomic_load(&r->use->dev[d].peak) > 0;
+    if (!S.tried && used)
+        open_nvml(r);
+    if (!S.nv)
+        return;
+    /* The window the job ended in completes up to one period later: wait for it where it can
+     * hold the job's work (the job used the GPU: samples, or memory there), at most 1 s. */
+    uint64_t end_us = atomic_load(&r->hdr->exited_realtime_ns) / 1000, until = 0;
+    for (unsigned d = 0; d < S.ndev; d++) {
+        struct nv_dev *g = &S.dev[d];
+        /* The energy counter now, at the end: the wait below is not the job's. */
+        g->ended = g->energy && S.nv->nvmlDeviceGetTotalEnergyConsumption(g->h, &g->energy1) == NVML_SUCCESS;
+        g->energy1_us = wall_us();
+        if (!g->util || !(g->job_seen || atomic_load(&r->use->dev[d].peak)))
+            continue;
+        uint64_t p = g->period_us ? g->period_us : PERIOD_MIN_US;
+        if (end_us + p + 5000 > until)
+            until = end_us + p + 5000;
+    }
+    uint64_t now = wall_us();
+    if (until > now) {
+        uint64_t wait = until - now > PERIOD_MAX_US ? PERIOD_MAX_US : until - now;
+        struct timespec ts = {(time_t)(wait / 1000000ULL), (long)(wait % 1000000ULL) * 1000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+    vgpu_acct_nvml_poll(r);
+}
