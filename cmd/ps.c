@@ -399,17 +399,19 @@ static void print_row(struct ps_table *t, const struct job_view *v)
     }
     if (!any_core)
         snprintf(core, sizeof core, "-");
-    /* The compute limiter's counters: GPU time used as a share of the job's lifetime (on its
-     * busiest GPU) and the time its launches waited for their turn (all GPUs). */
-    char share[16] = "-", throt[16] = "-";
-    uint64_t best = 0, waited = 0;
+    /* The compute limiter's counters: GPU time used as a share of the job's lifetime, on each of
+     * its GPUs as CORE lists their caps (a job of several GPUs has a turn on each: DESIGN.md
+     * decision 11), and the time its launches waited for their turn (all GPUs). */
+    char share[96] = "-", throt[16] = "-";
+    uint64_t waited = 0;
+    size_t sn = 0;
     for (unsigned d = 0; d < ndev; d++) {
         uint64_t g = atomic_load(&v->r->use->dev[d].gpu_time_ns);
-        best = g > best ? g : best;
         waited += atomic_load(&v->r->use->dev[d].throttled_ns);
+        if (any_core && v->life_ns >= 1000000000ULL && sn < sizeof share)
+            sn += (size_t)snprintf(share + sn, sizeof share - sn, "%s%llu%%", d ? "," : "",
+                                   (unsigned long long)(g * 100 / v->life_ns));
     }
-    if (any_core && v->life_ns >= 1000000000ULL)
-        snprintf(share, sizeof share, "%llu%%", (unsigned long long)(best * 100 / v->life_ns));
     if (any_core)
         snprintf(throt, sizeof throt, "%.1fs", waited / 1e9);
     vgpu_format_duration(v->age_s, age, sizeof age);

@@ -23,7 +23,7 @@
 #include "vgpu/units.h"
 
 /* GPU time seen at the previous sample, per job, for the share over the last interval. */
-struct prev { char id[VGPU_JOB_ID_LEN]; uint64_t gpu_ns, at_ns; };
+struct prev { char id[VGPU_JOB_ID_LEN]; uint64_t gpu_ns, at_ns, dev_ns[TOP_JOB_DEVS]; };
 static struct prev prev_tab[TOP_MAX_JOBS];
 static unsigned nprev;
 
@@ -168,7 +168,10 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
             jb->soft = true;
         if (d == 0)
             jb->priority = atomic_load(&h->dev[d].priority);
-        gpu_ns += atomic_load(&r->use->dev[d].gpu_time_ns);
+        uint64_t dn = atomic_load(&r->use->dev[d].gpu_time_ns);
+        gpu_ns += dn;
+        if (d < TOP_JOB_DEVS)
+            np->dev_ns[d] = dn;
         thr_ns += atomic_load(&r->use->dev[d].throttled_ns);
     }
     if (!all_limited)
@@ -186,6 +189,14 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
                          (ndev ? ndev : 1);
             jb->share_pct = pct > 100 ? 100 : pct;
             jb->share_valid = true;
+            /* Each GPU's own: a job of several GPUs has its turns on each (DESIGN.md decision 11). */
+            jb->share_ndev = 0;
+            for (unsigned d = 0; ndev > 1 && d < ndev && d < TOP_JOB_DEVS; d++) {
+                uint64_t a = prev_tab[i].dev_ns[d], b = np->dev_ns[d];
+                double p = b >= a ? (double)(b - a) * 100.0 / (double)(now - prev_tab[i].at_ns) : 0.0;
+                jb->share_dev_pct[d] = p > 100 ? 100 : p;
+                jb->share_ndev = d + 1;
+            }
         }
         break;
     }

@@ -108,6 +108,15 @@ for c in 30 50; do
     skip "one process on 2 GPUs at --core $c: each GPU at its cap" "$GANG_WHY"
   fi
 done
+# vgpu ps and vgpu top show each GPU's share of a job of several GPUs (its cap holds on each).
+vgpu run --name rr2 --gpu 0,1 --core 50 collective -m rr -n 2 -t 4 >/dev/null 2>&1 &
+rrj=$!
+ps_shares() { vgpu ps | grep -E '^[^ ]+ +rr2 .* [0-9]+%,[0-9]+% '; }
+wait_until 10 ps_shares
+assert_match "vgpu ps: GPU% lists each GPU of a 2-GPU job" ' [0-9]+%,[0-9]+% ' "$(vgpu ps | grep ' rr2 ')"
+per=$(vgpu top --json -n 2 -d 1 | tail -n 1 | jq -c '.jobs[] | select(.name == "rr2") | .gpu_time_percent_per_gpu')
+assert_match "vgpu top --json: gpu_time_percent_per_gpu has a share for each GPU" '^\[[0-9.]+,[0-9.]+\]$' "$per"
+wait $rrj
 for n in 2 4; do
   if gang $n; then
     gpus=$(seq -s, 0 $((n - 1)))

@@ -74,6 +74,14 @@ static struct json_object *job_json(const struct top_job *j)
         vgpu_json_dbl(o, "gpu_time_percent", j->share_pct);
     else
         vgpu_json_null(o, "gpu_time_percent");
+    if (j->share_valid && j->share_ndev > 1) {
+        struct json_object *per = json_object_new_array();
+        for (unsigned d = 0; d < j->share_ndev; d++)
+            json_object_array_add(per, json_object_new_double(j->share_dev_pct[d]));
+        json_object_object_add(o, "gpu_time_percent_per_gpu", per);
+    } else {
+        vgpu_json_null(o, "gpu_time_percent_per_gpu");
+    }
     vgpu_json_u64(o, "throttled_ns", j->throttled_ns);
     vgpu_json_i64(o, "priority", j->priority);
     vgpu_json_u64(o, "processes", j->nproc);

@@ -70,7 +70,9 @@ struct top_job {
     uint64_t mem_nvml;          /* Σ NVML usedGpuMemory of its processes (includes contexts) */
     unsigned core_limit_pct;    /* 0 = none */
     bool share_valid;
-    double share_pct;           /* measured GPU-time share (limiter), or Σ SM % */
+    double share_pct;           /* measured GPU-time share (limiter), or Σ SM %: the mean over its GPUs */
+    unsigned share_ndev;        /* per GPU (the limiter's measure only; 0: not measured per GPU) */
+    double share_dev_pct[TOP_JOB_DEVS];
     uint64_t throttled_ns;
     int priority;
     unsigned nproc;
