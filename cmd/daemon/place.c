@@ -91,6 +91,29 @@ static unsigned user_entries(const struct arb_place *p, uid_t uid)
     return k;
 }
 
+/* Records the client's entries of `kind` on GPUs g[0..n) (bytes: a promise's), within its user's
+ * quota; false with the refusal in r. */
+static bool add_entries(struct arbiter *a, struct arb_place *p, const struct arb_client *c,
+                        const struct vgpu_arb_gpu_bytes *g, size_t n, enum entry_kind kind, struct vgpu_arb_rep *r)
+{
+    if (c->uid != 0 && user_entries(p, c->uid) + n > VGPU_ARB_USER_PROMISES) {
+        arb_refuse(a, r, EDQUOT, "your user already holds the most placement entries a user may hold (256)");
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct entry *e = add_entry(p);
+        if (!e) {
+            arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
+            return false;
+        }
+        *e = (struct entry){ .client = c->id, .uid = c->uid, .kind = kind, .bytes = kind == PROMISE ? g[i].bytes : 0 };
+        memcpy(e->uuid, g[i].uuid, sizeof e->uuid);
+    }
+    p->version++;
+    r->rc = 0;
+    return true;
+}
+
 static uint64_t promised_on(const struct arb_place *p, const char *uuid)
 {
     uint64_t sum = 0;
@@ -188,22 +211,8 @@ static void promise(struct arbiter *a, struct arb_place *p, struct arb_client *c
         r->rc = -EAGAIN;
         return;
     }
-    if (c->uid != 0 && user_entries(p, c->uid) + n > VGPU_ARB_USER_PROMISES) {
-        arb_refuse(a, r, EDQUOT, "your user already holds the most placement entries a user may hold (256)");
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct entry *e = add_entry(p);
-        if (!e) {
-            arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
-            return;
-        }
-        *e = (struct entry){ .client = c->id, .uid = c->uid, .kind = PROMISE, .bytes = g[i].bytes };
-        memcpy(e->uuid, g[i].uuid, sizeof e->uuid);
-    }
-    unqueue(p, c->id);
-    p->version++;
-    r->rc = 0;
+    if (add_entries(a, p, c, g, n, PROMISE, r))
+        unqueue(p, c->id);
 }
 
 static void take_ticket(struct arbiter *a, struct arb_place *p, struct arb_client *c, const struct vgpu_arb_req *q,
@@ -283,22 +292,8 @@ static void count_enter(struct arbiter *a, struct arb_place *p, struct arb_clien
             return;
         }
     }
-    if (c->uid != 0 && user_entries(p, c->uid) + n > VGPU_ARB_USER_PROMISES) {
-        arb_refuse(a, r, EDQUOT, "your user already holds the most placement entries a user may hold (256)");
-        return;
-    }
     drop_entries(p, c->id, COUNTED);   /* counted once per connection */
-    for (size_t i = 0; i < n; i++) {
-        struct entry *en = add_entry(p);
-        if (!en) {
-            arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
-            return;
-        }
-        *en = (struct entry){ .client = c->id, .uid = c->uid, .kind = COUNTED };
-        memcpy(en->uuid, g[i].uuid, sizeof en->uuid);
-    }
-    p->version++;
-    r->rc = 0;
+    add_entries(a, p, c, g, n, COUNTED, r);
 }
 
 void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,

@@ -87,11 +87,7 @@ void ledger_arb_keep(void)
 {
     if (!nheld)
         return;
-    /* One answered request finds a daemon that went away (the call fails and drops the
-     * connection; the next one connects to whichever daemon answers now). */
-    if (vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) < 0)
-        vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL);
-    uint32_t g = vgpu_arb_gen();
+    uint32_t g = vgpu_arb_probe();
     if (!g || g == held_gen)
         return;
     uint64_t a[4] = { 0, 1 };

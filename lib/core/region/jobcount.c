@@ -242,9 +242,7 @@ void vgpu_jobcount_keep(void)
 {
     if (!counted_arb)
         return;
-    if (vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) < 0)
-        vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL);
-    uint32_t g = vgpu_arb_gen();
+    uint32_t g = vgpu_arb_probe();
     if (!g || g == counted_gen)
         return;
     uint64_t a[4] = { 0, 1 };

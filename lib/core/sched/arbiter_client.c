@@ -297,3 +297,12 @@ void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, ui
     }
     pthread_mutex_unlock(&mu);
 }
+
+uint32_t vgpu_arb_probe(void)
+{
+    /* A HELLO finds a daemon that went away (the call fails and drops the connection); the
+     * second connects to whichever daemon answers now. */
+    if (vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) < 0)
+        vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL);
+    return vgpu_arb_gen();
+}

@@ -177,6 +177,10 @@ void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, ui
 /* The generation of the connection now (0: none). A schedule opened under another generation is
  * lost: its handle means nothing to the daemon now. */
 uint32_t vgpu_arb_gen(void);
+/* Looks for the daemon with one answered request, connecting to whichever answers now when the
+ * one it spoke to went away: the generation of the connection then (0: none answers). What a
+ * process holds through an older generation, the daemon no longer knows. */
+uint32_t vgpu_arb_probe(void);
 /* Drops the connection (a forked child must not speak on its parent's). */
 void vgpu_arb_forget(void);
 /* When no daemon answers, says once per user (and boot) on stderr that jobs of other users are
