@@ -177,10 +177,10 @@ static int cmd_acct(int argc, char **argv)
         days = (unsigned)d;
     }
     recover_ended_jobs();
-    struct vgpu_acct_store *s = vgpu_acct_open_user(days > 0, &e);
-    if (!s && e.code != VGPU_EXIT_NOT_FOUND)
-        return vgpu_err_report(&e);
     if (days) {
+        struct vgpu_acct_store *s = vgpu_acct_open_user(true, &e);
+        if (!s)
+            return vgpu_err_report(&e);
         unsigned removed = 0;
         int rc = vgpu_acct_set_retention(s, days, &e) < 0 || vgpu_acct_prune(s, now, &removed, &e) < 0
                      ? vgpu_err_report(&e) : 0;
@@ -191,17 +191,12 @@ static int cmd_acct(int argc, char **argv)
         return rc;
     }
     struct vgpu_acct_out *o = vgpu_acct_out_begin(fmt, totals);
-    if (!o) {
-        vgpu_acct_close(s);
+    if (!o)
         return vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
-    }
-    int rc = 0;
-    if (s) {   /* no database yet: no job has ended here, and the output says "no records" */
-        rc = totals ? vgpu_acct_totals(s, &f, vgpu_acct_out_total, o, &e)
-                    : vgpu_acct_query(s, &f, vgpu_acct_out_record, o, &e);
-        rc = rc < 0 ? vgpu_err_report(&e) : 0;
-    }
-    vgpu_acct_close(s);
+    /* The arbiter's database when a daemon answers, else the own store (vgpu/acct.h). */
+    int rc = totals ? vgpu_acct_read_totals(&f, vgpu_acct_out_total, o, &e)
+                    : vgpu_acct_read_query(&f, vgpu_acct_out_record, o, &e);
+    rc = rc < 0 ? vgpu_err_report(&e) : 0;
     if (vgpu_acct_out_end(o) < 0 && !rc)
         rc = vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
     return rc;
