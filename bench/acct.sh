@@ -22,15 +22,32 @@ rm -rf "$T/state/acct.db" "$T/state/jobs"/*
 
 # 100 000 records of 10 users on 8 GPUs, written as vgpu would (one job, then copies in SQL).
 vgpu run --core 50 -- true
-sqlite3 "$T/state/acct.db" "
+fill() { sqlite3 "$1" "
   WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
   INSERT INTO jobs SELECT printf('%012x', i), 'job' || i, 1000 + i % 10, 'user' || (i % 10), 'train',
     start_ns - i * 1000000000, end_ns - i * 1000000000, 0, 0, 0, 0, 0 FROM n, (SELECT * FROM jobs LIMIT 1);
   INSERT INTO job_gpus SELECT j.id, 0, 'GPU-' || (abs(random()) % 8), abs(random()) % 8, 0, 50, 'hard', 0, 0,
-    1000000000, 0, 1073741824, 3600.0, 'schedule', NULL FROM jobs j WHERE j.name LIKE 'job%';"
+    1000000000, 0, 1073741824, 3600.0, 'schedule', NULL, NULL FROM jobs j WHERE j.name LIKE 'job%';"; }
+fill "$T/state/acct.db"
 for i in $(seq 5); do ms vgpu acct --totals; done | med > "$T/totals"
 for i in $(seq 5); do ms vgpu acct --totals --since -1d; done | med > "$T/totals_day"
 rows=$(vgpu acct --totals --csv | tail -n +2 | wc -l)
+
+# The same through the arbiter (root only: vgpu daemon --acct-db): a record sent to the daemon
+# at the job's end, and --totals answered from its database (root's: every user's records).
+if [ "$(id -u)" = 0 ]; then
+  rm -rf "$T/state/acct.db"*
+  mkdir -m 0700 "$T/adb"
+  vgpu daemon --acct-db "$T/adb/acct.db" 2>/dev/null & dpid=$!
+  for i in $(seq 100); do vgpu daemon --check >/dev/null 2>&1 && break; sleep 0.05; done
+  vgpu run -- true
+  for i in $(seq 20); do ms vgpu run -- true; done | med > "$T/with_daemon"
+  vgpu run --core 50 -- true
+  fill "$T/adb/acct.db"
+  for i in $(seq 5); do ms vgpu acct --totals; done | med > "$T/totals_daemon"
+  drows=$(vgpu acct --totals --csv | tail -n +2 | wc -l)
+  kill "$dpid"; wait "$dpid" 2>/dev/null
+fi
 
 printf '%-52s %12s %10s\n' "what" "median ms" "target"
 printf '%-52s %12s %10s\n' "vgpu run -- true, with its record" "$(cat "$T/with")" ""
@@ -38,3 +55,7 @@ printf '%-52s %12s %10s\n' "vgpu run -- true, no database (open fails)" "$(cat "
 printf '%-52s %12s %10s\n' "  => a record adds" "$(awk -v a="$(cat "$T/with")" -v b="$(cat "$T/without")" 'BEGIN { printf "%.2f", a - b }')" "< 5"
 printf '%-52s %12s %10s\n' "vgpu acct --totals, 100 001 records ($rows rows)" "$(cat "$T/totals")" "< 200"
 printf '%-52s %12s %10s\n' "vgpu acct --totals --since -1d (86 400 of them)" "$(cat "$T/totals_day")" ""
+if [ -s "$T/totals_daemon" ]; then
+  printf '%-52s %12s %10s\n' "vgpu run -- true, its record sent to the daemon" "$(cat "$T/with_daemon")" ""
+  printf '%-52s %12s %10s\n' "vgpu acct --totals through the daemon ($drows rows)" "$(cat "$T/totals_daemon")" "< 200"
+fi

@@ -13,13 +13,14 @@ static const char usage[] =
     "when the command ends; when vgpu run died or could not write it, this command (or the next\n"
     "that lists jobs) writes it from the job's region, marked recovered. Records are kept in\n"
     "STATEDIR/acct.db, yours alone (SQLite), for 400 days unless root's policy or --retention\n"
-    "says otherwise.\n"
+    "says otherwise. With the arbiter (vgpu daemon), vgpu run sends the record to it instead,\n"
+    "which keeps every user's in one root database (/var/lib/vgpu/acct.db) and shows each user\n"
+    "their own (root: all); records of your own store are handed to it when it answers again.\n"
     "\n"
     "  --since WHEN   jobs that ended at or after WHEN: 2026-11-01, 2026-11-01T14:30 (local\n"
     "                 time), -7d, -2h, -30m, -90s (before now), now, or @SECONDS\n"
     "  --until WHEN   jobs that ended before WHEN (the same forms)\n"
-    "  --user USER    jobs of USER (a name or uid): root's store also holds the jobs root ran\n"
-    "                 with vgpu run --user; a user's holds only their own\n"
+    "  --user USER    jobs of USER (a name or uid): only root may name another user\n"
     "  --gpu GPU      jobs that used this GPU: its UUID, the start of it, or its NVML index\n"
     "  --name NAME    jobs with this name (vgpu run --name)\n"
     "  -j, --job ID   the job with this id, or whose id starts with ID\n"
@@ -177,10 +178,10 @@ static int cmd_acct(int argc, char **argv)
         days = (unsigned)d;
     }
     recover_ended_jobs();
-    struct vgpu_acct_store *s = vgpu_acct_open_user(days > 0, &e);
-    if (!s && e.code != VGPU_EXIT_NOT_FOUND)
-        return vgpu_err_report(&e);
     if (days) {
+        struct vgpu_acct_store *s = vgpu_acct_open_user(true, &e);
+        if (!s)
+            return vgpu_err_report(&e);
         unsigned removed = 0;
         int rc = vgpu_acct_set_retention(s, days, &e) < 0 || vgpu_acct_prune(s, now, &removed, &e) < 0
                      ? vgpu_err_report(&e) : 0;
@@ -191,17 +192,12 @@ static int cmd_acct(int argc, char **argv)
         return rc;
     }
     struct vgpu_acct_out *o = vgpu_acct_out_begin(fmt, totals);
-    if (!o) {
-        vgpu_acct_close(s);
+    if (!o)
         return vgpu_fail(VGPU_EXIT_FAIL, "out of memory");
-    }
-    int rc = 0;
-    if (s) {   /* no database yet: no job has ended here, and the output says "no records" */
-        rc = totals ? vgpu_acct_totals(s, &f, vgpu_acct_out_total, o, &e)
-                    : vgpu_acct_query(s, &f, vgpu_acct_out_record, o, &e);
-        rc = rc < 0 ? vgpu_err_report(&e) : 0;
-    }
-    vgpu_acct_close(s);
+    /* The arbiter's database when a daemon answers, else the own store (vgpu/acct.h). */
+    int rc = totals ? vgpu_acct_read_totals(&f, vgpu_acct_out_total, o, &e)
+                    : vgpu_acct_read_query(&f, vgpu_acct_out_record, o, &e);
+    rc = rc < 0 ? vgpu_err_report(&e) : 0;
     if (vgpu_acct_out_end(o) < 0 && !rc)
         rc = vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
     return rc;

@@ -1,7 +1,7 @@
 /* vgpu daemon: the arbiter, the one writer of what other users' jobs act on (vgpu/arbiter.h,
  * vgpu-daemon(8)). */
 static const char usage[] =
-    "usage: vgpu daemon [--spin-us N]\n"
+    "usage: vgpu daemon [--spin-us N] [--acct-db PATH]\n"
     "       vgpu daemon --check\n"
     "\n"
     "Run the arbiter in the foreground (systemd starts it as vgpu-daemon.service). It owns the\n"
@@ -11,7 +11,7 @@ static const char usage[] =
     "it (killed, restarted), keep their caps on their user's own schedule and join it within a\n"
     "second. It also keeps every user's placement promises (vgpu run --mem), --wait queue and\n"
     "job count (--max-jobs, root's max-jobs-per-gpu), each ending with the vgpu run that made\n"
-    "it. Without it, jobs of different users are not scheduled or placed together.\n"
+    "it, and writes every user's accounting records (each user reads only their own). Without it, jobs of different users are not scheduled or placed together.\n"
     "\n"
     "The socket is MACHINE_DIR/arbiter/sock (MACHINE_DIR: VGPU_MACHINE_DIR, else\n"
     "/run/vgpu-machine). Run it as root; a daemon of another user is believed only by that\n"
@@ -22,6 +22,9 @@ static const char usage[] =
     "               then the waiter's acquire), and waking a sleeping daemon cost an inference\n"
     "               client 0.5 ms at p99 on an H200 (vgpu-daemon(8)). Costs up to one CPU core\n"
     "               while jobs hand a GPU over; 0 sleeps at once\n"
+    "  --acct-db PATH  the accounting database, every user's job records (vgpu-acct(1)):\n"
+    "               root's file, 0600, in a directory of root's closed to others' writes\n"
+    "               (made 0755 when missing); default /var/lib/vgpu/acct.db\n"
     "  --check      do not serve: exit 0 when an arbiter answers on this machine, 1 when none does\n"
     "  --help       show this help\n"
     "\n"
@@ -69,6 +72,7 @@ static uint64_t now_ns(void)
 static const struct option options[] = {
     { "check", no_argument, NULL, 'c' },
     { "spin-us", required_argument, NULL, 's' },
+    { "acct-db", required_argument, NULL, 'a' },
     VGPU_OPTION_HELP,
     VGPU_OPTION_END,
 };
@@ -224,7 +228,7 @@ static bool serve_client(struct arbiter *a, struct arb_client *c)
     return true;
 }
 
-static int serve(uint64_t spin_ns)
+static int serve(uint64_t spin_ns, const char *acct_db)
 {
     struct vgpu_err e = { 0 };
     const char *mpath = vgpu_machinedir_path();
@@ -262,6 +266,7 @@ static int serve(uint64_t spin_ns)
         vgpu_error("cannot start: %s", strerror(errno));
         return VGPU_EXIT_FAIL;
     }
+    arb_acct_configure(a, acct_db);   /* checked by cmd_daemon */
     fprintf(stderr, "vgpu daemon: the arbiter of %s listens on %s\n", mpath, sock_path);
     unsigned n = 0;
     a->clients = cl;
@@ -306,6 +311,7 @@ static int cmd_daemon(int argc, char **argv)
     bool check = false;
     unsigned spin_us = SPIN_US_DEFAULT;
     bool spin_given = false;
+    const char *acct_db = NULL;
     int c;
     while ((c = vgpu_getopt(&vgpu_cmd_daemon, argc, argv, "")) != -1) {
         switch (c) {
@@ -323,13 +329,21 @@ static int cmd_daemon(int argc, char **argv)
             spin_us = (unsigned)v;
             break;
         }
+        case 'a':
+            if (acct_db)
+                return vgpu_usage_error(&vgpu_cmd_daemon, "--acct-db is given twice: give it once");
+            if (optarg[0] != '/' || strlen(optarg) >= PATH_MAX || optarg[strlen(optarg) - 1] == '/')
+                return vgpu_usage_error(&vgpu_cmd_daemon, "--acct-db '%s': give the database file's absolute path",
+                                        optarg);
+            acct_db = optarg;
+            break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_USAGE;
         }
     }
     if (optind < argc)
         return vgpu_usage_error(&vgpu_cmd_daemon, "unexpected argument '%s'", argv[optind]);
-    return check ? check_only() : serve((uint64_t)spin_us * 1000ULL);
+    return check ? check_only() : serve((uint64_t)spin_us * 1000ULL, acct_db);
 }
 
 const struct vgpu_cmd vgpu_cmd_daemon = {

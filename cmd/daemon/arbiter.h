@@ -63,5 +63,8 @@ void arb_client_gone(struct arbiter *a, struct arb_client *c);
 /* The same for what it held in placement and accounting. */
 void arb_place_client_gone(struct arbiter *a, struct arb_client *c);
 void arb_acct_client_gone(struct arbiter *a, struct arb_client *c);
+/* The accounting database's path (absolute; NULL: VGPU_ACCT_DAEMON_DB), before serving. -1: not
+ * absolute, or too long. */
+int arb_acct_configure(struct arbiter *a, const char *path);
 
 #endif

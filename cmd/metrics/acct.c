@@ -33,17 +33,12 @@ size_t vgpu_metrics_user_totals(struct vgpu_acct_total **out)
 {
     *out = NULL;
     struct vgpu_err e = { 0 };
-    struct vgpu_acct_store *s = vgpu_acct_open_user(false, &e);
-    if (!s) {
-        vgpu_debug("vgpu metrics: no accounting totals: %s", e.msg);
-        return 0;
-    }
     struct vgpu_acct_filter f;
     memset(&f, 0, sizeof f);
     struct collect c = { 0 };
-    if (vgpu_acct_totals(s, &f, keep, &c, &e) < 0)
+    /* The arbiter's database when a daemon answers (root's scrape: every user's), else the own store. */
+    if (vgpu_acct_read_totals(&f, keep, &c, &e) < 0)
         vgpu_debug("vgpu metrics: accounting totals: %s", e.msg);
-    vgpu_acct_close(s);
     *out = c.t;
     return c.n;
 }

@@ -124,6 +124,24 @@ void vgpu_acct_sample(struct vgpu_region *r)
     atomic_store(&r->hdr_rw->acct_seen_ns, clock_ns(CLOCK_REALTIME));
 }
 
+/* To the arbiter's database when a daemon answers and takes it, else to the user's own store
+ * (handed to the daemon by the next reader that finds one: arb_client.c). */
+static int write_record(const struct vgpu_acct_record *rec, struct vgpu_err *e)
+{
+    struct vgpu_err de = { 0 };
+    int rc = vgpu_acct_arb_insert(rec, &de);
+    if (rc == 0)
+        return 0;
+    if (rc < 0)
+        vgpu_debug("job %s: %s; its record goes to your own store", rec->id, de.msg);
+    struct vgpu_acct_store *s = vgpu_acct_open_user(true, e);
+    if (!s)
+        return -1;
+    rc = vgpu_acct_insert(s, rec, e);
+    vgpu_acct_close(s);
+    return rc < 0 ? -1 : 0;
+}
+
 int vgpu_acct_record_job(struct vgpu_region *r, struct vgpu_err *e)
 {
     vgpu_acct_nvml_finish(r);
@@ -131,12 +149,7 @@ int vgpu_acct_record_job(struct vgpu_region *r, struct vgpu_err *e)
     vgpu_acct_record_from_region(r, &rec);
     for (unsigned d = 0; d < rec.gpu_count; d++)
         rec.gpu[d].migrated_known = vgpu_acct_nvml_migrated(d, &rec.gpu[d].migrated_bytes);
-    struct vgpu_acct_store *s = vgpu_acct_open_user(true, e);
-    if (!s)
-        return -1;
-    int rc = vgpu_acct_insert(s, &rec, e);
-    vgpu_acct_close(s);
-    if (rc < 0)
+    if (write_record(&rec, e) < 0)
         return -1;
     if (r->hdr_rw)
         atomic_fetch_or(&r->hdr_rw->acct_flags, VGPU_ACCT_RECORDED);
@@ -151,10 +164,7 @@ int vgpu_acct_recover(const struct vgpu_region *r)
     vgpu_acct_record_from_region(r, &rec);
     rec.recovered = true;
     struct vgpu_err e;
-    struct vgpu_acct_store *s = vgpu_acct_open_user(true, &e);
-    int rc = s ? vgpu_acct_insert(s, &rec, &e) : -1;
-    vgpu_acct_close(s);
-    if (rc < 0) {
+    if (write_record(&rec, &e) < 0) {
         vgpu_debug("job %s ended and is kept until its accounting record can be written: %s", rec.id, e.msg);
         return -1;
     }

@@ -222,6 +222,11 @@ struct vgpu_acct_store *vgpu_acct_open_user(bool create, struct vgpu_err *e)
     return s;
 }
 
+void vgpu_acct_busy_timeout(struct vgpu_acct_store *s, unsigned ms)
+{
+    sqlite3_busy_timeout(s->db, (int)ms);
+}
+
 void vgpu_acct_close(struct vgpu_acct_store *s)
 {
     if (!s)
@@ -417,9 +422,10 @@ int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *r
 static void where_clause(const struct vgpu_acct_filter *f, char *buf, size_t len)
 {
     snprintf(buf, len, " WHERE (?1 = 0 OR j.end_ns >= ?1) AND (?2 = 0 OR j.end_ns < ?2) AND (?3 = 0 OR j.uid = ?4)"
-             " AND (?5 IS NULL OR j.name = ?5) AND (?6 IS NULL OR substr(j.id, 1, length(?6)) = ?6)%s",
+              " AND (?5 IS NULL OR j.name = ?5) AND (?6 IS NULL OR substr(j.id, 1, length(?6)) = ?6)%s%s",
              f->gpu ? " AND (g.uuid = ?7 OR substr(g.uuid, 1, length(?7)) = ?7 OR CAST(g.nvml_index AS TEXT) = ?7)"
-                    : "");
+                    : "",
+             f->after_id ? " AND (j.end_ns > ?9 OR (j.end_ns = ?9 AND j.id > ?8))" : "");
 }
 
 static void bind_filter(sqlite3_stmt *st, const struct vgpu_acct_filter *f)
@@ -434,6 +440,10 @@ static void bind_filter(sqlite3_stmt *st, const struct vgpu_acct_filter *f)
         sqlite3_bind_text(st, 6, f->id, -1, SQLITE_STATIC);
     if (f->gpu)
         sqlite3_bind_text(st, 7, f->gpu, -1, SQLITE_STATIC);
+    if (f->after_id) {
+        sqlite3_bind_text(st, 8, f->after_id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 9, (sqlite3_int64)f->after_end_ns);
+    }
 }
 
 static void copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
@@ -445,8 +455,11 @@ static void copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
 int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
                     int (*fn)(const struct vgpu_acct_record *rec, void *arg), void *arg, struct vgpu_err *e)
 {
-    char where[600], sql[2000];
+    char where[700], sql[2200], limit[64] = "";
     where_clause(f, where, sizeof where);
+    /* A page (the arbiter's replies): the first `limit` jobs after the cursor, in the order shown. */
+    if (f->limit)
+        snprintf(limit, sizeof limit, " ORDER BY j.end_ns, j.id LIMIT %u", f->limit);
     /* One row per job and GPU, in job order; a GPU filter keeps the jobs that used that GPU,
      * with all their GPUs. */
     snprintf(sql, sizeof sql,
@@ -455,8 +468,8 @@ int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
              " g.core_limit, g.core_policy, g.priority, g.oversub_device_bytes, g.gpu_ns, g.gpu_time_source,"
              " g.throttled_ns, g.mem_peak_bytes, g.mem_byte_seconds, g.energy_mj, g.migrated_bytes"
              " FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id"
-             " WHERE j.id IN (SELECT j.id FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id%s)"
-             " ORDER BY j.end_ns, j.id, g.ordinal", where);
+             " WHERE j.id IN (SELECT DISTINCT j.id FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id%s%s)"
+             " ORDER BY j.end_ns, j.id, g.ordinal", where, limit);
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
     if (rc != SQLITE_OK)
@@ -525,7 +538,7 @@ int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
 int vgpu_acct_totals(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
                      int (*fn)(const struct vgpu_acct_total *t, void *arg), void *arg, struct vgpu_err *e)
 {
-    char where[600], sql[1600];
+    char where[700], sql[1700];
     where_clause(f, where, sizeof where);
     snprintf(sql, sizeof sql,
              "SELECT j.uid, max(j.user), g.uuid, max(g.nvml_index), count(*), sum(g.gpu_ns) / 1e9,"
@@ -554,4 +567,26 @@ int vgpu_acct_totals(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f
     }
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc, "adding up records", e);
+}
+
+int vgpu_acct_delete(struct vgpu_acct_store *s, char (*ids)[VGPU_JOB_ID_LEN], unsigned n, struct vgpu_err *e)
+{
+    if (exec(s, "BEGIN IMMEDIATE", "starting to remove records", e) < 0)
+        return -1;
+    sqlite3_stmt *st = NULL;
+    /* Their GPUs go with them (ON DELETE CASCADE, foreign keys on). */
+    int rc = sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE id = ?", -1, &st, NULL);
+    for (unsigned i = 0; rc == SQLITE_OK && i < n; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->db);
+    }
+    if (rc != SQLITE_OK)
+        fail(s, rc, "removing records", e);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK || exec(s, "COMMIT", "removing records", e) < 0) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
 }

@@ -105,6 +105,11 @@ struct vgpu_acct_filter {
     const char *gpu;                    /* a UUID, its start, or an NVML index; NULL: any */
     const char *name;                   /* exact job name; NULL: any */
     const char *id;                     /* exact id or its start; NULL: any */
+    /* Paging (the arbiter's replies): only records after (after_end_ns, after_id) in the query's
+     * order, when after_id; at most `limit` of them (0: all). */
+    uint64_t after_end_ns;
+    const char *after_id;
+    unsigned limit;
 };
 
 /* Calls fn for each record that matches, oldest end first; fn returns non-zero to stop. */
@@ -124,6 +129,49 @@ struct vgpu_acct_total {
 /* Totals per user and GPU over the matching records (for the job's GPUs that match f->gpu). */
 int vgpu_acct_totals(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
                      int (*fn)(const struct vgpu_acct_total *t, void *arg), void *arg, struct vgpu_err *e);
+
+/* Removes the records with these ids (one transaction): what was handed to the arbiter. */
+int vgpu_acct_delete(struct vgpu_acct_store *s, char (*ids)[VGPU_JOB_ID_LEN], unsigned n, struct vgpu_err *e);
+/* How long a write waits for another writer's lock (default VGPU_ACCT_BUSY_TIMEOUT_MS). */
+void vgpu_acct_busy_timeout(struct vgpu_acct_store *s, unsigned ms);
+
+/* --- the arbiter's database (DESIGN.md decision 12) ------------------------------------------
+ * With `vgpu daemon` answering, records live in one root-owned database it writes (default
+ * VGPU_ACCT_DAEMON_DB, vgpu daemon --acct-db): vgpu run sends its job's record there (ops
+ * VGPU_ARB_ACCT_* of vgpu/arbiter.h); the daemon takes the user from SO_PEERCRED (a payload's
+ * user is believed only from root, for vgpu run --user), and answers each user with their own
+ * records only (root: all). When no daemon answers or it refuses, the record goes to the user's
+ * own store; the next reader that finds a daemon hands those records over (the daemon keeps a
+ * job id once) and removes them from the own store, so every record is shown once. */
+#define VGPU_ACCT_DAEMON_DB "/var/lib/vgpu/acct.db"
+
+/* A record on the wire (wire.c): its fixed part and its gpu_count GPUs, back to back. pack: the
+ * bytes written, 0 when cap is too small. unpack: the bytes used, 0 when buf holds no whole,
+ * well-formed record (strings are cut at their size). */
+size_t vgpu_acct_pack(const struct vgpu_acct_record *rec, void *buf, size_t cap);
+size_t vgpu_acct_unpack(const void *buf, size_t len, struct vgpu_acct_record *rec);
+#define VGPU_ACCT_WIRE_TEXT 128
+/* A filter on the wire; unpack points f's strings into w. pack: -1 when a string is too long. */
+struct vgpu_acct_wire_filter {
+    uint64_t since_ns, until_ns, after_end_ns;
+    uint32_t uid, limit;
+    uint8_t by_uid, has_gpu, has_name, has_id, has_after, pad[3];
+    char gpu[VGPU_ACCT_WIRE_TEXT], name[VGPU_ACCT_WIRE_TEXT], id[VGPU_ACCT_WIRE_TEXT];
+    char after_id[VGPU_JOB_ID_LEN];
+};
+int vgpu_acct_filter_pack(const struct vgpu_acct_filter *f, struct vgpu_acct_wire_filter *w);
+void vgpu_acct_filter_unpack(struct vgpu_acct_wire_filter *w, struct vgpu_acct_filter *f);
+
+/* vgpu run: the record to the daemon (arb.c). 0 written (or there already), 1 no daemon
+ * answers, -1 refused (e says why). */
+int vgpu_acct_arb_insert(const struct vgpu_acct_record *rec, struct vgpu_err *e);
+
+/* What readers use (read.c): the daemon's records when one answers (after handing it the own
+ * store's), else the caller's own store; nothing and 0 when neither has any. */
+int vgpu_acct_read_query(const struct vgpu_acct_filter *f, int (*fn)(const struct vgpu_acct_record *rec, void *arg),
+                         void *arg, struct vgpu_err *e);
+int vgpu_acct_read_totals(const struct vgpu_acct_filter *f, int (*fn)(const struct vgpu_acct_total *t, void *arg),
+                          void *arg, struct vgpu_err *e);
 
 /* --- records from job regions (record.c) -------------------------------------------------- */
 

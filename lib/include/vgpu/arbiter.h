@@ -113,6 +113,17 @@ enum vgpu_arb_op {
     VGPU_ARB_JC_COUNT,       /* in: one GPU: rc = jobs counted on it */
     VGPU_ARB_PLACE_LAST = 95,
     VGPU_ARB_ACCT_FIRST = 96,
+    VGPU_ARB_ACCT_RECORD = 96, /* in: records (vgpu_acct_pack, back to back), a[0] = how many,
+                              * a[1] = sizeof(struct vgpu_acct_record) (another vgpu's layout is
+                              * refused): rc = records new to the database (one there already is
+                              * kept as it was). The user is the caller's (SO_PEERCRED); only
+                              * root's records keep the user they name (vgpu run --user) */
+    VGPU_ARB_ACCT_QUERY,     /* in: struct vgpu_acct_wire_filter (limit and the cursor after_*
+                              * page it), a[1] as above: out: records, oldest end first; v[0] =
+                              * how many, v[1] = 1 when more may follow (ask again after the last).
+                              * A caller other than root gets its own user's records only */
+    VGPU_ARB_ACCT_TOTALS,    /* in: the filter, a[0] = totals to skip, a[1] as above: out: struct vgpu_acct_total
+                              * entries (per user and GPU); v[0] = how many, v[1] = 1 when more */
     VGPU_ARB_ACCT_LAST = 127,
 };
 
