@@ -45,7 +45,12 @@ static struct arb_acct *state(struct arbiter *a)
 {
     if (!a->acct) {
         a->acct = calloc(1, sizeof *a->acct);
-        if (a->acct)
+        /* A daemon of a relocated machine-wide directory (VGPU_MACHINE_DIR: tests, a second
+         * instance) keeps its records there, not in the machine's own database. */
+        const char *md = getenv("VGPU_MACHINE_DIR");
+        if (a->acct && md && *md)
+            snprintf(a->acct->path, sizeof a->acct->path, "%s/%s", md, VGPU_ACCT_DB_NAME);
+        else if (a->acct)
             snprintf(a->acct->path, sizeof a->acct->path, "%s", VGPU_ACCT_DAEMON_DB);
     }
     return a->acct;

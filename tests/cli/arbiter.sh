@@ -135,8 +135,8 @@ assert_rc "through the daemon, another user is not promised memory root's job ho
 assert_contains "... and is told what is left" "19.65 GiB left" "$err"
 run as_nobody vgpu run --mem 10G -- true
 assert_rc "... while what is left can still be had" 0
-assert_eq "nothing of placement is in the machine-wide directory (only root's arbiter/ and userjobs/)" "" \
-  "$(find "$VGPU_MACHINE_DIR" -mindepth 1 ! -path "$VGPU_MACHINE_DIR/arbiter*" ! -path "$VGPU_MACHINE_DIR/userjobs*" 2>/dev/null)"
+assert_eq "nothing of placement is in the machine-wide directory (only root's arbiter/, userjobs/ and the daemon's acct.db)" "" \
+  "$(find "$VGPU_MACHINE_DIR" -mindepth 1 ! -path "$VGPU_MACHINE_DIR/arbiter*" ! -path "$VGPU_MACHINE_DIR/userjobs*" ! -path "$VGPU_MACHINE_DIR/acct.db*" 2>/dev/null)"
 # nobody takes 32 places in the queue and never comes back, tries to take over root's promise and
 # pid 1's, counts itself on the GPU and sends garbage.
 as_nobody place_hostile $UUID $big 4 >"$T_DIR/ph.out" 2>&1 &
