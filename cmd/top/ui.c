@@ -183,6 +183,7 @@ int top_ui_run(struct top_sampler *s, const struct top_ui_opts *o)
     endwin();
     top_model_free(u->m);
     free(u->porder);
+    top_users_free(&u->users);
     free(u);
     return rc;
 }

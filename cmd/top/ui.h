@@ -4,6 +4,7 @@
 #define VGPU_CMD_TOP_UI_H
 
 #include "top.h"
+#include "users.h"
 
 enum panel { P_GPUS, P_JOBS, P_PROCS, P_COUNT };
 enum prompt { PR_NONE, PR_FILTER, PR_GPUS, PR_MEM, PR_DELAY, PR_KILL };
@@ -12,6 +13,8 @@ struct ui {
     struct top_sampler *s;
     struct top_model *m;
     bool paused, help, color, quit;
+    bool show_users;             /* the u key: today's totals per user in place of the panels */
+    struct top_users users;
     enum panel focus;
     int sel[P_COUNT], top[P_COUNT];
     enum top_proc_key pkey;

@@ -236,6 +236,7 @@ static const char *const help_text[] = {
     "  m            set the selected job's memory limit (e.g. 4G; 0 = none)",
     "               (limits: the job's owner or root only)",
     "  d            refresh interval          space      pause / resume",
+    "  u            today's usage per user (jobs, GPU-hours, GiB-hours, energy)",
     "  mouse wheel  scrolls the panel under the pointer",
     "",
     "Columns: UTIL GPU utilisation; MEM USED/TOTAL as nvidia-smi; POWER draw/limit;",
@@ -258,7 +259,7 @@ void ui_draw(struct ui *u)
     }
     struct top_layout_in in = {
         .rows = rows, .cols = cols, .ngpu_shown = m ? m->ngpu : 0, .nmig = nmig,
-        .banner = banner[0] != 0, .graphs = true, .help = u->help,
+        .banner = banner[0] != 0, .graphs = true, .help = u->help || u->show_users,
     };
     struct top_layout L;
     top_layout_compute(&in, &L);
@@ -300,6 +301,8 @@ void ui_draw(struct ui *u)
     if (u->help) {
         for (int i = 0; i < L.help.h && i < (int)(sizeof help_text / sizeof help_text[0]); i++)
             put_line(L.help.y + i, 0, cols, help_text[i], i == 0 ? A_BOLD : 0);
+    } else if (u->show_users) {
+        top_users_draw(&u->users, L.help.y, L.help.h, cols);   /* in the help's place */
     } else if (m) {
         draw_gpus(u, &L);
         draw_graphs(u, &L);

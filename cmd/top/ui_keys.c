@@ -225,9 +225,19 @@ void ui_key(struct ui *u, int ch)
         if (ch != 'q')
             return;
     }
+    /* The users view: u (or Escape) closes it, q quits; the panels' keys wait until it closes. */
+    if (u->show_users && ch != ERR && ch != KEY_RESIZE && ch != 'q' && ch != 'Q') {
+        if (ch == 'u' || ch == 27)
+            u->show_users = false;
+        return;
+    }
     switch (ch) {
     case 'q': case 'Q': u->quit = true; break;
     case 'h': case '?': u->help = true; break;
+    case 'u':
+        top_users_read(&u->users);   /* read as it opens: the records change only as jobs end */
+        u->show_users = true;
+        break;
     case KEY_UP: case 'K': move_sel(u, -1); break;
     case KEY_DOWN: case 'j': move_sel(u, 1); break;
     case KEY_PPAGE: move_sel(u, -(LINES / 3)); break;

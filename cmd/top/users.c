@@ -1,0 +1,138 @@
+/* vgpu top's users view (see users.h): today's jobs, GPU-hours, GiB-hours and energy per user,
+ * added up from the records of jobs that ended since local midnight. Jobs are counted from the
+ * records themselves, not from vgpu acct --totals' per-GPU rows, where a job on two GPUs would
+ * count twice. */
+#include "top/users.h"
+
+#include <curses.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vgpu/acct.h"
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t local_midnight_ns(uint64_t now)
+{
+    time_t t = (time_t)(now / 1000000000ULL);
+    struct tm tm;
+    if (!localtime_r(&t, &tm))
+        return 0;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_isdst = -1;
+    time_t m = mktime(&tm);
+    return m > 0 ? (uint64_t)m * 1000000000ULL : 0;
+}
+
+static int add(const struct vgpu_acct_record *rec, void *arg)
+{
+    struct top_users *v = arg;
+    size_t i = 0;
+    while (i < v->n && v->t[i].uid != rec->uid)
+        i++;
+    if (i == v->n) {
+        struct top_user_total *t = realloc(v->t, (v->n + 1) * sizeof *t);
+        if (!t) {
+            snprintf(v->msg, sizeof v->msg, "out of memory adding up the records");
+            return 1;
+        }
+        v->t = t;
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].uid = rec->uid;
+        if (rec->user[0])
+            snprintf(t[i].user, sizeof t[i].user, "%s", rec->user);
+        else
+            snprintf(t[i].user, sizeof t[i].user, "%u", (unsigned)rec->uid);
+        v->n++;
+    }
+    struct top_user_total *t = &v->t[i];
+    t->jobs++;
+    for (unsigned d = 0; d < rec->gpu_count; d++) {
+        const struct vgpu_acct_gpu *g = &rec->gpu[d];
+        t->gpu_hours += (double)g->gpu_ns / 3.6e12;
+        t->gib_hours += g->mem_byte_seconds / (1073741824.0 * 3600.0);
+        if (g->energy_known) {
+            t->energy_j += g->energy_j;
+            t->energy_known = true;
+        }
+    }
+    return 0;
+}
+
+static int by_gpu_hours(const void *a, const void *b)
+{
+    const struct top_user_total *x = a, *y = b;
+    if (x->gpu_hours != y->gpu_hours)
+        return x->gpu_hours < y->gpu_hours ? 1 : -1;
+    return x->uid < y->uid ? -1 : x->uid > y->uid;
+}
+
+void top_users_free(struct top_users *v)
+{
+    free(v->t);
+    v->t = NULL;
+    v->n = 0;
+}
+
+void top_users_read(struct top_users *v)
+{
+    top_users_free(v);
+    v->msg[0] = 0;
+    v->read_ns = realtime_ns();
+    v->since_ns = local_midnight_ns(v->read_ns);
+    struct vgpu_acct_filter f;
+    memset(&f, 0, sizeof f);
+    f.since_ns = v->since_ns;
+    struct vgpu_err e = { 0 };
+    if (vgpu_acct_read_query(&f, add, v, &e) < 0)
+        snprintf(v->msg, sizeof v->msg, "cannot read the accounting records: %s", e.msg);
+    if (v->n)
+        qsort(v->t, v->n, sizeof *v->t, by_gpu_hours);
+}
+
+void top_users_draw(const struct top_users *v, int y, int h, int cols)
+{
+    if (h <= 0 || cols <= 0)
+        return;
+    char line[512], at[16] = "";
+    time_t t = (time_t)(v->read_ns / 1000000000ULL);
+    struct tm tm;
+    if (localtime_r(&t, &tm))
+        strftime(at, sizeof at, "%H:%M:%S", &tm);
+    snprintf(line, sizeof line, "Today's usage per user (jobs that ended since midnight), as of %s; u closes "
+             "(open it again to read anew)", at);
+    attron(A_BOLD);
+    mvaddnstr(y, 0, line, cols);
+    attroff(A_BOLD);
+    if (h < 3)
+        return;
+    snprintf(line, sizeof line, "%-16s %8s %12s %12s %14s", "USER", "JOBS", "GPU-HOURS", "GIB-HOURS", "ENERGY-KWH");
+    attron(A_REVERSE);
+    mvaddnstr(y + 2, 0, line, cols);
+    for (int k = (int)strlen(line); k < cols; k++)
+        addch(' ');
+    attroff(A_REVERSE);
+    int row = y + 3;
+    if (v->msg[0]) {
+        mvaddnstr(row, 0, v->msg, cols);
+        return;
+    }
+    if (!v->n && row < y + h)
+        mvaddnstr(row, 0, "no job has ended today", cols);
+    for (size_t i = 0; i < v->n && row < y + h; i++, row++) {
+        const struct top_user_total *u = &v->t[i];
+        char energy[32] = "-";
+        if (u->energy_known)
+            snprintf(energy, sizeof energy, "%.3f", u->energy_j / 3.6e6);
+        snprintf(line, sizeof line, "%-16.16s %8llu %12.4f %12.4f %14s", u->user, (unsigned long long)u->jobs,
+                 u->gpu_hours, u->gib_hours, energy);
+        mvaddnstr(row, 0, line, cols);
+    }
+}
