@@ -113,11 +113,22 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
     /* A --user job's memory, as NVML sees it, against root's limit (vgpu/overlimit.h); NULL
      * for other jobs. Sampled from this walk, at most every VGPU_OVERLIMIT_PERIOD_NS. */
     struct vgpu_overlimit *watch = fd >= 0 ? vgpu_overlimit_start(r, NULL) : NULL;
+    const int walk_ms = (int)(VGPU_REGION_REAP_NS / 1000000ULL);
+    int to_walk = walk_ms;
     for (;;) {
         if (fd >= 0) {
             struct pollfd p = { .fd = fd, .events = POLLIN };
-            int n = poll(&p, 1, (int)(VGPU_REGION_REAP_NS / 1000000ULL));
+            /* NVML keeps only each process's newest utilisation window: an uncapped GPU's samples
+             * are read every half window, between walks (lib/core/acct/nvml_sample.c). */
+            int nv = vgpu_acct_nvml_every_ms(), wait = nv > 0 && nv < to_walk ? nv : to_walk;
+            int n = poll(&p, 1, wait);
+            if (n == 0 && wait < to_walk) {
+                to_walk -= wait;
+                vgpu_acct_sample_nvml(r);
+                continue;
+            }
             if (n == 0) {
+                to_walk = walk_ms;
                 (void)vgpu_region_reap(r);
                 vgpu_acct_sample(r);    /* the memory-time integral (vgpu/acct.h) */
                 vgpu_place_keep();      /* a restarted arbiter learns the job's promise and count */

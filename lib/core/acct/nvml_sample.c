@@ -3,13 +3,19 @@
  * --core cap), from NVML's per-process utilisation samples, and each GPU's energy, from its
  * energy counter, apportioned by GPU-time share.
  *
- * Per-process samples, as the driver gives them: one per process per sampling window in which
- * it had work, "SM % over the window", stamped with the window's end (wall-clock µs); the
- * window's length is not given, and only the last few windows are kept (the simulated GPU keeps
- * 1 s; we read every 250 ms). A job's GPU time on a GPU is the sum over windows of its processes'
- * percentages times the window length. The length is the shortest gap between two windows'
- * stamps seen on that GPU, kept within NVML's documented range of sampling periods (1/6 s to
- * 1 s); until two windows have been seen, 1/6 s. A process is the job's when it is vgpu run's
+ * Per-process samples, as the driver gives them: "SM % over the window" of a sampling window in
+ * which the process had work, stamped with the window's end (wall-clock µs), and only the newest
+ * window of each process: an H200 (driver 580) read every 250 ms gave one sample a process per
+ * read, 200 ms apart, and 400 ms apart where a window had ended and been replaced between two
+ * reads; the record then showed 7.5 GPU-s where the kernels' CUDA events took 10.0 s (-24 %).
+ * The window's length is not given: it is the shortest gap between two windows' stamps seen on
+ * that GPU, kept within NVML's documented range of sampling periods (1/6 s to 1 s); until two
+ * windows have been seen, 1/6 s. So vgpu run reads a sampled GPU every half window
+ * (vgpu_acct_nvml_every_ms), and a window is lost only when a read comes late (a loaded
+ * machine): a sample then stands for every window since the last read that it may have replaced
+ * (from the newer of the previous stamp and the previous read, in whole windows). A job's GPU time
+ * on a GPU is the sum over samples of its processes' percentages times the windows they stand
+ * for. A process is the job's when it is vgpu run's
  * descendant, or a process of the job's region (a container process NVML shows by its host
  * pid): processes that left the limiter count too, as the GPU served them.
  *
@@ -42,7 +48,8 @@ struct nv_dev {
     nvmlDevice_t h, h_link;             /* the device, and the physical GPU whose link it uses */
     unsigned long long cursor;          /* newest sample stamp read (µs) */
     unsigned long long period_us;       /* shortest window gap seen; 0: none yet */
-    uint64_t job_pct, all_pct;          /* sums of SM % over windows: the job's processes, everyone's */
+    uint64_t last_read_us;              /* the previous read (wall clock); 0: none yet */
+    uint64_t job_pct, all_pct;          /* sums of SM % x windows: the job's processes, everyone's */
     bool job_seen;                      /* a sample of the job's processes was read */
     unsigned long long energy0;         /* the counter at the first look (mJ) */
     uint64_t energy0_us;                /* when (wall clock) */
@@ -173,6 +180,27 @@ static int by_stamp(const void *a, const void *b)
     return x->timeStamp < y->timeStamp ? -1 : x->timeStamp > y->timeStamp;
 }
 
+/* How many windows a sample stamped `ts` stands for: those that ended since the newer of the
+ * stamp read before this read (`seen`) and the previous read, which this one replaced unseen (a
+ * window that had ended by the previous read was there to be read then: a process without a
+ * sample in it had no work in it). One when nothing is known (the first read) or when reads
+ * keep up (every half window). */
+static unsigned windows(const struct nv_dev *g, unsigned long long seen, uint64_t prev_read, unsigned long long ts)
+{
+    unsigned long long p = g->period_us ? g->period_us : PERIOD_MIN_US;
+    if (!prev_read || ts <= prev_read || ts <= seen)
+        return 1;
+    /* Window ends lie a period apart (give or take the driver's jitter of a few ms) back from
+     * ts: those after the previous read, and those after the stamp seen before. */
+    unsigned long long since_read = (ts - prev_read + p - p / 50 - 1) / p;
+    unsigned long long w = since_read;
+    if (seen) {
+        unsigned long long since_seen = (ts - seen + p / 2) / p;
+        w = since_seen < w ? since_seen : w;
+    }
+    return w < 1 ? 1 : w > 10 ? 10 : (unsigned)w;
+}
+
 /* Reads the samples newer than the cursor (NVML's two-call protocol) and adds them up. */
 static void read_samples(const struct vgpu_region *r, struct nv_dev *g)
 {
@@ -192,10 +220,12 @@ static void read_samples(const struct vgpu_region *r, struct nv_dev *g)
     if (rc != NVML_SUCCESS || n > S.cap)
         return;                 /* NOT_FOUND: nothing new */
     qsort(S.buf, n, sizeof *S.buf, by_stamp);
-    unsigned long long prev = g->cursor;
+    uint64_t read_us = wall_us(), prev_read = g->last_read_us;
+    g->last_read_us = read_us;
+    unsigned long long prev = g->cursor, seen = g->cursor;
     for (unsigned k = 0; k < n; k++) {
         const nvmlProcessUtilizationSample_t *s = &S.buf[k];
-        if (s->timeStamp <= g->cursor || s->timeStamp <= S.start_us || s->smUtil > 100)
+        if (s->timeStamp <= seen || s->timeStamp <= S.start_us || s->smUtil > 100)
             continue;           /* seen, before the job, or garbage seen in the wild (nvtop #110) */
         if (prev && s->timeStamp > prev) {
             unsigned long long gap = s->timeStamp - prev;
@@ -203,9 +233,10 @@ static void read_samples(const struct vgpu_region *r, struct nv_dev *g)
                 g->period_us = gap;
         }
         prev = s->timeStamp;
-        g->all_pct += s->smUtil;
+        unsigned w = windows(g, seen, prev_read, s->timeStamp);
+        g->all_pct += (uint64_t)s->smUtil * w;
         if (is_job_pid(r, (pid_t)s->pid)) {
-            g->job_pct += s->smUtil;
+            g->job_pct += (uint64_t)s->smUtil * w;
             g->job_seen = true;
         }
     }
@@ -309,4 +340,15 @@ void vgpu_acct_nvml_finish(struct vgpu_region *r)
             ;
     }
     vgpu_acct_nvml_poll(r);
+}
+
+int vgpu_acct_nvml_every_ms(void)
+{
+    unsigned long long p = 0;
+    for (unsigned d = 0; S.nv && d < S.ndev; d++)
+        if (S.dev[d].util) {
+            unsigned long long q = S.dev[d].period_us ? S.dev[d].period_us : PERIOD_MIN_US;
+            p = !p || q < p ? q : p;
+        }
+    return p ? (int)(p / 2000ULL) : -1;
 }

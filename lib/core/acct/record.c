@@ -124,6 +124,12 @@ void vgpu_acct_sample(struct vgpu_region *r)
     atomic_store(&r->hdr_rw->acct_seen_ns, clock_ns(CLOCK_REALTIME));
 }
 
+void vgpu_acct_sample_nvml(struct vgpu_region *r)
+{
+    if (r->hdr_rw && !r->damaged && vgpu_region_check(r) == 0)
+        vgpu_acct_nvml_poll(r);
+}
+
 /* To the arbiter's database when a daemon answers and takes it, else to the user's own store
  * (handed to the daemon by the next reader that finds one: arb_client.c). */
 static int write_record(const struct vgpu_acct_record *rec, struct vgpu_err *e)

@@ -190,6 +190,12 @@ void vgpu_acct_sample(struct vgpu_region *r);
  * window the job ended in and reads it. */
 void vgpu_acct_nvml_poll(struct vgpu_region *r);
 void vgpu_acct_nvml_finish(struct vgpu_region *r);
+/* How often vgpu run should read the samples between its walks: every half sampling window of
+ * the sampled GPUs (the driver keeps only each process's newest window), in ms; -1 while none
+ * is sampled. vgpu_acct_sample_nvml reads them alone (the region checked as vgpu_acct_sample
+ * does). */
+int vgpu_acct_nvml_every_ms(void);
+void vgpu_acct_sample_nvml(struct vgpu_region *r);
 /* Bytes migrated on job device d (an oversubscribed GPU with 64-bit PCIe counters), as vgpu run
  * measured them (kept in its memory: a recovered record has them unknown). false: unknown. */
 bool vgpu_acct_nvml_migrated(unsigned d, uint64_t *bytes);

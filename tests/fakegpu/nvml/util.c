@@ -1,6 +1,9 @@
 /* util.c: utilisation, derived from the kernel intervals the fake libcuda puts on each GPU's
- * timeline: device utilisation over the last sample period, and per-process samples, one per
- * completed sample period in which the process had work (reference §5, §6). */
+ * timeline: device utilisation over the last sample period, and per-process samples (reference
+ * §5, §6). A process's sample is its SM % over one completed sample period in which it had work,
+ * and, as the driver gives them, only its newest: an H200 (driver 580) read every 250 ms returned
+ * one sample per process each time, stamped 200 ms apart, then 400 ms when a window had ended
+ * and been replaced between two reads (so a reader slower than the period loses windows). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +46,8 @@ static unsigned collect(unsigned gpu, unsigned long long last_seen, struct sampl
     uint64_t p = period_ns(), now = fs_now_ns();
     uint64_t last_end = now / p * p; /* end of the newest completed period */
     unsigned n = 0;
+    pid_t given[FS_MAX_PROCS];      /* pids whose newest sample is already out */
+    unsigned ngiven = 0;
     for (unsigned w = 0; w < SAMPLE_WINDOWS && last_end >= (w + 1) * p; w++) {
         uint64_t end = last_end - w * p, start = end - p;
         uint64_t ts = fs_mono_to_wall_us(end);
@@ -61,12 +66,18 @@ static unsigned collect(unsigned gpu, unsigned long long last_seen, struct sampl
             if (dup || nseen == FS_MAX_PROCS)
                 continue;
             seen[nseen++] = iv->pid;
+            for (unsigned k = 0; k < ngiven; k++)
+                dup |= given[k] == iv->pid;
+            if (dup)
+                continue;           /* a newer window of this process replaced this one */
             uint64_t busy = fs_busy_between(gpu, iv->pid, -2, start, end);
             unsigned pct = (unsigned)((busy * 100 + p / 2) / p);
             if (pct == 0)
                 continue;
             if (n < max)
                 out[n++] = (struct sample){iv->pid, ts, pct > 100 ? 100 : pct};
+            if (ngiven < FS_MAX_PROCS)
+                given[ngiven++] = iv->pid;
         }
     }
     qsort(out, n, sizeof *out, by_time);
