@@ -31,7 +31,22 @@
  * late. Measured (tests/cli/multi_gpu.sh, collective -s 1 -j 200): 2 ranks at --core 50 kept 13 %
  * of their rate before, 49 % with these rules; --core 90 89 %; 4 ranks 49 %.
  *
- * Both rules look only at devices that other processes of the job drive. A thread that drives
+ * One clock (the job's turns open and close together, on the job's own schedule or the daemon's):
+ * a device of a capped job that is out of its turn and cannot take its next one yet (its credit, or
+ * another job's lease: vgpu_sched_turn_at) publishes when it can, in the job's usage region
+ * (gang_open). Every other device of the job then ends its lease at its next launch or within
+ * GANG_POLL_NS (limiter_keeper.c), charged only what it used, unless it is behind (the rule above
+ * keeps it until it has caught up, so its collectives are matched), and no device opens a turn
+ * before that time (waiting without a lease: nothing charged; a period at most). Without it each
+ * GPU kept the phase it started with: on 2 x H200 one PyTorch process round robin at --core 90 had
+ * GPU 1's turns 14 ms behind GPU 0's for the whole run (PyTorch's first matmul there came late),
+ * the thread was held on whichever GPU was between turns, and the job kept 82 % of its rate; the
+ * simulated GPU the same with collective -m rr -w 14000 (80 %), 90 % with one clock. It also ends
+ * the charged waits of the ahead rule: a rank that would run ahead of one out of its turn gives its
+ * lease back instead of holding it. Outs shorter than VGPU_GANG_CLOSE_MIN_NS (a device a moment
+ * late for a turn the others opened) end nobody's turn.
+ *
+ * The ahead and behind rules look only at devices that other processes of the job drive. A thread that drives
  * several GPUs itself (one PyTorch process round robin) cannot be ahead of its own next launch:
  * held at one GPU for a device that waits for the same thread, it lost its turns there (2 x H200,
  * round robin at --core 50: 42 % of bare with the rules on its own devices, 50 % without them). */
@@ -40,6 +55,7 @@
 #include "gang.h"
 #include "hook.h"
 #include "vgpu/region.h"
+#include "vgpu/sched.h"
 
 static _Atomic uint32_t own_devs;   /* the job devices this process launched on */
 
@@ -126,4 +142,46 @@ bool vgpu_gang_ahead_of_waiter(int dev, const uint16_t seen[VGPU_REGION_MAX_DEVI
             return true;
     }
     return false;
+}
+
+/* ---- one clock for the job's turns ------------------------------------------------------------- */
+
+#define OPEN_US_MASK ((1ULL << 48) - 1)
+
+void vgpu_gang_out_until(uint64_t at, uint64_t now)
+{
+    struct vgpu_region *r = vgpu_job();
+    if (!r || !r->use || vgpu_region_device_count(r) < 2 || at <= now + VGPU_GANG_CLOSE_MIN_NS)
+        return;
+    uint64_t at_us = (at / 1000) & OPEN_US_MASK;
+    uint64_t w = atomic_load(&r->use->gang_open);
+    for (;;) {
+        uint64_t open_us = w & OPEN_US_MASK;
+        /* Already out until then or later (another device, or ours at a retry): nothing new. A
+         * value far ahead of any turn (damaged) is replaced. */
+        if (open_us >= at_us && open_us <= (now + 2 * VGPU_SCHED_PERIOD_NS) / 1000)
+            return;
+        uint64_t next = ((w >> 48) + 1) << 48 | at_us;
+        if (atomic_compare_exchange_weak(&r->use->gang_open, &w, next))
+            return;
+    }
+}
+
+uint64_t vgpu_gang_open_at(uint32_t *outs)
+{
+    struct vgpu_region *r = vgpu_job();
+    uint64_t w = r && r->use ? atomic_load(&r->use->gang_open) : 0;
+    if (outs)
+        *outs = (uint32_t)(w >> 48);
+    return (w & OPEN_US_MASK) * 1000;
+}
+
+bool vgpu_gang_should_close(int dev, uint32_t outs_at_grant, uint64_t now)
+{
+    uint32_t outs;
+    uint64_t open = vgpu_gang_open_at(&outs);
+    if (outs == outs_at_grant || open < now + VGPU_GANG_CLOSE_MIN_NS || open > now + 2 * VGPU_SCHED_PERIOD_NS)
+        return false;
+    struct vgpu_region *r = vgpu_job();
+    return !(r && r->use && (unsigned)dev < VGPU_REGION_MAX_DEVICES && behind(r, dev));
 }

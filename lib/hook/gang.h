@@ -27,4 +27,18 @@ void vgpu_gang_snapshot(uint16_t seen[VGPU_REGION_MAX_DEVICES]);
 /* Marks dev as holding a live lease, or waiting for a turn (bits in the job's usage region). */
 void vgpu_gang_mark(int dev, bool live, bool want);
 
+/* One clock for the job's turns. A device of the job whose next turn is `at` away (its credit,
+ * or another job's lease, keeps it out: vgpu_sched_turn_at) says so; the job's other devices
+ * then end their turns (vgpu_gang_should_close) and open their next ones not before `at`
+ * (vgpu_gang_open_at). A device out for less than this does not end the others' turns: */
+#define VGPU_GANG_CLOSE_MIN_NS 1000000ULL
+void vgpu_gang_out_until(uint64_t at, uint64_t now);
+/* When the job's devices may open their next turns (at or before now: at once), and the count of
+ * outs so far (what a grant notes: only an out after it ends that turn). */
+uint64_t vgpu_gang_open_at(uint32_t *outs);
+/* Whether a live lease on dev, granted when the out count was `outs_at_grant`, should end now:
+ * another device of the job went out since, for VGPU_GANG_CLOSE_MIN_NS or more, and dev is not
+ * behind the job's others (it would leave them waiting in a collective). */
+bool vgpu_gang_should_close(int dev, uint32_t outs_at_grant, uint64_t now);
+
 #endif

@@ -630,6 +630,12 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
         if (!lease && now < d->bypass_until)
             break;                       /* the schedule looked damaged: unscheduled for now */
         if (lease && lease_live(d, dev, lease, now)) {
+            if (d->gang && vgpu_gang_should_close(dev, d->gang_outs, now)) {
+                /* Another GPU of the job is out of its turn: end ours too, charged what it used,
+                 * and open the next one with it (gang.c, "one clock"). */
+                vgpu_lim_drain_and_release(d, dev, true, 0);
+                continue;
+            }
             if (d->gang && vgpu_gang_ahead_of_waiter(dev, d->gang_seen)) {
                 /* Another rank of the job waits for its turn: launching on would queue a
                  * collective it cannot join before then (gang.c). Hold the lease, launch nothing. */
@@ -724,9 +730,17 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             d->warned_stall = true;
             break;
         }
-        vgpu_sched_want_from(&d->s, d->proc, arrived);
-        if (d->gang)
+        if (d->gang) {
             vgpu_gang_mark(dev, false, true);
+            /* The job's next turn opens on all its GPUs together, when the last can take it: wait
+             * for it without a lease (nothing charged), a period at most (gang.c). */
+            uint64_t open = vgpu_gang_open_at(NULL);
+            if (open > now && now - waited_from < VGPU_SCHED_PERIOD_NS) {
+                vgpu_sched_wait(&d->s, open - now);
+                continue;
+            }
+        }
+        vgpu_sched_want_from(&d->s, d->proc, arrived);
         /* Limits are re-read at every turn: `vgpu limit` applies from the next lease on. */
         vgpu_sched_job(&d->s, job_key(r), sched_cap(&x), x.soft, x.prio, now);
         uint64_t granted, end;
@@ -748,6 +762,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             atomic_store(&d->lease, granted);
             if (d->gang) {
                 vgpu_gang_snapshot(d->gang_seen);
+                (void)vgpu_gang_open_at(&d->gang_outs);
                 vgpu_gang_mark(dev, true, false);
             }
             vgpu_lt_record(VGPU_LT_GRANT, dev, now, end - now);
@@ -756,6 +771,9 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             vgpu_lim_kick_keeper();
             continue;
         }
+        /* Out of its turn: a capped job's other GPUs end theirs and wait for this one (gang.c). */
+        if (d->gang && x.cap)
+            vgpu_gang_out_until(vgpu_sched_turn_at(&d->s, d->proc, now), now);
         vgpu_sched_wait(&d->s, vgpu_sched_retry_in(&d->s, d->proc, now));
     }
     if (d->gang)

@@ -29,6 +29,7 @@ struct dstate {
     int job, proc;
     bool gang;                   /* a job of several GPUs: turns end where its devices agree (gang.c) */
     uint16_t gang_seen[MAX_DEV]; /* the job's launch counts when this lease was granted */
+    uint32_t gang_outs;          /* the job's count of devices gone out of turn, at that grant */
     _Atomic uint64_t lease;      /* the lease word we hold, 0 when none */
     _Atomic uint64_t end;        /* its deadline */
     _Atomic uint64_t start;     /* when the lease was granted (read by the helper without d->mu) */

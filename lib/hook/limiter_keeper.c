@@ -16,7 +16,8 @@
 #include "leasetrace.h"
 #include "limiter_internal.h"
 
-#define GANG_POLL_NS 200000ULL   /* a lease held to catch up is looked at this often */
+#define GANG_POLL_NS 200000ULL   /* a lease of a job of several GPUs is looked at this often (it
+                                  * catches up, or another GPU of the job went out of its turn) */
 
 static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t keeper_cv;
@@ -63,6 +64,15 @@ static void *keeper(void *arg)
              * with its others (gang.c): looked at again every GANG_POLL_NS meanwhile. */
             bool catching_up = now >= end && d->gang && vgpu_gang_hold((int)i, end, now);
             bool give_back = now >= end && !catching_up;
+            /* ... and ends it with the job's other GPUs when one of them goes out of its turn
+             * (gang.c, "one clock"), looked at every GANG_POLL_NS while it holds one. */
+            if (!give_back && d->gang && vgpu_gang_should_close((int)i, d->gang_outs, now)) {
+                pthread_mutex_lock(&d->mu);
+                if (atomic_load(&d->lease) == lease)
+                    vgpu_lim_drain_and_release(d, (int)i, true, 0);
+                pthread_mutex_unlock(&d->mu);
+                continue;
+            }
             /* A service (it publishes when it expects its next request) gives the lease back
              * once idle whether or not anyone asks: holders keeping clear of it do not ask, and
              * the time it went idle must be seen when it happens, not when someone next asks. */
@@ -123,7 +133,7 @@ static void *keeper(void *arg)
                 pthread_mutex_unlock(&d->mu);
                 continue;
             }
-            if (catching_up && now + GANG_POLL_NS < next)
+            if ((catching_up || d->gang) && now + GANG_POLL_NS < next)
                 next = now + GANG_POLL_NS;
             else if (!catching_up && end < next)
                 next = end;

@@ -1,6 +1,6 @@
 /* collective: a job that spans GPUs, for the multi-GPU tests (issue 26).
  *
- *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US]
+ *   collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US] [-w US]
  *     -m ranks  (default) N ranks, rank r on device r, each running steps of one collective
  *               (the fake GPU's "collective_us": it waits, busy, for the other ranks' kernels
  *               of the same step, as an NCCL all-reduce does) and -K compute kernels, then a
@@ -12,10 +12,15 @@
  *     -k US     each compute kernel's time (default 1000)      -K N  compute kernels a step (default 8)
  *     -t SEC    run time (default 2)                          -i ID communicator id (default: pid)
  *     -s N      synchronize every N steps (default 1): the CPU runs up to N steps ahead
- *     -j US     each compute kernel of a rank takes -k +- up to US (uniform, per kernel; default
- *               0): real GPUs never finish two ranks' steps at exactly the same time, and a
- *               limiter that ends each GPU's turn on its own lets a turn close between two
- *               ranks' launches of one collective only then (lib/hook/gang.c)
+ *     -j US     each compute kernel (of a rank, or of rr) takes -k +- up to US (uniform, per
+ *               kernel; default 0): real GPUs never finish two ranks' steps at exactly the same
+ *               time, and a limiter that ends each GPU's turn on its own lets a turn close
+ *               between two ranks' launches of one collective only then (lib/hook/gang.c); nor
+ *               do one process's GPUs use their turns alike, so their turns drift apart
+ *     -w US     rr: the first step launches on device 0, then waits US before it launches on the
+ *               others (a library's first use of a device: on 2 x H200, PyTorch's first matmul
+ *               on GPU 1 put its turns 14 ms behind GPU 0's for the whole run, and the thread,
+ *               held on whichever GPU was between turns, kept 82 % of its rate at --core 90)
  *
  * Prints one line: "steps=... elapsed_s=... steps_per_s=... share0=... share1=... min_share=...
  * max_share=...": shareG = the kernel time of device G's completed steps (the collective's own
@@ -55,7 +60,7 @@ struct shared {
 
 static struct shared *sh;
 static unsigned nranks = 2, nkern = 8, sync_every = 1;
-static unsigned long long coll_us = 2000, kern_us = 1000, jitter_us, comm_id;
+static unsigned long long coll_us = 2000, kern_us = 1000, jitter_us, late_us, comm_id;
 static double secs = 2;
 
 static double now_s(void)
@@ -137,14 +142,22 @@ static void round_robin(void)
         CK(cuModuleGetFunction(&kern[g], mod, "sleep_us"));
         CK(cuStreamCreate(&s[g], CU_STREAM_NON_BLOCKING));
     }
-    void *kp[] = { &kern_us };
+    unsigned long long k_us = kern_us;
+    void *kp[] = { &k_us };
+    unsigned seed = (unsigned)getpid() * 2654435761u;
     double t0 = now_s();
     uint64_t done = 0;
     while (now_s() - t0 < secs) {
         for (unsigned g = 0; g < nranks; g++) {
             CK(cuCtxSetCurrent(ctx[g]));
-            for (unsigned i = 0; i < nkern; i++)
+            if (g == 1 && done == 0 && late_us) {
+                struct timespec ts = { (time_t)(late_us / 1000000), (long)(late_us % 1000000) * 1000 };
+                nanosleep(&ts, NULL);
+            }
+            for (unsigned i = 0; i < nkern; i++) {
+                k_us = kern_us + (jitter_us ? (unsigned long long)(rand_r(&seed) % (2 * jitter_us + 1)) : 0) - jitter_us;
                 CK(cuLaunchKernel(kern[g], 1, 1, 1, 32, 1, 1, 0, s[g], kp, NULL));
+            }
         }
         for (unsigned g = 0; g < nranks; g++) {
             CK(cuCtxSetCurrent(ctx[g]));
@@ -160,7 +173,7 @@ static void round_robin(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US]\n");
+    fprintf(stderr, "usage: collective [-m ranks|rr] [-n N] [-p procs|threads] [-c US] [-k US] [-K N] [-t SEC] [-i ID] [-s N] [-j US] [-w US]\n");
     return 2;
 }
 
@@ -169,7 +182,7 @@ int main(int argc, char **argv)
     const char *mode = "ranks", *as = "procs";
     int opt;
     comm_id = (unsigned long long)getpid();
-    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:s:j:")) != -1) {
+    while ((opt = getopt(argc, argv, "m:n:p:c:k:K:t:i:s:j:w:")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
         case 'n': nranks = (unsigned)atoi(optarg); break;
@@ -181,6 +194,7 @@ int main(int argc, char **argv)
         case 'i': comm_id = strtoull(optarg, NULL, 10); break;
         case 's': sync_every = (unsigned)atoi(optarg); break;
         case 'j': jitter_us = strtoull(optarg, NULL, 10); break;
+        case 'w': late_us = strtoull(optarg, NULL, 10); break;
         default: return usage();
         }
     }

@@ -439,6 +439,27 @@ uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now)
     return wait;
 }
 
+uint64_t vgpu_sched_turn_at(struct vgpu_sched *s, int proc, uint64_t now)
+{
+    struct vgpu_sched_file *f = s->f;
+    uint64_t at = now;
+    const struct vgpu_sched_job *j = ld_job_of(f, (unsigned)proc);
+    if (j) {
+        unsigned cap = ld_cap(j);
+        int64_t cr;
+        uint64_t ct;
+        ld_credit(j, cap, now, &cr, &ct);
+        uint64_t e = vgpu_sched_eligible_at(cr, ct, cap);
+        at = e > at ? e : at;
+    }
+    /* Another's lease, until its deadline (a value that cannot be a deadline is not believed). */
+    uint64_t lease = atomic_load(&f->lease), end = atomic_load(&f->lease_end);
+    if (vgpu_lease_holder(lease) && vgpu_lease_holder(lease) != (unsigned)proc + 1 && end > at &&
+        end - now <= VGPU_SCHED_MAX_LEASE_NS)
+        at = end;
+    return at - now > VGPU_SCHED_PERIOD_NS ? now + VGPU_SCHED_PERIOD_NS : at;
+}
+
 void vgpu_sched_note_yield(struct vgpu_sched *s)
 {
     if (s->remote)

@@ -191,7 +191,10 @@ struct vgpu_region_usage {
     _Atomic uint16_t gang_launches[VGPU_REGION_MAX_DEVICES];
     _Atomic uint32_t gang_live;         /* bit d: job device d holds a lease that has not ended */
     _Atomic uint32_t gang_want;         /* bit d: a launch on job device d waits for its turn */
-    uint64_t reserved[1];
+    /* When the job's devices may open their next turns, in µs of CLOCK_MONOTONIC (low 48 bits),
+     * and how many times a device went out of its turn (high 16 bits): gang.c. Was a reserved
+     * word (0 in older regions: no device out). */
+    _Atomic uint64_t gang_open;
     struct vgpu_region_dev_usage dev[VGPU_REGION_MAX_DEVICES];
     struct vgpu_region_slot slot[VGPU_REGION_MAX_SLOTS];
 };

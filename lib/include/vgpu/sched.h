@@ -299,6 +299,10 @@ void vgpu_sched_wait(struct vgpu_sched *s, uint64_t max_ns);
 /* How long the caller should sleep at most before trying again (until its job is eligible,
  * capped to a few ms so that a lease freed without a wake-up is never missed for long). */
 uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now);
+/* When proc's job may next take a turn: once its credit reaches a quantum, and not before
+ * another job's lease ends (its deadline); at most a period from now. For a job of several GPUs,
+ * whose other GPUs then wait for this one (lib/hook/gang.c). */
+uint64_t vgpu_sched_turn_at(struct vgpu_sched *s, int proc, uint64_t now);
 
 /* Process `proc` gave its lease back at `now`: with work to the end (`held_out`: its deadline
  * passed, or a preemptor took the lease), or early (idle, exiting). A waiter under its cap preempts only with new
