@@ -186,7 +186,14 @@ $(BUILD)/fakegpu/%: $(BUILD)/obj/tests/fakegpu/tools/%.o $(call obj,$(FAKE_COMMO
 # ---- tests ----------------------------------------------------------------------------------------
 $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka -ljson-c -lsqlite3 -ldl -lpthread -lm
+	$(CC) -o $@ $(filter %.o,$^) $(CORE_LIB) $(LDFLAGS) -lcmocka -ljson-c -lsqlite3 -ldl -lpthread -lm
+
+# A layer that knows nothing above it is tested alone: its object links into the unit test
+# (before the core library, which it calls). The hook's memory counters (the test answers
+# config.c's questions itself), and vgpu top's screen state (no curses).
+$(BUILD)/tests/unit/test_hook_acct: $(call obj,lib/hook/acct.c)
+$(BUILD)/tests/unit/test_top_ui_state: $(call obj,cmd/top/ui_state.c)
+$(BUILD)/obj/tests/unit/test_top_ui_state.o: CFLAGS += -Icmd
 
 # Test programs reach the driver the ways real programs do: linked against libcuda.so.1
 # (the fake at build time, whatever is installed at run time), or through dlopen.

@@ -1,7 +1,7 @@
 /* vgpu top's private pieces: the sampler thread (sampler.c), host facts (host.c), the job
  * reader (jobs.c), the
- * text snapshot (text.c) and the ncurses screen (ui.c,
- * ui_draw.c, ui_keys.c: ui.h). The model itself is vgpu/top.h. */
+ * text snapshot (text.c) and the ncurses screen (ui.c, ui_keys.c, ui_draw.c, ui_state.c,
+ * users.c: layered, see ui_state.h). The model itself is vgpu/top.h. */
 #ifndef VGPU_CMD_TOP_H
 #define VGPU_CMD_TOP_H
 

@@ -1,8 +1,10 @@
 /* vgpu top's screen: ncurses, drawn from the newest model the sampler published, never waiting
  * on the driver. Where things go is top_layout_compute() (pure, unit-tested); what each row
- * says is top_row_*() (shared with --once). This file is the loop (samples in, keys in, paint),
- * and the rows and selection; painting is ui_draw.c, keys and actions ui_keys.c (see ui.h). */
-#include "ui.h"
+ * says is top_row_*() (shared with --once). This file is the loop on top of the screen's layers
+ * (ui_state.h): samples in, a key to ui_keys, then ui_draw paints. */
+#include "ui_draw.h"
+#include "ui_keys.h"
+#include "ui_state.h"
 
 #include <curses.h>
 #include <errno.h>
@@ -17,68 +19,6 @@
 
 static volatile sig_atomic_t got_quit;
 static void on_quit(int sig) { (void)sig; got_quit = 1; }
-
-int ui_job_index(const struct top_model *m, const char *id)
-{
-    for (unsigned j = 0; m && j < m->njob; j++)
-        if (strcmp(m->jobs[j].id, id) == 0)
-            return (int)j;
-    return -1;
-}
-
-/* Re-sorts the rows and keeps the selection on the same job / process. */
-void ui_refresh_rows(struct ui *u)
-{
-    const struct top_model *m = u->m;
-    if (!m)
-        return;
-    u->njorder = top_sort_jobs(m, u->jorder, u->jkey, u->jdesc, u->filter);
-    size_t *po = realloc(u->porder, (m->nproc ? m->nproc : 1) * sizeof *po);
-    if (!po)
-        return;
-    u->porder = po;
-    int oj = u->only_job[0] ? ui_job_index(m, u->only_job) : -1;
-    if (u->only_job[0] && oj < 0)
-        u->only_job[0] = 0;   /* the job ended */
-    u->nporder = top_sort_procs(m, u->porder, u->pkey, u->pdesc, u->filter, u->gpu_mask, oj);
-    for (size_t i = 0; i < u->njorder; i++)
-        if (strcmp(m->jobs[u->jorder[i]].id, u->sel_job) == 0)
-            u->sel[P_JOBS] = (int)i;
-    for (size_t i = 0; i < u->nporder; i++)
-        if (m->procs[u->porder[i]].pid == u->sel_pid)
-            u->sel[P_PROCS] = (int)i;
-    int counts[P_COUNT] = { (int)m->ngpu, (int)u->njorder, (int)u->nporder };
-    for (int p = 0; p < P_COUNT; p++) {
-        if (u->sel[p] >= counts[p])
-            u->sel[p] = counts[p] - 1;
-        if (u->sel[p] < 0)
-            u->sel[p] = 0;
-    }
-}
-
-void ui_remember_sel(struct ui *u)
-{
-    if (!u->m)
-        return;
-    if (u->njorder && u->sel[P_JOBS] < (int)u->njorder)
-        snprintf(u->sel_job, sizeof u->sel_job, "%s", u->m->jobs[u->jorder[u->sel[P_JOBS]]].id);
-    if (u->nporder && u->sel[P_PROCS] < (int)u->nporder)
-        u->sel_pid = u->m->procs[u->porder[u->sel[P_PROCS]]].pid;
-}
-
-const struct top_job *ui_sel_job(struct ui *u)
-{
-    if (!u->m || !u->njorder)
-        return NULL;
-    return &u->m->jobs[u->jorder[u->sel[P_JOBS]]];
-}
-
-const struct top_proc *ui_sel_proc(struct ui *u)
-{
-    if (!u->m || !u->nporder)
-        return NULL;
-    return &u->m->procs[u->porder[u->sel[P_PROCS]]];
-}
 
 int top_ui_run(struct top_sampler *s, const struct top_ui_opts *o)
 {
@@ -115,18 +55,7 @@ int top_ui_run(struct top_sampler *s, const struct top_ui_opts *o)
               | BUTTON5_PRESSED
 #endif
               , NULL);
-    if (u->color && has_colors()) {
-        start_color();
-        use_default_colors();   /* the terminal's own background (light or dark) */
-        init_pair(C_TITLE, COLOR_CYAN, -1);
-        init_pair(C_OK, COLOR_GREEN, -1);
-        init_pair(C_WARN, COLOR_YELLOW, -1);
-        init_pair(C_BAD, COLOR_RED, -1);
-        init_pair(C_BANNER, COLOR_RED, -1);
-        init_pair(C_DIM, COLOR_BLUE, -1);
-    } else {
-        u->color = false;
-    }
+    ui_draw_colors(u);
     int rc = 0;
     if (top_sampler_start(s, o->delay_ms) < 0) {
         endwin();

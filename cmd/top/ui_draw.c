@@ -1,6 +1,8 @@
 /* vgpu top's screen, painted: the GPU, graph, job and process panels, the help and the
- * banners, from the newest model (see ui.h). Where things go is top_layout_compute(). */
-#include "ui.h"
+ * banners, from the state (ui_state.h) and its newest model; nothing here changes the state or
+ * knows the keys. Where things go is top_layout_compute(). */
+#include "ui_draw.h"
+#include "ui_state.h"
 
 #include <curses.h>
 #include <errno.h>
@@ -11,6 +13,25 @@
 #include <unistd.h>
 
 #include "vgpu/units.h"
+
+/* colour pairs */
+enum { C_TITLE = 1, C_OK, C_WARN, C_BAD, C_BANNER, C_DIM };
+
+void ui_draw_colors(struct ui *u)
+{
+    if (u->color && has_colors()) {
+        start_color();
+        use_default_colors();   /* the terminal's own background (light or dark) */
+        init_pair(C_TITLE, COLOR_CYAN, -1);
+        init_pair(C_OK, COLOR_GREEN, -1);
+        init_pair(C_WARN, COLOR_YELLOW, -1);
+        init_pair(C_BAD, COLOR_RED, -1);
+        init_pair(C_BANNER, COLOR_RED, -1);
+        init_pair(C_DIM, COLOR_BLUE, -1);
+    } else {
+        u->color = false;
+    }
+}
 
 static void set_color(struct ui *u, int pair, bool on)
 {

@@ -1,6 +1,8 @@
 /* vgpu top's keys and what they do: sorting, filters, prompts, the kill dialog and live limit
- * changes (see ui.h). */
-#include "ui.h"
+ * changes. A key changes the state (ui_state.h) and nothing is painted here: the loop (ui.c)
+ * paints after each key. */
+#include "ui_keys.h"
+#include "ui_state.h"
 
 #include <curses.h>
 #include <errno.h>
@@ -11,18 +13,6 @@
 #include <unistd.h>
 
 #include "vgpu/units.h"
-
-static const struct { int sig; const char *name; } sigs[] = {
-    { SIGTERM, "TERM" }, { SIGKILL, "KILL" }, { SIGINT, "INT" }, { SIGHUP, "HUP" }, { SIGSTOP, "STOP" }, { SIGCONT, "CONT" },
-};
-
-const char *ui_sig_name(int sig)
-{
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        if (sigs[i].sig == sig)
-            return sigs[i].name;
-    return "?";
-}
 
 /* ---- actions ---- */
 
@@ -171,7 +161,7 @@ static void prompt_key(struct ui *u, int ch)
             do_kill(u);
             u->prompt = PR_NONE;
         } else if (ch >= '1' && ch <= '6') {
-            u->kill.sig = sigs[ch - '1'].sig;
+            u->kill.sig = ui_sig_choice(ch - '0');
         } else if (ch != KEY_RESIZE && ch != ERR) {
             snprintf(u->msg, sizeof u->msg, "nothing signalled");
             u->prompt = PR_NONE;
@@ -200,18 +190,6 @@ static void start_prompt(struct ui *u, enum prompt p, const char *initial)
     u->input_len = strlen(u->input);
 }
 
-static void move_sel(struct ui *u, int delta)
-{
-    int counts[P_COUNT] = { u->m ? (int)u->m->ngpu : 0, (int)u->njorder, (int)u->nporder };
-    int p = u->focus;
-    u->sel[p] += delta;
-    if (u->sel[p] >= counts[p])
-        u->sel[p] = counts[p] - 1;
-    if (u->sel[p] < 0)
-        u->sel[p] = 0;
-    ui_remember_sel(u);
-}
-
 void ui_key(struct ui *u, int ch)
 {
     if (u->prompt != PR_NONE) {
@@ -238,12 +216,12 @@ void ui_key(struct ui *u, int ch)
         top_users_read(&u->users);   /* read as it opens: the records change only as jobs end */
         u->show_users = true;
         break;
-    case KEY_UP: case 'K': move_sel(u, -1); break;
-    case KEY_DOWN: case 'j': move_sel(u, 1); break;
-    case KEY_PPAGE: move_sel(u, -(LINES / 3)); break;
-    case KEY_NPAGE: move_sel(u, LINES / 3); break;
-    case KEY_HOME: move_sel(u, -100000); break;
-    case KEY_END: move_sel(u, 100000); break;
+    case KEY_UP: case 'K': ui_move_sel(u, -1); break;
+    case KEY_DOWN: case 'j': ui_move_sel(u, 1); break;
+    case KEY_PPAGE: ui_move_sel(u, -(LINES / 3)); break;
+    case KEY_NPAGE: ui_move_sel(u, LINES / 3); break;
+    case KEY_HOME: ui_move_sel(u, -100000); break;
+    case KEY_END: ui_move_sel(u, 100000); break;
     case '\t': u->focus = (enum panel)((u->focus + 1) % P_COUNT); break;
     case KEY_BTAB: u->focus = (enum panel)((u->focus + P_COUNT - 1) % P_COUNT); break;
     case 's':
@@ -291,10 +269,10 @@ void ui_key(struct ui *u, int ch)
         MEVENT ev;
         if (getmouse(&ev) == OK) {
             if (ev.bstate & BUTTON4_PRESSED)
-                move_sel(u, -3);
+                ui_move_sel(u, -3);
 #ifdef BUTTON5_PRESSED
             else if (ev.bstate & BUTTON5_PRESSED)
-                move_sel(u, 3);
+                ui_move_sel(u, 3);
 #endif
         }
         break;

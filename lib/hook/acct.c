@@ -1,39 +1,28 @@
-/* acct.c: reserving device memory in the job region (DESIGN.md decisions 4 and 6).
+/* acct.c: the job's memory counters, as this process sees them: the bottom of the hook's
+ * memory accounting (DESIGN.md decisions 4 and 6).
  *
- * Every allocating wrapper reserves before the real call (a CAS of the job's per-device
- * counter against the limit, in lib/core/region/region.c, so that concurrent processes can never pass
- * the limit together) and releases when the real call fails or the memory is freed. A refused
- * reservation is logged once a second at most (warn level: VGPU_LOG=error silences it) and the
- * wrapper returns CUDA_ERROR_OUT_OF_MEMORY. Callers pass CUDA ordinals; the job device is found
- * by UUID (vgpu_job_dev), and a GPU that is not the job's gets no memory at all (a child that
- * changed CUDA_VISIBLE_DEVICES must not use GPUs the job was not given). */
+ * The layers, each calling only down:
+ *   wrappers      mem.c vmm.c ctx.c spill.c pool.c graphmem.c view.c nvml.c's views, launch.c
+ *   admission     admit.c: vgpu_acct_reserve*: settle NVML's view first, try, and before refusing
+ *                 re-measure what may be stale (pools, graph pools, memory outside the limiter,
+ *                 dead processes) and try once more; the OOM message
+ *   measuring     pool_charge.c, graphmem_charge.c, nvml.c (reconciliation): measure what the
+ *                 driver holds for the job and charge or give back the difference
+ *   counters      this file: one reservation attempt, release, force, spill, limits and views
+ *   region        lib/core/region/region.c: the per-job, per-device counters and their CAS
+ * This file knows the job (config.c) and the region only: nothing above it, and no driver call,
+ * so that it can be tested alone (tests/unit/test_hook_acct.c).
+ *
+ * A reservation is a CAS of the job's per-device counter against the limit (region.c), so that
+ * concurrent processes can never pass the limit together; it is released when the real call
+ * fails or the memory is freed. Callers pass CUDA ordinals; the job device is found by UUID
+ * (vgpu_job_dev), and a GPU that is not the job's gets no memory at all (a child that changed
+ * CUDA_VISIBLE_DEVICES must not use GPUs the job was not given). */
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdio.h>
 
 #include "hook.h"
 #include "vgpu/region.h"
-#include "vgpu/units.h"
-
-static vgpu_cuCtxGetDevice_fn ctx_get_device(void)
-{
-    static _Atomic(vgpu_cuCtxGetDevice_fn) fn;
-    vgpu_cuCtxGetDevice_fn f = atomic_load_explicit(&fn, memory_order_acquire);
-    if (!f) {
-        f = (vgpu_cuCtxGetDevice_fn)vgpu_real_cuda_sym("cuCtxGetDevice");
-        atomic_store_explicit(&fn, f, memory_order_release);
-    }
-    return f;
-}
-
-int vgpu_current_device(void)
-{
-    vgpu_cuCtxGetDevice_fn f = ctx_get_device();
-    CUdevice d = -1;
-    if (!f || f(&d) != CUDA_SUCCESS || d < 0)
-        return -1;
-    return d;
-}
 
 /* The job and this process's slot when CUDA device `dev` can be accounted, with its job device
  * in *jdev; NULL otherwise (*jdev is VGPU_NOT_JOB_DEV for a GPU that is not the job's). */
@@ -48,54 +37,13 @@ static struct vgpu_region *accountable(int dev, int *slot, int *jdev)
     return *slot >= 0 ? r : NULL;
 }
 
-static void report_oom(struct vgpu_region *r, int dev, int jdev, uint64_t bytes, const char *what)
+bool vgpu_acct_tracked(int dev)
 {
-    static _Atomic uint64_t last_ns;
-    static _Atomic unsigned suppressed;
-    uint64_t now = vgpu_now_ns(), last = atomic_load(&last_ns);
-    if (last && now - last < 1000000000ull) {
-        atomic_fetch_add(&suppressed, 1);
-        return;
-    }
-    if (!atomic_compare_exchange_strong(&last_ns, &last, now)) {
-        atomic_fetch_add(&suppressed, 1);
-        return;
-    }
-    char req[32], used[32], lim[32], more[64] = "", out[96] = "";
-    unsigned n = atomic_exchange(&suppressed, 0);
-    if (n)
-        snprintf(more, sizeof more, " (%u more refused since the last message)", n);
-    uint64_t outside = vgpu_region_outside(r, (unsigned)jdev);
-    if (outside) {
-        char o[32];
-        snprintf(out, sizeof out, ", and %s outside the limiter (pid %d, not under libvgpu.so)",
-                 vgpu_format_size(outside, o, sizeof o), (int)atomic_load(&r->use->dev[jdev].outside_pid));
-    }
-    uint64_t share;
-    if (vgpu_region_oversub(r, (unsigned)jdev, &share) && share != UINT64_MAX) {
-        /* Oversubscribed: say which bound refused it, the cap or the device share. */
-        char sh[32], off[32];
-        uint64_t sp = vgpu_region_mem_spilled(r, (unsigned)jdev), u = vgpu_region_mem_used(r, (unsigned)jdev);
-        vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use, %s of it "
-                  "off the device; its device share is %s (--oversubscribe: only cuMemAlloc spills past it)%s%s. "
-                  "Use less memory, or raise the limit with `vgpu limit`.",
-                  vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
-                  vgpu_format_size(u, used, sizeof used),
-                  vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)jdev), lim, sizeof lim),
-                  vgpu_format_size(sp, off, sizeof off), vgpu_format_size(share, sh, sizeof sh), out, more);
-        return;
-    }
-    vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use%s%s. "
-              "Use less memory, or raise the limit with `vgpu limit`.",
-              vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
-              vgpu_format_size(vgpu_region_mem_used(r, (unsigned)jdev), used, sizeof used),
-              vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)jdev), lim, sizeof lim), out, more);
+    int slot, jdev;
+    return accountable(dev, &slot, &jdev) != NULL;
 }
 
-/* How a reservation may be placed on an oversubscribed device (vgpu_region_reserve_split). */
-enum placing { ON_DEVICE, SPILLABLE, PAGED };
-
-static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call, enum placing how, bool *spilled)
+enum vgpu_acct_answer vgpu_acct_try(int dev, uint64_t bytes, enum vgpu_acct_place how, bool *spilled)
 {
     int slot, jdev;
     bool sp = false;
@@ -103,65 +51,30 @@ static bool reserve(int dev, uint64_t bytes, const char *what, bool before_call,
         *spilled = false;
     struct vgpu_region *r = accountable(dev, &slot, &jdev);
     if (jdev == VGPU_NOT_JOB_DEV && bytes)
-        return false;                   /* not the job's GPU: said once by vgpu_job_dev */
+        return VGPU_ACCT_REFUSED;       /* not the job's GPU: said once by vgpu_job_dev */
     if (!r && bytes && vgpu_job_refused())
-        return false;                   /* VGPU_FAIL_CLOSED: no job region, no memory */
+        return VGPU_ACCT_REFUSED;       /* VGPU_FAIL_CLOSED: no job region, no memory */
     if (!r || bytes == 0)
-        return true;
+        return VGPU_ACCT_GRANTED;
     (void)vgpu_region_reap_maybe(r);
-    /* Only before a real call: after one, NVML already shows memory not yet charged. */
-    if (before_call)
-        vgpu_nvml_reconcile_maybe(dev);
-    bool paged = how == PAGED && vgpu_region_oversub(r, (unsigned)jdev, NULL);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int rc;
-        if (paged) {
-            /* Managed memory the program asked for: pageable by nature, so it counts against
-             * the cap and off the device share (when this process may spill here). */
-            rc = vgpu_region_reserve(r, slot, (unsigned)jdev, bytes);
-            if (rc == 0)
-                sp = vgpu_region_mark_spilled(r, slot, (unsigned)jdev, bytes);
-        } else {
-            rc = vgpu_region_reserve_split(r, slot, (unsigned)jdev, bytes, how == SPILLABLE, &sp);
-        }
-        if (rc == 0) {
-            if (spilled)
-                *spilled = sp;
-            return true;
-        }
-        if (errno == EINVAL)
-            return true;                /* not ours to account (bad index): never fail the call */
-        if (attempt)
-            break;
-        /* Before refusing: charges that may be stale (pools shrink at synchronize, graph memory
-         * is trimmed, processes die) are re-measured, then one more try. */
-        vgpu_pool_reconcile_all();
-        vgpu_graphmem_reconcile(dev);
-        vgpu_nvml_outside_refresh(dev);
-        (void)vgpu_region_reap(r);
+    int rc;
+    if (how == VGPU_ACCT_PAGED && vgpu_region_oversub(r, (unsigned)jdev, NULL)) {
+        /* Managed memory the program asked for: pageable by nature, so it counts against the
+         * cap and off the device share (when this process may spill here). */
+        rc = vgpu_region_reserve(r, slot, (unsigned)jdev, bytes);
+        if (rc == 0)
+            sp = vgpu_region_mark_spilled(r, slot, (unsigned)jdev, bytes);
+    } else {
+        rc = vgpu_region_reserve_split(r, slot, (unsigned)jdev, bytes, how == VGPU_ACCT_SPILLABLE, &sp);
     }
-    report_oom(r, dev, jdev, bytes, what);
-    return false;
-}
-
-bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what)
-{
-    return reserve(dev, bytes, what, true, ON_DEVICE, NULL);
-}
-
-bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what)
-{
-    return reserve(dev, bytes, what, false, ON_DEVICE, NULL);
-}
-
-bool vgpu_acct_reserve_spillable(int dev, uint64_t bytes, const char *what, bool *spill)
-{
-    return reserve(dev, bytes, what, true, SPILLABLE, spill);
-}
-
-bool vgpu_acct_reserve_paged(int dev, uint64_t bytes, const char *what, bool *spilled)
-{
-    return reserve(dev, bytes, what, true, PAGED, spilled);
+    if (rc == 0) {
+        if (spilled)
+            *spilled = sp;
+        return VGPU_ACCT_GRANTED;
+    }
+    if (errno == EINVAL)
+        return VGPU_ACCT_GRANTED;       /* not ours to account (bad index): never fail the call */
+    return VGPU_ACCT_OVER;
 }
 
 void vgpu_acct_release_spilled(int dev, uint64_t bytes)

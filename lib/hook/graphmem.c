@@ -19,7 +19,9 @@
  *    A relaunch needs only what the graph does not free itself (and nothing with
  *    AUTO_FREE_ON_LAUNCH), as its earlier launch's memory comes back in stream order.
  * Graphs the hook never saw instantiated (and trims, pool shrinking) are settled after the
- * fact by vgpu_graphmem_reconcile, as before: growth it finds is charged even past the limit. */
+ * fact by vgpu_graphmem_reconcile, as before: growth it finds is charged even past the limit.
+ * What the graph pools hold, charged, is graphmem_charge.c's (below admit.c, which re-measures
+ * it before refusing); this file is the admission of graph memory and the wrappers, above. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,62 +33,13 @@
 #define EXEC_DEVS 4        /* devices recorded per graph; more is rare, and settled after the fact */
 #define MAX_EXECS 1024
 
-static _Atomic bool graph_mem_seen;
-static _Atomic uint64_t graph_charged[MAXDEV];   /* the device's graph pool as charged to the job */
-
-static bool graph_attr(int dev, CUgraphMem_attribute attr, uint64_t *v)
-{
-    vgpu_cuDeviceGetGraphMemAttribute_fn f =
-        (vgpu_cuDeviceGetGraphMemAttribute_fn)vgpu_real_cuda_sym("cuDeviceGetGraphMemAttribute");
-    cuuint64_t x = 0;
-    if (!f || f(dev, attr, &x) != CUDA_SUCCESS)
-        return false;
-    *v = x;
-    return true;
-}
-
-void vgpu_graphmem_reconcile(int dev)
-{
-    if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed) || dev < 0 || dev >= MAXDEV)
-        return;
-    uint64_t reserved;
-    if (!graph_attr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved))
-        return;
-    uint64_t old = atomic_exchange(&graph_charged[dev], reserved);
-    if (reserved > old)
-        vgpu_acct_force(dev, reserved - old);
-    else if (old > reserved)
-        vgpu_acct_release(dev, old - reserved);
-}
-
-void vgpu_graph_launched(void)
-{
-    if (__builtin_expect(atomic_load_explicit(&graph_mem_seen, memory_order_relaxed), 0) && vgpu_job())
-        vgpu_graphmem_reconcile(vgpu_current_device());
-}
-
-static void saw_graph_memory(void)
-{
-    if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed))
-        atomic_store(&graph_mem_seen, true);
-}
-
-/* Memory the device's graph pool holds, charged to the job, that no graph uses now. */
-static uint64_t pool_spare(int dev)
-{
-    uint64_t used, charged = atomic_load(&graph_charged[dev]);
-    if (!graph_attr(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used))
-        return 0;
-    return charged > used ? charged - used : 0;
-}
-
 /* Whether `bytes` of graph memory fit on `dev` now (the OOM line is logged when not). */
 static bool fits_now(int dev, uint64_t bytes, const char *what)
 {
     if (dev < 0 || dev >= MAXDEV || !vgpu_job() || !bytes)
         return true;
     vgpu_graphmem_reconcile(dev);
-    uint64_t spare = pool_spare(dev);
+    uint64_t spare = vgpu_graphmem_spare(dev);
     if (bytes <= spare)
         return true;
     if (!vgpu_acct_reserve(dev, bytes - spare, what))
@@ -243,7 +196,7 @@ static bool instantiated(CUgraphExec exec, CUgraph graph, unsigned long long fla
         exec_forget(exec);
         return true;
     }
-    saw_graph_memory();
+    vgpu_graphmem_saw();
     for (int i = 0; i < need.n; i++) {
         uint64_t limit = vgpu_acct_limit(need.d[i].dev);
         if (limit && need.d[i].total > limit) {
@@ -260,7 +213,7 @@ _Static_assert(EXEC_DEVS == VGPU_GRAPH_HOLD_DEVS, "a graph's devices fit in a ho
 bool vgpu_graph_mem_before(CUgraphExec exec, const char *what, struct vgpu_graph_hold *h)
 {
     h->n = 0;
-    if (!atomic_load_explicit(&graph_mem_seen, memory_order_relaxed) || !vgpu_job())
+    if (!vgpu_graphmem_seen() || !vgpu_job())
         return true;
     pthread_mutex_lock(&exec_lock);
     struct exec_rec *r = exec ? exec_find(exec) : NULL;
@@ -270,7 +223,7 @@ bool vgpu_graph_mem_before(CUgraphExec exec, const char *what, struct vgpu_graph
         int dev = copy.need.d[i].dev;
         uint64_t want = copy.uploaded ? 0 : copy.launched ? copy.need.d[i].persist : copy.need.d[i].total;
         vgpu_graphmem_reconcile(dev);
-        uint64_t spare = pool_spare(dev);
+        uint64_t spare = vgpu_graphmem_spare(dev);
         want = want > spare ? want - spare : 0;
         if (want && !vgpu_acct_reserve(dev, want, what)) {
             for (int k = 0; k < h->n; k++)
@@ -313,7 +266,7 @@ VGPU_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hG
     vgpu_cuGraphAddMemAllocNode_fn real = REAL(cuGraphAddMemAllocNode);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    saw_graph_memory();
+    vgpu_graphmem_saw();
     if (nodeParams && !fits_now(alloc_device(nodeParams), nodeParams->bytesize, "cuGraphAddMemAllocNode"))
         return CUDA_ERROR_OUT_OF_MEMORY;
     return real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
@@ -323,7 +276,7 @@ static bool node_fits(const CUgraphNodeParams *p)
 {
     if (!p || p->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
         return true;
-    saw_graph_memory();
+    vgpu_graphmem_saw();
     return fits_now(alloc_device(&p->alloc), p->alloc.bytesize, "cuGraphAddNode");
 }
 
@@ -353,7 +306,7 @@ VGPU_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
 #define BEGIN_CAPTURE(sym, params, args)                                         \
     VGPU_EXPORT CUresult sym params                                              \
     {                                                                            \
-        saw_graph_memory();                                                      \
+        vgpu_graphmem_saw();                                                      \
         CALL_REAL(sym, args);                                                    \
     }
 BEGIN_CAPTURE(cuStreamBeginCapture, (CUstream hStream), (hStream))

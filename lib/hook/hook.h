@@ -3,9 +3,11 @@
  * The pieces: real.c finds the real driver/NVML functions (lazily, once); route.c hands our
  * wrappers out through dlsym and cuGetProcAddress; config.c reads the job (VGPU_REGION, or the
  * HAMi-core variables through hami.c), and guard.c keeps a truncated job region from killing the
- * process (SIGBUS); acct.c reserves and releases memory in the job region;
+ * process (SIGBUS); memory accounting is layered, each layer calling only down (the layers are
+ * described at the top of acct.c): acct.c the counters, pool_charge.c, graphmem_charge.c and
+ * nvml.c measure what the driver holds, admit.c admits or refuses an allocation;
  * ptrtab.c remembers what each allocation charged; mem.c, pool.c, vmm.c, ctx.c, view.c,
- * launch.c and nvml.c are the wrappers. libc, libdl and libpthread only. */
+ * graphmem.c, launch.c and nvml.c are the wrappers. libc, libdl and libpthread only. */
 #ifndef VGPU_HOOK_H
 #define VGPU_HOOK_H
 
@@ -96,26 +98,23 @@ bool vgpu_job_core_limited(void);
 #define VGPU_NOT_JOB_DEV (-2)
 int vgpu_job_dev(int ordinal);
 
-/* ---- acct.c: memory accounting ------------------------------------------------------------------ */
+/* ---- acct.c: the memory counters (the bottom layer: knows the job and the region only) ----------- */
 
-/* The job device (CUDA ordinal) of the calling thread's current context; -1 when none. */
-int vgpu_current_device(void);
-/* Reserves `bytes` on job device `dev` for `what` (the entry point's name) before the real
- * call. true when granted (or when there is no job/limit accounting for dev); false when over
- * the limit: the OOM line has been logged (rate limited) and the caller returns
- * CUDA_ERROR_OUT_OF_MEMORY. */
-bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what);
-/* The same for memory measured after the real call (context, cuCtxSetLimit, module loads):
- * skips the NVML reconciliation, which would see the new memory as not yet charged. */
-bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what);
-/* On a device with --oversubscribe (VGPU_DEV_OVERSUB), vgpu_acct_reserve also holds the job's
- * device share: memory that cannot be paged fails there. _spillable is for allocations that may
- * be served from pageable memory instead (spill.c): *spill says the caller must allocate them
- * that way (they are counted off the device). _paged is for managed memory the program asked
- * for: counted off the device when the job is oversubscribed (*spilled), charged in full
- * otherwise. Spilled bytes go back with vgpu_acct_release_spilled. */
-bool vgpu_acct_reserve_spillable(int dev, uint64_t bytes, const char *what, bool *spill);
-bool vgpu_acct_reserve_paged(int dev, uint64_t bytes, const char *what, bool *spilled);
+/* How a reservation may be placed on an oversubscribed device (vgpu_region_reserve_split):
+ * ON_DEVICE must fit in the device share; SPILLABLE may be served from pageable memory instead;
+ * PAGED is managed memory the program asked for (off the device when the job is oversubscribed). */
+enum vgpu_acct_place { VGPU_ACCT_ON_DEVICE, VGPU_ACCT_SPILLABLE, VGPU_ACCT_PAGED };
+enum vgpu_acct_answer {
+    VGPU_ACCT_REFUSED,   /* never: not the job's GPU, or no job with VGPU_FAIL_CLOSED (said already) */
+    VGPU_ACCT_GRANTED,   /* reserved, or nothing to account (no job, 0 bytes, not ours) */
+    VGPU_ACCT_OVER,      /* over the limit (or the device share) now: nothing reserved, nothing said */
+};
+/* One attempt to reserve `bytes` on CUDA device `dev`; *spilled (may be NULL) says they were
+ * counted off the device. Reaps dead processes first when it is time (vgpu_region_reap_maybe). */
+enum vgpu_acct_answer vgpu_acct_try(int dev, uint64_t bytes, enum vgpu_acct_place how, bool *spilled);
+/* Whether memory on CUDA device `dev` is accounted in this process (a job, its GPU, a slot). */
+bool vgpu_acct_tracked(int dev);
+/* Spilled bytes given back (reserved with VGPU_ACCT_SPILLABLE/PAGED and *spilled). */
 void vgpu_acct_release_spilled(int dev, uint64_t bytes);
 /* Bytes reserved on the device that turn out not to fit there physically (the driver said
  * out of memory): counted as spilled instead, when the job is oversubscribed on dev. */
@@ -137,12 +136,61 @@ void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *
                     uint64_t *used_out);
 void vgpu_acct_view_job(int jdev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
                         uint64_t *used_out);
-/* Tells the pools (pool.c) to re-measure: called before giving up with OOM. */
-void vgpu_pool_reconcile_all(void);
-void vgpu_graphmem_reconcile(int dev);
 
-/* graphmem.c: after a graph instantiate/launch, charge the growth of the device's graph pool. */
+/* ---- pool_charge.c: what the memory pools hold, charged (calls only the counters) ---------------- */
+
+/* Settles every known pool (each may have shrunk at a synchronize): before refusing with OOM,
+ * and before a view of free memory. */
+void vgpu_pool_reconcile_all(void);
+/* The device's current pool (what cuMemAllocAsync draws from), registered; NULL when none. */
+CUmemoryPool vgpu_pool_current(int dev);
+/* The device of a known pool; an unknown one (a default pool fetched directly) is taken to be on
+ * the current device and registered. -1: not device memory, or no current device. */
+int vgpu_pool_device(CUmemoryPool pool);
+/* A pool created on `dev` (-1: host memory, known and never charged). */
+void vgpu_pool_register(CUmemoryPool pool, int dev);
+/* The part of a request of `bytes` the pool cannot serve from what it holds unused: what must
+ * be reserved before the call (the pool is settled first, so its charge is current). */
+uint64_t vgpu_pool_up_front(CUmemoryPool pool, int dev, uint64_t bytes);
+/* After an allocation from the pool: charges its growth against the `up_front` reserved. */
+void vgpu_pool_settle(CUmemoryPool pool, int dev, uint64_t up_front);
+/* The pool was trimmed (settled), or destroyed (its whole charge given back). */
+void vgpu_pool_trimmed(CUmemoryPool pool);
+void vgpu_pool_forget(CUmemoryPool pool);
+
+/* ---- graphmem_charge.c: what the graph pools hold, charged (calls only the counters) -------------- */
+
+/* Settles device dev's graph pool: growth forced, shrinking released. Nothing before graph
+ * memory was seen. */
+void vgpu_graphmem_reconcile(int dev);
+/* Graph memory was seen (a memory node, a captured allocation): from now on graph pools are
+ * measured. */
+void vgpu_graphmem_saw(void);
+bool vgpu_graphmem_seen(void);
+/* Memory device dev's graph pool holds, charged to the job, that no graph uses now. */
+uint64_t vgpu_graphmem_spare(int dev);
+/* After a graph instantiate/launch, charge the growth of the current device's graph pool. */
 void vgpu_graph_launched(void);
+
+/* ---- admit.c: admitting an allocation (above the counters and the measuring files) ---------------- */
+
+/* Reserves `bytes` on job device `dev` for `what` (the entry point's name) before the real
+ * call. true when granted (or when there is no job/limit accounting for dev); false when over
+ * the limit: the OOM line has been logged (rate limited) and the caller returns
+ * CUDA_ERROR_OUT_OF_MEMORY. */
+bool vgpu_acct_reserve(int dev, uint64_t bytes, const char *what);
+/* The same for memory measured after the real call (context, cuCtxSetLimit, module loads):
+ * skips the NVML reconciliation, which would see the new memory as not yet charged. */
+bool vgpu_acct_reserve_measured(int dev, uint64_t bytes, const char *what);
+/* On a device with --oversubscribe (VGPU_DEV_OVERSUB), vgpu_acct_reserve also holds the job's
+ * device share: memory that cannot be paged fails there. _spillable is for allocations that may
+ * be served from pageable memory instead (spill.c): *spill says the caller must allocate them
+ * that way (they are counted off the device). _paged is for managed memory the program asked
+ * for: counted off the device when the job is oversubscribed (*spilled), charged in full
+ * otherwise. Spilled bytes go back with vgpu_acct_release_spilled. */
+bool vgpu_acct_reserve_spillable(int dev, uint64_t bytes, const char *what, bool *spill);
+bool vgpu_acct_reserve_paged(int dev, uint64_t bytes, const char *what, bool *spilled);
+
 /* graphmem.c: around a graph launch or upload. _before reserves the growth of the graph pool
  * the executable graph may need; false (nothing held) when that does not fit in the limit: the
  * caller returns CUDA_ERROR_OUT_OF_MEMORY without the real call. _after charges the pool's real
@@ -203,6 +251,8 @@ void vgpu_ptr_drop_ctx(uint64_t ctx, void (*release)(enum vgpu_alloc_kind kind, 
 /* ---- small helpers --------------------------------------------------------------------------------- */
 
 uint64_t vgpu_now_ns(void);            /* CLOCK_MONOTONIC */
+/* The CUDA device (ordinal) of the calling thread's current context; -1 when none (real.c). */
+int vgpu_current_device(void);
 /* Free and total memory of the current context's device through the real cuMemGetInfo_v2. */
 bool vgpu_real_meminfo(uint64_t *free_b, uint64_t *total_b);
 

@@ -96,6 +96,26 @@ uint64_t vgpu_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static vgpu_cuCtxGetDevice_fn ctx_get_device(void)
+{
+    static _Atomic(vgpu_cuCtxGetDevice_fn) fn;
+    vgpu_cuCtxGetDevice_fn f = atomic_load_explicit(&fn, memory_order_acquire);
+    if (!f) {
+        f = (vgpu_cuCtxGetDevice_fn)vgpu_real_cuda_sym("cuCtxGetDevice");
+        atomic_store_explicit(&fn, f, memory_order_release);
+    }
+    return f;
+}
+
+int vgpu_current_device(void)
+{
+    vgpu_cuCtxGetDevice_fn f = ctx_get_device();
+    CUdevice d = -1;
+    if (!f || f(&d) != CUDA_SUCCESS || d < 0)
+        return -1;
+    return d;
+}
+
 bool vgpu_real_meminfo(uint64_t *free_b, uint64_t *total_b)
 {
     vgpu_cuMemGetInfo_v2_fn f = REAL(cuMemGetInfo_v2);

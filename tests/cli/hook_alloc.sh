@@ -49,7 +49,7 @@ assert_eq "explicit pool trimmed: charge given back (read from the job region)" 
 
 # A stale charge must not give a false out-of-memory: after the synchronize the pool holds
 # nothing, but the job is still charged its 500 MiB until the hook measures the pool again.
-# Before refusing, the hook re-measures and tries once more (acct.c): the 500 MiB fit.
+# Before refusing, the hook re-measures and tries once more (admit.c): the 500 MiB fit.
 probe async 500M free sync charged alloc 500M charged
 assert_eq "a pool emptied at synchronize is still charged (the stale charge)" "bytes=1061158912" \
   "$(line charged 1 | sed 's/.* //')"

@@ -1,7 +1,14 @@
-/* vgpu top's screen, shared between its files: the state of the screen (struct ui), rows and
- * selection (ui.c), painting (ui_draw.c), and keys and actions (ui_keys.c). */
-#ifndef VGPU_CMD_TOP_UI_H
-#define VGPU_CMD_TOP_UI_H
+/* vgpu top's screen state: what the screen shows and where the user is (struct ui), with the
+ * rows and the selection over the newest model. The bottom of the screen's files, which are
+ * layered so that each calls only down:
+ *   ui.c        the loop: samples in, keys in (ui_keys), paint (ui_draw); curses set up and down
+ *   ui_keys.c   a key changes the state (and acts: signals, limits); knows nothing of painting
+ *   ui_draw.c   paints the state; knows nothing of keys
+ *   ui_state.c  this: the state, rows and selection, the kill dialog's signals; no curses
+ *   users.c     the users view (read by ui_keys, painted by ui_draw), a leaf that knows none
+ * The state knows no curses, so rows and selection are unit-tested (tests/unit/test_top_ui_state.c). */
+#ifndef VGPU_CMD_TOP_UI_STATE_H
+#define VGPU_CMD_TOP_UI_STATE_H
 
 #include "top.h"
 #include "users.h"
@@ -45,21 +52,17 @@ struct ui {
     size_t jorder[TOP_MAX_JOBS], njorder;
 };
 
-/* colour pairs */
-enum { C_TITLE = 1, C_OK, C_WARN, C_BAD, C_BANNER, C_DIM };
-
-/* rows and selection (ui.c) */
+/* rows and selection */
 int ui_job_index(const struct top_model *m, const char *id);
 void ui_refresh_rows(struct ui *u);     /* re-sorts; keeps the selection on the same job / process */
 void ui_remember_sel(struct ui *u);
+void ui_move_sel(struct ui *u, int delta);   /* in the focused panel, clamped to its rows */
 const struct top_job *ui_sel_job(struct ui *u);
 const struct top_proc *ui_sel_proc(struct ui *u);
 
-/* painting (ui_draw.c) */
-void ui_draw(struct ui *u);
-
-/* keys and actions (ui_keys.c) */
-void ui_key(struct ui *u, int ch);
+/* the kill dialog's signals: their names, and the n-th (1..UI_NSIGS, as its keys 1-6 pick) */
+#define UI_NSIGS 6
 const char *ui_sig_name(int sig);
+int ui_sig_choice(int n);
 
 #endif
