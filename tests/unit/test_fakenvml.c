@@ -319,15 +319,17 @@ static void test_utilisation_samples(void **state)
     assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, s, &n, 0), NVML_SUCCESS);
     assert_true(n >= 1);
     unsigned long long newest = 0;
-    bool found = false;
+    unsigned found = 0;
     for (unsigned i = 0; i < n; i++) {
         assert_true(s[i].smUtil <= 100);
-        if (s[i].pid == (unsigned)c.pid && s[i].smUtil >= 80)
-            found = true;
+        if (s[i].pid == (unsigned)c.pid && s[i].smUtil > 0)
+            found++;
         if (s[i].timeStamp > newest)
             newest = s[i].timeStamp;
     }
-    assert_true(found);
+    /* Only the process's newest window (the one its work ended in, partly busy), as an H200 on
+     * driver 580 gives them: not one sample per window of its 0.7 s. */
+    assert_int_equal(found, 1);
     unsigned long long now_us = (unsigned long long)time(NULL) * 1000000ULL;
     assert_true(newest > now_us - 5000000ULL && newest < now_us + 5000000ULL); /* wall-clock µs */
     n = 72;
