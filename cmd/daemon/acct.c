@@ -131,6 +131,59 @@ static struct vgpu_acct_store *store(struct arbiter *a, struct vgpu_arb_rep *r)
     return st->s;
 }
 
+/* GPU time of a job that the daemon's schedules charged (charged.c), against what its record says.
+ * A job's `vgpu run` (or any program of its user) writes the record; on a GPU where the arbiter
+ * scheduled the job, the figure stored is never less than what the schedule charged it: below
+ * that by more than ARB_CHARGE_TOL (1 ms, or 1 % of the charge when that is more: what separates
+ * the limiter's own sum of its leases from the charges the daemon rounds up to under the sharing
+ * rules, arbiter.c charge()), the charge is stored instead and gpu_time_source says "arbiter". A
+ * GPU the record leaves out is added. Higher figures stand: the job's processes measured time the
+ * daemon did not see (before a restart of the daemon), and a user who over-reports charges only
+ * their own records. */
+#define ARB_CHARGE_TOL_NS 1000000ULL
+
+static uint64_t charge_tol(uint64_t charged)
+{
+    return charged / 100 > ARB_CHARGE_TOL_NS ? charged / 100 : ARB_CHARGE_TOL_NS;
+}
+
+static void cross_check(struct arbiter *a, struct vgpu_acct_record *rec)
+{
+    uint64_t key = arb_user_key(arb_job_key(rec->id, sizeof rec->id), rec->uid);
+    for (unsigned i = 0; i < a->ngpus; i++) {
+        uint64_t charged;
+        if (!arb_charged_get(a, i, key, &charged))
+            continue;
+        const char *uuid = a->gpus[i]->uuid;
+        struct vgpu_acct_gpu *g = NULL;
+        for (unsigned d = 0; d < rec->gpu_count && !g; d++)
+            if (!strncmp(rec->gpu[d].uuid, uuid, sizeof rec->gpu[d].uuid))
+                g = &rec->gpu[d];
+        if (!g && rec->gpu_count < VGPU_REGION_MAX_DEVICES) {
+            g = &rec->gpu[rec->gpu_count];
+            memset(g, 0, sizeof *g);
+            g->ordinal = rec->gpu_count++;
+            g->nvml_index = -1;
+            snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
+            snprintf(g->core_policy, sizeof g->core_policy, "hard");
+        }
+        if (g && g->gpu_ns + charge_tol(charged) < charged) {
+            vgpu_debug("job %s (uid %u): GPU %s charged %.3f s by the schedule, its record says %.3f s: the "
+                       "charge is stored", rec->id, (unsigned)rec->uid, uuid, charged / 1e9, g->gpu_ns / 1e9);
+            g->gpu_ns = charged;
+            snprintf(g->gpu_time_source, sizeof g->gpu_time_source, "arbiter");
+        }
+    }
+}
+
+/* The job's charges are in its stored record now: nothing more to keep. */
+static void forget_charges(struct arbiter *a, const struct vgpu_acct_record *rec)
+{
+    uint64_t key = arb_user_key(arb_job_key(rec->id, sizeof rec->id), rec->uid);
+    for (unsigned i = 0; i < a->ngpus; i++)
+        arb_charged_forget(a, i, key);
+}
+
 /* A store that failed mid-way (its file removed or damaged) is opened again at the next request. */
 static void refuse_store(struct arbiter *a, struct vgpu_arb_rep *r, const struct vgpu_err *e)
 {
@@ -160,12 +213,14 @@ static void do_record(struct arbiter *a, struct arb_client *c, const struct vgpu
         }
         struct passwd *pw = getpwuid(rec.uid);
         snprintf(rec.user, sizeof rec.user, "%s", pw ? pw->pw_name : "");
+        cross_check(a, &rec);
         struct vgpu_err e = { 0 };
         int rc = vgpu_acct_insert(s, &rec, &e);
         if (rc < 0) {
-            refuse_store(a, r, &e);
+            refuse_store(a, r, &e);   /* its charges are kept: the record comes again (handed over) */
             return;
         }
+        forget_charges(a, &rec);
         added += rc == 0;
     }
     if (off != q->len) {
