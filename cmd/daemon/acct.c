@@ -133,26 +133,29 @@ static struct vgpu_acct_store *store(struct arbiter *a, struct vgpu_arb_rep *r)
 
 /* GPU time of a job that the daemon's schedules charged (charged.c), against what its record says.
  * A job's `vgpu run` (or any program of its user) writes the record; on a GPU where the arbiter
- * scheduled the job, the figure stored is never less than what the schedule charged it: below
- * that by more than ARB_CHARGE_TOL (1 ms, or 1 % of the charge when that is more: what separates
- * the limiter's own sum of its leases from the charges the daemon rounds up to under the sharing
- * rules, arbiter.c charge()), the charge is stored instead and gpu_time_source says "arbiter". A
- * GPU the record leaves out is added. Higher figures stand: the job's processes measured time the
- * daemon did not see (before a restart of the daemon), and a user who over-reports charges only
- * their own records. */
-#define ARB_CHARGE_TOL_NS 1000000ULL
+ * scheduled the job, the record's figure stands when it is at least the charge less one lease
+ * (VGPU_SCHED_MAX_LEASE_NS, 100 ms) and 5 %: an honest job's own figure is less than the charge
+ * by the lease each process holds when it exits (charged by the daemon, not added to the job's
+ * figure: lib/hook/limiter.c, limiter_exit) and by each lease's handover (a lease nobody preempts
+ * is charged its whole length, arbiter.c charge(); the kernels fill all but 1.3-2.3 % of it on the
+ * simulated GPU). A record below that is understated (written by its user's own program, or its
+ * processes under-reported their leases): the charge is stored instead, and gpu_time_source says
+ * "arbiter". A GPU the record leaves out is added. Higher figures stand: the job's processes
+ * measured time the daemon did not see (before a restart of the daemon), and a user who
+ * over-reports charges only their own records. */
+#define ARB_CHARGED_TOL_PCT 5
 
-static uint64_t charge_tol(uint64_t charged)
+static bool understated(uint64_t rec_ns, uint64_t charged)
 {
-    return charged / 100 > ARB_CHARGE_TOL_NS ? charged / 100 : ARB_CHARGE_TOL_NS;
+    return rec_ns + VGPU_SCHED_MAX_LEASE_NS + charged / 100 * ARB_CHARGED_TOL_PCT < charged;
 }
 
 static void cross_check(struct arbiter *a, struct vgpu_acct_record *rec)
 {
     uint64_t key = arb_user_key(arb_job_key(rec->id, sizeof rec->id), rec->uid);
     for (unsigned i = 0; i < a->ngpus; i++) {
-        uint64_t charged;
-        if (!arb_charged_get(a, i, key, &charged))
+        uint64_t charged, reported;
+        if (!arb_charged_get(a, i, key, &charged, &reported))
             continue;
         const char *uuid = a->gpus[i]->uuid;
         struct vgpu_acct_gpu *g = NULL;
@@ -167,9 +170,10 @@ static void cross_check(struct arbiter *a, struct vgpu_acct_record *rec)
             snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
             snprintf(g->core_policy, sizeof g->core_policy, "hard");
         }
-        if (g && g->gpu_ns + charge_tol(charged) < charged) {
-            vgpu_debug("job %s (uid %u): GPU %s charged %.3f s by the schedule, its record says %.3f s: the "
-                       "charge is stored", rec->id, (unsigned)rec->uid, uuid, charged / 1e9, g->gpu_ns / 1e9);
+        if (g && understated(g->gpu_ns, charged)) {
+            vgpu_debug("job %s (uid %u): GPU %s charged %.3f s by the schedule (%.3f s reported), its record says "
+                       "%.3f s: the charge is stored", rec->id, (unsigned)rec->uid, uuid, charged / 1e9,
+                       reported / 1e9, g->gpu_ns / 1e9);
             g->gpu_ns = charged;
             snprintf(g->gpu_time_source, sizeof g->gpu_time_source, "arbiter");
         }

@@ -247,7 +247,7 @@ static int do_release(struct arbiter *a, struct arb_gpu *g, struct arb_client *c
     uint64_t t = believed(q->a[2], now_ns()), used = charge(g, h, q->a[0], q->a[1], t);
     /* Kept apart for the job's accounting record too (charged.c): what the job reports there is
      * checked against it. */
-    arb_charged_add(a, q->gpu, atomic_load(&g->s.f->procs[h].job), used);
+    arb_charged_add(a, q->gpu, atomic_load(&g->s.f->procs[h].job), used, q->a[1]);
     r->rc = vgpu_sched_release(&g->s, q->a[0], used, t) ? 1 : 0;
     g->grant_at[h] = 0;
     return 0;

@@ -71,11 +71,11 @@ void arb_acct_client_gone(struct arbiter *a, struct arb_client *c);
 uint64_t arb_user_key(uint64_t key, uid_t uid);
 /* A job's own key, as its processes compute it from its id (lib/hook/limiter.c, job_key). */
 uint64_t arb_job_key(const char *id, size_t len);
-/* What the schedules charged (charged.c): `ns` more charged to job entry `job` of GPU `gpu`;
- * the sum charged to the job whose entry key is `key` on GPU `gpu` (false: nothing kept); and
- * that sum forgotten (the job's record is stored). */
-void arb_charged_add(struct arbiter *a, unsigned gpu, unsigned job, uint64_t ns);
-bool arb_charged_get(struct arbiter *a, unsigned gpu, uint64_t key, uint64_t *ns);
+/* What the schedules charged (charged.c): `ns` more charged to job entry `job` of GPU `gpu`, for
+ * a lease its process said used `reported`; the sums of both for the job whose entry key is `key`
+ * on GPU `gpu` (false: nothing kept); and those sums forgotten (the job's record is stored). */
+void arb_charged_add(struct arbiter *a, unsigned gpu, unsigned job, uint64_t ns, uint64_t reported);
+bool arb_charged_get(struct arbiter *a, unsigned gpu, uint64_t key, uint64_t *ns, uint64_t *reported);
 void arb_charged_forget(struct arbiter *a, unsigned gpu, uint64_t key);
 /* The accounting database's path (absolute; NULL: VGPU_ACCT_DAEMON_DB), before serving. -1: not
  * absolute, or too long. */

@@ -22,6 +22,7 @@
 struct arb_charged {
     uint64_t key;          /* 0: free */
     uint64_t ns;           /* charged so far */
+    uint64_t reported;     /* what the job's processes said their leases used (each at most its charge) */
     uint64_t last;         /* CLOCK_MONOTONIC of the last charge */
     uid_t uid;
     unsigned gpu;          /* index into arbiter.gpus */
@@ -82,7 +83,7 @@ static int make_room(struct arb_charged *t, uid_t uid)
     return free_slot >= 0 ? free_slot : oldest;
 }
 
-void arb_charged_add(struct arbiter *a, unsigned gpu, unsigned job, uint64_t ns)
+void arb_charged_add(struct arbiter *a, unsigned gpu, unsigned job, uint64_t ns, uint64_t reported)
 {
     struct arb_charged *t = table(a);
     struct arb_gpu *g = a->gpus[gpu];
@@ -102,15 +103,17 @@ void arb_charged_add(struct arbiter *a, unsigned gpu, unsigned job, uint64_t ns)
         g->charged_slot[job] = (uint16_t)(i + 1);
     }
     t[i].ns += ns;
+    t[i].reported += reported < ns ? reported : ns;
     t[i].last = mono_ns();
 }
 
-bool arb_charged_get(struct arbiter *a, unsigned gpu, uint64_t key, uint64_t *ns)
+bool arb_charged_get(struct arbiter *a, unsigned gpu, uint64_t key, uint64_t *ns, uint64_t *reported)
 {
     int i = a->charged ? find(a->charged, gpu, key) : -1;
     if (i < 0)
         return false;
     *ns = a->charged[i].ns;
+    *reported = a->charged[i].reported;
     return true;
 }
 
