@@ -16,6 +16,8 @@ static const char usage[] =
     "says otherwise. With the arbiter (vgpu daemon), vgpu run sends the record to it instead,\n"
     "which keeps every user's in one root database (/var/lib/vgpu/acct.db) and shows each user\n"
     "their own (root: all); records of your own store are handed to it when it answers again.\n"
+    "It also checks a capped job's GPU time against what its schedule charged the job, and\n"
+    "stores the charge instead of a lower figure (gpu_time_source \"arbiter\").\n"
     "\n"
     "  --since WHEN   jobs that ended at or after WHEN: 2026-11-01, 2026-11-01T14:30 (local\n"
     "                 time), -7d, -2h, -30m, -90s (before now), now, or @SECONDS\n"

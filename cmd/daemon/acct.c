@@ -131,6 +131,63 @@ static struct vgpu_acct_store *store(struct arbiter *a, struct vgpu_arb_rep *r)
     return st->s;
 }
 
+/* GPU time of a job that the daemon's schedules charged (charged.c), against what its record says.
+ * A job's `vgpu run` (or any program of its user) writes the record; on a GPU where the arbiter
+ * scheduled the job, the record's figure stands when it is at least the charge less one lease
+ * (VGPU_SCHED_MAX_LEASE_NS, 100 ms) and 5 %: an honest job's own figure is less than the charge
+ * by the lease each process holds when it exits (charged by the daemon, not added to the job's
+ * figure: lib/hook/limiter.c, limiter_exit) and by each lease's handover (a lease nobody preempts
+ * is charged its whole length, arbiter.c charge(); the kernels fill all but 1.3-2.3 % of it on the
+ * simulated GPU). A record below that is understated (written by its user's own program, or its
+ * processes under-reported their leases): the charge is stored instead, and gpu_time_source says
+ * "arbiter". A GPU the record leaves out is added. Higher figures stand: the job's processes
+ * measured time the daemon did not see (before a restart of the daemon), and a user who
+ * over-reports charges only their own records. */
+#define ARB_CHARGED_TOL_PCT 5
+
+static bool understated(uint64_t rec_ns, uint64_t charged)
+{
+    return rec_ns + VGPU_SCHED_MAX_LEASE_NS + charged / 100 * ARB_CHARGED_TOL_PCT < charged;
+}
+
+static void cross_check(struct arbiter *a, struct vgpu_acct_record *rec)
+{
+    uint64_t key = arb_user_key(arb_job_key(rec->id, sizeof rec->id), rec->uid);
+    for (unsigned i = 0; i < a->ngpus; i++) {
+        uint64_t charged, reported;
+        if (!arb_charged_get(a, i, key, &charged, &reported))
+            continue;
+        const char *uuid = a->gpus[i]->uuid;
+        struct vgpu_acct_gpu *g = NULL;
+        for (unsigned d = 0; d < rec->gpu_count && !g; d++)
+            if (!strncmp(rec->gpu[d].uuid, uuid, sizeof rec->gpu[d].uuid))
+                g = &rec->gpu[d];
+        if (!g && rec->gpu_count < VGPU_REGION_MAX_DEVICES) {
+            g = &rec->gpu[rec->gpu_count];
+            memset(g, 0, sizeof *g);
+            g->ordinal = rec->gpu_count++;
+            g->nvml_index = -1;
+            snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
+            snprintf(g->core_policy, sizeof g->core_policy, "hard");
+        }
+        if (g && understated(g->gpu_ns, charged)) {
+            vgpu_debug("job %s (uid %u): GPU %s charged %.3f s by the schedule (%.3f s reported), its record says "
+                       "%.3f s: the charge is stored", rec->id, (unsigned)rec->uid, uuid, charged / 1e9,
+                       reported / 1e9, g->gpu_ns / 1e9);
+            g->gpu_ns = charged;
+            snprintf(g->gpu_time_source, sizeof g->gpu_time_source, "arbiter");
+        }
+    }
+}
+
+/* The job's charges are in its stored record now: nothing more to keep. */
+static void forget_charges(struct arbiter *a, const struct vgpu_acct_record *rec)
+{
+    uint64_t key = arb_user_key(arb_job_key(rec->id, sizeof rec->id), rec->uid);
+    for (unsigned i = 0; i < a->ngpus; i++)
+        arb_charged_forget(a, i, key);
+}
+
 /* A store that failed mid-way (its file removed or damaged) is opened again at the next request. */
 static void refuse_store(struct arbiter *a, struct vgpu_arb_rep *r, const struct vgpu_err *e)
 {
@@ -160,12 +217,14 @@ static void do_record(struct arbiter *a, struct arb_client *c, const struct vgpu
         }
         struct passwd *pw = getpwuid(rec.uid);
         snprintf(rec.user, sizeof rec.user, "%s", pw ? pw->pw_name : "");
+        cross_check(a, &rec);
         struct vgpu_err e = { 0 };
         int rc = vgpu_acct_insert(s, &rec, &e);
         if (rc < 0) {
-            refuse_store(a, r, &e);
+            refuse_store(a, r, &e);   /* its charges are kept: the record comes again (handed over) */
             return;
         }
+        forget_charges(a, &rec);
         added += rc == 0;
     }
     if (off != q->len) {

@@ -152,8 +152,7 @@ static bool admin_limits(int fd, const char *uuid, unsigned *cap, bool *soft, in
     return false;
 }
 
-/* Two users' jobs never share an entry, whatever keys they send. */
-static uint64_t user_key(uint64_t key, uid_t uid)
+uint64_t arb_user_key(uint64_t key, uid_t uid)
 {
     uint64_t k = (key ^ ((uint64_t)uid * 0x9e3779b97f4a7c15ULL)) * 1099511628211ULL;
     return k ? k : 1;
@@ -162,7 +161,7 @@ static uint64_t user_key(uint64_t key, uid_t uid)
 static int do_job(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, const struct vgpu_arb_req *q, int fd,
                   struct vgpu_arb_rep *r)
 {
-    uint64_t now = now_ns(), key = user_key(q->a[0], c->uid);
+    uint64_t now = now_ns(), key = arb_user_key(q->a[0], c->uid);
     bool soft = q->a[2] != 0;
     int64_t p = (int64_t)q->a[3];
     int prio = p > 0 ? VGPU_PRIO_HIGH : p < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
@@ -245,8 +244,11 @@ static int do_release(struct arbiter *a, struct arb_gpu *g, struct arb_client *c
     int h = own_holder(g, c, q->a[0]);
     if (h < 0)
         return arb_refuse(a, r, EPERM, "not a lease of yours");
-    uint64_t t = believed(q->a[2], now_ns());
-    r->rc = vgpu_sched_release(&g->s, q->a[0], charge(g, h, q->a[0], q->a[1], t), t) ? 1 : 0;
+    uint64_t t = believed(q->a[2], now_ns()), used = charge(g, h, q->a[0], q->a[1], t);
+    /* Kept apart for the job's accounting record too (charged.c): what the job reports there is
+     * checked against it. */
+    arb_charged_add(a, q->gpu, atomic_load(&g->s.f->procs[h].job), used, q->a[1]);
+    r->rc = vgpu_sched_release(&g->s, q->a[0], used, t) ? 1 : 0;
     g->grant_at[h] = 0;
     return 0;
 }

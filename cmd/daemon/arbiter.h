@@ -21,6 +21,7 @@ struct arb_gpu {
     uint64_t grant_at[VGPU_SCHED_MAX_PROCS];   /* the entry's current lease: when granted, and */
     bool grant_preempted[VGPU_SCHED_MAX_PROCS]; /* whether it preempted a holder still draining */
     uint64_t drained_at;                       /* when a preempted holder last finished draining */
+    uint16_t charged_slot[VGPU_SCHED_MAX_JOBS]; /* each entry's slot in the charged table + 1 (charged.c) */
 };
 
 struct arb_client {
@@ -33,11 +34,13 @@ struct arb_client {
 
 struct arb_place;   /* placement and the job count: cmd/daemon/place.c */
 struct arb_acct;    /* accounting: cmd/daemon/acct.c */
+struct arb_charged; /* what the schedules charged each job: cmd/daemon/charged.c */
 
 struct arbiter {
     struct arb_gpu *gpus[VGPU_ARB_MAX_GPUS];
     struct arb_place *place;
     struct arb_acct *acct;
+    struct arb_charged *charged;
     const struct arb_client *clients;          /* the connections now: clients[0 .. *nclients) */
     const unsigned *nclients;
     unsigned ngpus;
@@ -63,6 +66,17 @@ void arb_client_gone(struct arbiter *a, struct arb_client *c);
 /* The same for what it held in placement and accounting. */
 void arb_place_client_gone(struct arbiter *a, struct arb_client *c);
 void arb_acct_client_gone(struct arbiter *a, struct arb_client *c);
+/* The schedule entry's key of a job of user `uid` whose own key (its processes') is `key`: two
+ * users' jobs never share an entry, whatever keys they send. */
+uint64_t arb_user_key(uint64_t key, uid_t uid);
+/* A job's own key, as its processes compute it from its id (lib/hook/limiter.c, job_key). */
+uint64_t arb_job_key(const char *id, size_t len);
+/* What the schedules charged (charged.c): `ns` more charged to job entry `job` of GPU `gpu`, for
+ * a lease its process said used `reported`; the sums of both for the job whose entry key is `key`
+ * on GPU `gpu` (false: nothing kept); and those sums forgotten (the job's record is stored). */
+void arb_charged_add(struct arbiter *a, unsigned gpu, unsigned job, uint64_t ns, uint64_t reported);
+bool arb_charged_get(struct arbiter *a, unsigned gpu, uint64_t key, uint64_t *ns, uint64_t *reported);
+void arb_charged_forget(struct arbiter *a, unsigned gpu, uint64_t key);
 /* The accounting database's path (absolute; NULL: VGPU_ACCT_DAEMON_DB), before serving. -1: not
  * absolute, or too long. */
 int arb_acct_configure(struct arbiter *a, const char *path);

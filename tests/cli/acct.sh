@@ -97,6 +97,43 @@ run vgpu acct --gpu 7 --json
 assert_eq "--gpu 7: no job used it" "0" "$(printf '%s' "$out" | jq '.jobs | length')"
 check "the database is 0600 and whole" sh -c "[ \"\$(stat -c %a '$DB')\" = 600 ] && [ \"\$(sqlite3 '$DB' 'PRAGMA integrity_check')\" = ok ]"
 
+# ---- --totals adds up hours and days (schema 4), and says what the records add up to ----
+# 2000 records of 3 users on 2 GPUs, one ending every 7 minutes (some 9 days), then some moved
+# and removed by hand; every window's totals must equal the records' own sums.
+export VGPU_STATE_DIR=$T_DIR/periods
+mkdir -m 0700 "$VGPU_STATE_DIR"
+must vgpu run --name seed -- true
+PDB=$VGPU_STATE_DIR/acct.db
+sqlite3 "$PDB" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+  INSERT INTO jobs SELECT printf('p%011d', i), 'p', 7000 + i % 3, 'u' || (i % 3), 'x', end_ns - i * 420000000000 - 5,
+    end_ns - i * 420000000000, 0, 0, 0, 0, 0 FROM n, (SELECT end_ns FROM jobs LIMIT 1);
+  INSERT INTO job_gpus(job_id, ordinal, uuid, nvml_index, mem_limit_bytes, core_limit, core_policy, priority,
+    oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes, mem_byte_seconds, gpu_time_source, energy_mj)
+  SELECT id, 0, 'GPU-p' || (rowid % 2), rowid % 2, 0, 30, 'hard', 0, 0, rowid * 1000000, 0, 0, rowid * 1.5, 'schedule',
+    CASE WHEN rowid % 4 = 0 THEN NULL ELSE rowid END FROM jobs WHERE name = 'p';
+  PRAGMA foreign_keys = ON;
+  UPDATE jobs SET end_ns = end_ns - 2 * 86400000000000 WHERE name = 'p' AND rowid % 5 = 0;
+  UPDATE job_gpus SET gpu_ns = gpu_ns + 7, uuid = 'GPU-q' WHERE rowid % 11 = 0;
+  DELETE FROM jobs WHERE rowid % 13 = 0;"
+now=$(date +%s)
+sums() { # SINCE UNTIL (seconds; 0: open): the records' own sums, as --totals --json shows them below
+  sqlite3 "$PDB" "SELECT j.uid, g.uuid, count(*), sum(g.gpu_ns), CAST(round(2 * sum(g.mem_byte_seconds)) AS INTEGER),
+    sum(coalesce(g.energy_mj, 0)), count(g.energy_mj) > 0 FROM jobs j JOIN job_gpus g ON g.job_id = j.id
+    WHERE ($1 = 0 OR j.end_ns >= $1 * 1000000000) AND ($2 = 0 OR j.end_ns < $2 * 1000000000)
+    GROUP BY 1, 2 ORDER BY 1, 2" | tr '\n' ' '
+}
+totals() { # SINCE UNTIL
+  local a=(); [ "$1" = 0 ] || a+=(--since "@$1"); [ "$2" = 0 ] || a+=(--until "@$2")
+  vgpu acct --totals --json "${a[@]}" | jq -r '.totals[] | [.uid, .gpu_uuid, .jobs, (.gpu_hours * 3600e9 | round),
+    (.mem_gib_hours * 3600 * 1073741824 * 2 | round), ((.energy_joules // 0) * 1000 | round), (.energy_joules != null)]
+    | map(tostring) | join("|")' | sed 's/|true$/|1/; s/|false$/|0/' | tr '\n' ' '
+}
+for w in "0 0" "$((now - 3 * 86400 - 1234)) 0" "$((now - 5 * 86400 + 77)) $((now - 86400 - 999))" \
+         "$((now - 7000)) $((now - 1000))" "0 $((now - 4 * 86400 + 3601))"; do
+  assert_eq "--totals over [${w/ /, }) equals the records' sums" "$(sums $w)" "$(totals $w)"
+done
+export VGPU_STATE_DIR=$T_DIR/state
+
 # ---- a full disk: the job's status is kept, the record waits in the region ----
 if [ "$(id -u)" = 0 ] && mkdir -p "$T_DIR/small" && mount -t tmpfs -o size=2m,mode=0700 tmpfs "$T_DIR/small"; then
   export VGPU_STATE_DIR=$T_DIR/small/state
@@ -125,7 +162,10 @@ run vgpu acct --json
 assert_eq "version 1's record reads back, its GPU time marked as the schedule's, energy unknown" \
   "old-train 50 schedule null false" \
   "$(printf '%s' "$out" | jq -r '.jobs[0] | "\(.name) \(.gpus[0].gpu_seconds) \(.gpus[0].gpu_time_source) \(.gpus[0].energy_joules) \(.recovered)"')"
-assert_eq "the schema is now version 3" "3" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
+assert_eq "the schema is now version 4" "4" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
+assert_eq "... its totals by hour and day hold the old record (--totals adds them up)" "1 50 1|1" \
+  "$(vgpu acct --totals --json | jq -r '.totals[0] | "\(.jobs) \(.gpu_hours * 3600 | round)"') $(sqlite3 "$VGPU_STATE_DIR/acct.db" \
+    "SELECT (SELECT sum(jobs) FROM totals_by_hour), (SELECT sum(jobs) FROM totals_by_day)")"
 must vgpu run --name after -- true
 assert_eq "and takes new records" "old-train after" "$(vgpu acct --json | jq -r '[.jobs[].name] | join(" ")')"
 chmod 644 "$VGPU_STATE_DIR/acct.db"

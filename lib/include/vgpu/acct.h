@@ -21,7 +21,7 @@
 #include "vgpu/region.h"
 
 #define VGPU_ACCT_DB_NAME            "acct.db"
-#define VGPU_ACCT_SCHEMA_VERSION     3
+#define VGPU_ACCT_SCHEMA_VERSION     4
 #define VGPU_ACCT_RETENTION_DEFAULT  400     /* days */
 #define VGPU_ACCT_BUSY_TIMEOUT_MS    5000
 
