@@ -37,10 +37,7 @@ static uint64_t mono_ns(void)
 
 uint64_t arb_job_key(const char *id, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL;   /* FNV-1a of the job id, as lib/hook/limiter.c's job_key */
-    for (size_t i = 0; i < len && id[i]; i++)
-        h = (h ^ (unsigned char)id[i]) * 1099511628211ULL;
-    return h ? h : 1;
+    return vgpu_sched_job_key(id, len);   /* the key the job's library joined the schedule with */
 }
 
 static struct arb_charged *table(struct arbiter *a)

@@ -168,10 +168,7 @@ static void reset_child(void)
 
 static uint64_t job_key(const struct vgpu_region *r)
 {
-    uint64_t h = 1469598103934665603ULL;   /* FNV-1a of the job id */
-    for (const char *p = r->info->id; *p && p < r->info->id + VGPU_JOB_ID_LEN; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    return h ? h : 1;
+    return vgpu_sched_job_key(r->info->id, VGPU_JOB_ID_LEN);
 }
 
 struct limits {
@@ -852,9 +849,14 @@ __attribute__((destructor)) static void limiter_exit(void)
             continue;
         uint64_t lease = atomic_load(&d->lease);
         if (lease) {
-            uint64_t now = vgpu_now_ns();
-            vgpu_sched_release(&d->s, lease, now - atomic_load(&d->start), now);
+            uint64_t now = vgpu_now_ns(), used = now - atomic_load(&d->start);
+            vgpu_sched_release(&d->s, lease, used, now);
             atomic_store(&d->lease, 0);
+            /* The job's own figure counts it too, as the schedule does (the arbiter checks the
+             * record against its charges: cmd/daemon/charged.c). */
+            struct vgpu_region *r = vgpu_job();
+            if (r && r->use)
+                atomic_fetch_add(&r->use->dev[i].gpu_time_ns, used);
         }
         vgpu_sched_detach(&d->s, d->proc);
         /* Other threads may still launch: remove a schedule nobody uses, but keep it mapped. */

@@ -5,6 +5,14 @@
 
 /* ---- arithmetic ------------------------------------------------------------------------------ */
 
+uint64_t vgpu_sched_job_key(const char *id, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+    for (size_t i = 0; i < len && id[i]; i++)
+        h = (h ^ (unsigned char)id[i]) * 1099511628211ULL;
+    return h ? h : 1;
+}
+
 uint64_t vgpu_sched_quantum(unsigned cap)
 {
     if (cap > 100)

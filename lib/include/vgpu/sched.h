@@ -72,6 +72,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "vgpu/log.h"
@@ -182,6 +183,9 @@ static inline uint64_t vgpu_lease_gen(uint64_t lease) { return lease >> 16; }
 
 /* ---- the arithmetic (pure; tests/unit/test_sched.c) ------------------------------------------ */
 
+/* A job's key in every schedule, from its id (at most len bytes): what the library joins with
+ * and what the arbiter's charges are kept by (cmd/daemon/charged.c), one function for both. */
+uint64_t vgpu_sched_job_key(const char *id, size_t len);
 /* cap% of the period. */
 uint64_t vgpu_sched_quantum(unsigned cap);
 /* Credit at `now`: credit + cap% of the time since credit_t, at most two quanta. */
