@@ -206,6 +206,28 @@ typedef union nvmlValue_st {
     signed long long sllVal;
 } nvmlValue_t;
 
+/* The driver's buffer of device samples (nvmlDeviceGetSamples): about 25 s of them, each a
+ * reading over the sampling period that ends at its timeStamp (host wall clock, µs). vgpu reads
+ * the GPU utilisation ones ("percent of time during which one or more kernels was executing",
+ * as unsigned int) for the GPU's busy time (lib/core/acct/nvml_sample.c). */
+typedef enum nvmlSamplingType_enum {
+    NVML_TOTAL_POWER_SAMPLES = 0,
+    NVML_GPU_UTILIZATION_SAMPLES = 1,
+    NVML_MEMORY_UTILIZATION_SAMPLES = 2,
+    NVML_ENC_UTILIZATION_SAMPLES = 3,
+    NVML_DEC_UTILIZATION_SAMPLES = 4,
+    NVML_PROCESSOR_CLK_SAMPLES = 5,
+    NVML_MEMORY_CLK_SAMPLES = 6,
+    NVML_MODULE_POWER_SAMPLES = 7,
+    NVML_JPG_UTILIZATION_SAMPLES = 8,
+    NVML_OFA_UTILIZATION_SAMPLES = 9
+} nvmlSamplingType_t;
+
+typedef struct nvmlSample_st {
+    unsigned long long timeStamp; /* host wall clock, µs since the epoch */
+    nvmlValue_t sampleValue;      /* the member nvmlDeviceGetSamples' sampleValType names */
+} nvmlSample_t;
+
 typedef struct nvmlFieldValue_st {
     unsigned int fieldId;        /* set by the caller */
     unsigned int scopeId;        /* set by the caller (0: the device) */
@@ -424,6 +446,8 @@ VGPU_NVML_AT(nvmlMemory_v2_t, used, 32);
 VGPU_NVML_LAYOUT(nvmlUtilization_t, 8);
 VGPU_NVML_LAYOUT(nvmlPciInfo_t, 68);
 VGPU_NVML_LAYOUT(nvmlValue_t, 8);
+VGPU_NVML_LAYOUT(nvmlSample_t, 16);
+VGPU_NVML_AT(nvmlSample_t, sampleValue, 8);
 VGPU_NVML_LAYOUT(nvmlFieldValue_t, 40);
 VGPU_NVML_AT(nvmlFieldValue_t, valueType, 24);
 VGPU_NVML_AT(nvmlFieldValue_t, nvmlReturn, 28);
@@ -531,6 +555,13 @@ VGPU_NVML_DEV_U(nvmlDeviceGetCurrPcieLinkGeneration);
 VGPU_NVML_DEV_U(nvmlDeviceGetCurrPcieLinkWidth);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetFieldValues_fn)(nvmlDevice_t device, int valuesCount,
                                                          nvmlFieldValue_t *values);
+/* Two-call protocol: samples NULL gives in *sampleCount how many can be read; then at most
+ * *sampleCount of those newer than lastSeenTimeStamp, *sampleCount set to how many were.
+ * NOT_FOUND: none newer. */
+typedef nvmlReturn_t (*vgpu_nvmlDeviceGetSamples_fn)(nvmlDevice_t device, nvmlSamplingType_t type,
+                                                     unsigned long long lastSeenTimeStamp,
+                                                     nvmlValueType_t *sampleValType, unsigned int *sampleCount,
+                                                     nvmlSample_t *samples);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetEncoderUtilization_fn)(nvmlDevice_t device, unsigned int *utilization,
                                                                 unsigned int *samplingPeriodUs);
 typedef nvmlReturn_t (*vgpu_nvmlDeviceGetDecoderUtilization_fn)(nvmlDevice_t device, unsigned int *utilization,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The accounting record's NVML measurements (issue 28): the GPU time of an uncapped job, from
 # NVML's per-process utilisation samples, against the simulated GPU's exact busy time; each
-# GPU's energy, from NVML's energy counter, apportioned by GPU-time share; and a GPU without
+# GPU's energy, from NVML's energy counter, apportioned by GPU-time share (per-process samples
+# for uncapped jobs, the schedule's time over the GPU's busy time for capped ones); and a GPU without
 # the counter, whose energy is unknown (null), never 0.
 source "$(dirname "$0")/lib.sh"
 
@@ -48,6 +49,40 @@ eb=$(printf '%s' "$out" | jq -r '[.jobs[] | select(.name == "big") | .gpus[0].en
 check "their energy is split by GPU-time share ($es J, $eb J) and adds up to no more than the GPU's ($de J)" \
   awk -v s="$es" -v b="$eb" -v gs="$gs" -v gb="$gb" -v d="$de" \
   'BEGIN { r = (b / s) / (gb / gs); exit !(r > 0.95 && r < 1.05 && s + b <= d * 1.01 && s + b > d * 0.8) }'
+
+# ---- capped jobs: the schedule's GPU time over the GPU's busy time (NVML's device samples) ----
+# A --core 30 job alone gets the GPU's energy over its life, idle power included, as an
+# uncapped one does (its mean power times the job's GPU time gave a third of it). Counted from
+# vgpu run's first look at NVML, 200 ms in: never more than the GPU's energy over the job's life,
+# and the head it misses (about 30 J: idle, and the start of the job's work) is 5 % of 4 s.
+between() { awk -v a="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(a >= lo && a <= hi) }'; }
+b0=$(sim busy_ns)
+must vgpu run --core 30 --name capped-alone -- core_loop -t 4 -k 2000 -s 8
+truth=$(awk -v a="$b0" -v b="$(sim busy_ns)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+run vgpu acct --json --name capped-alone
+assert_eq "a --core 30 job: its GPU time from the schedule" "schedule" \
+  "$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].gpu_time_source')"
+dur=$(printf '%s' "$out" | jq -r '.jobs[0].duration_seconds')
+e=$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].energy_joules'); want=$(expected_j "$dur" "$truth")
+if between "$e" "$(awk -v w="$want" 'BEGIN { print w * 0.92 }')" "$(awk -v w="$want" 'BEGIN { print w * 1.01 }')"
+then ok "a --core 30 job alone gets the GPU's energy over its life: $e J (expected $want J, -8 % to +1 %)"
+else not_ok "a --core 30 job alone: energy within -8 % and +1 % of $want J (busy $truth s of $dur s)" "$out"; fi
+
+# Two capped jobs at once: the energy in the ratio of their GPU times, together the GPU's.
+e0=$(sim energy_mj)
+vgpu run --core 30 --name capped-small -- core_loop -t 4 -k 2000 -s 8 & p1=$!
+vgpu run --core 60 --name capped-big -- core_loop -t 4 -k 2000 -s 8 & p2=$!
+wait "$p1"; r1=$?; wait "$p2"; r2=$?
+assert_eq "both capped jobs ran" "0 0" "$r1 $r2"
+de=$(awk -v a="$e0" -v b="$(sim energy_mj)" 'BEGIN { printf "%.3f", (b - a) / 1e3 }')
+run vgpu acct --json --since -1h
+pick() { printf '%s' "$out" | jq -r "[.jobs[] | select(.name == \"$1\") | .gpus[0].$2][0]"; }
+gs=$(pick capped-small gpu_seconds); gb=$(pick capped-big gpu_seconds)
+es=$(pick capped-small energy_joules); eb=$(pick capped-big energy_joules)
+check "--core 30 and --core 60 at once: energy in the ratio of their GPU times ($es J for $gs s, $eb J for $gb s)" \
+  awk -v s="$es" -v b="$eb" -v gs="$gs" -v gb="$gb" 'BEGIN { r = (b / s) / (gb / gs); exit !(gs > 0 && r > 0.95 && r < 1.05) }'
+check "together ($es + $eb J) no more than the GPU's energy over their runs ($de J), and most of it" \
+  awk -v s="$es" -v b="$eb" -v d="$de" 'BEGIN { exit !(s + b <= d * 1.01 && s + b > d * 0.9) }'
 
 # ---- a job that never used the GPU: no GPU time measured, no energy ----
 must vgpu run --name nothing -- true

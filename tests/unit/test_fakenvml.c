@@ -354,6 +354,58 @@ static void test_utilisation_samples(void **state)
     assert_int_equal(u.gpu, 0);
 }
 
+/* ---- device utilisation samples: the GPU's busy % per sample period (200 ms here) ---- */
+static void test_device_samples(void **state)
+{
+    (void)state;
+    nvmlDevice_t d = dev0();
+    nvmlValueType_t type = NVML_VALUE_TYPE_DOUBLE;
+    unsigned n = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long before = (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+    /* 0.6 s of kernels spread over 1 s; then the period the work ended in completes */
+    struct child c = ctl_start("busy", "0", "1", "60");
+    assert_int_equal(ctl_wait(c), 0);
+    usleep(300000);
+    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, before, &type, &n, NULL),
+                     NVML_SUCCESS);  /* a NULL buffer: how many there are */
+    assert_int_equal(type, NVML_VALUE_TYPE_UNSIGNED_INT);
+    assert_in_range(n, 6, 9);        /* 1.3 s of 200 ms periods, and the one it began in */
+    nvmlSample_t s[130];
+    unsigned want = n;
+    n = 130;
+    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, before, &type, &n, s), NVML_SUCCESS);
+    assert_int_equal(n, want);
+    unsigned long long busy_ms = 0;
+    for (unsigned i = 0; i < n; i++) {
+        assert_true(s[i].sampleValue.uiVal <= 100);
+        assert_true(s[i].timeStamp > before);
+        if (i > 0)   /* oldest first, a period apart */
+            assert_in_range(s[i].timeStamp - s[i - 1].timeStamp, 199000, 201000);
+        busy_ms += s[i].sampleValue.uiVal * 200ULL / 100;
+    }
+    assert_in_range(busy_ms, 560, 640);   /* the 600 ms of kernels, to a percent a sample */
+    n = 130;
+    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, s[want - 1].timeStamp, &type, &n, s),
+                     NVML_ERROR_NOT_FOUND);
+    /* a buffer too small: the oldest that fit, so a reader resumes from the last stamp */
+    unsigned long long oldest = s[0].timeStamp;
+    n = 2;
+    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, before, &type, &n, s), NVML_SUCCESS);
+    assert_int_equal(n, 2);
+    assert_true(s[0].timeStamp == oldest);
+    /* from the start: never more than the driver's 120 */
+    n = 0;
+    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, NULL), NVML_SUCCESS);
+    assert_in_range(n, want, 120);
+    n = 130;
+    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_TOTAL_POWER_SAMPLES, 0, &type, &n, s),
+                     NVML_ERROR_NOT_SUPPORTED);   /* only utilisation is simulated */
+    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, NULL, s),
+                     NVML_ERROR_INVALID_ARGUMENT);
+}
+
 /* ---- compute mode: permission path and cross-process visibility ---- */
 static void test_compute_mode_cross_process(void **state)
 {
@@ -741,6 +793,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_processes_two_call_and_reaping),
         cmocka_unit_test_teardown(test_processes_in_pid_namespace, kill_ns_unshare),
         cmocka_unit_test(test_utilisation_samples),
+        cmocka_unit_test(test_device_samples),
         cmocka_unit_test(test_compute_mode_cross_process),
         cmocka_unit_test(test_mig_profiles_with_mig_off),
         cmocka_unit_test(test_mig_mode_pending_until_reset),

@@ -21,10 +21,20 @@
  *
  * Energy: the GPU's counter (millijoules since the driver loaded) read at the first look and at
  * each look since gives the GPU's mean power while watched; times the job's duration, that is
- * the GPU's energy over the job's life, of which the job gets its share: its processes' sampled
- * GPU time over all processes' on that GPU in the same windows (so a job alone that used the GPU
- * gets all of it, idle power included, and a job that never used it gets 0 J). Written into the
- * region at every look, so that a record recovered after vgpu run died has what was seen.
+ * the GPU's energy over the job's life, of which the job gets its share by GPU time:
+ * - uncapped GPU: its processes' sampled GPU time over all processes' on that GPU in the same
+ *   windows;
+ * - scheduled GPU (--core): the GPU time the schedule measured over the GPU's busy time in the
+ *   job's life, at most 1, of the counter's growth from the first look to the end. The busy
+ *   time is the sum of NVML's device utilisation samples (nvmlDeviceGetSamples: the GPU's busy
+ *   % over each sampling period, ~25 s of them kept by the driver) times their periods, for the
+ *   part of each period inside the job's life.
+ * Either way a job alone that used the GPU gets all of it, idle power included, and a job that
+ * never used it gets 0 J; without the counter or the samples, unknown, never 0. (Before, a
+ * scheduled GPU's energy was its mean power times the job's GPU time: a --core 30 job alone on
+ * an H200 for 24 s got 1009 J of the 4729 J the GPU drew.) Written into the region at every look
+ * (every device-sample read on a scheduled GPU), so that a record recovered after vgpu run died
+ * has what was seen.
  *
  * State is per process: vgpu run samples one job. */
 #include "vgpu/acct.h"
@@ -39,6 +49,11 @@
 
 #define PERIOD_MIN_US 166667ULL   /* NVML: "between 1 second and 1/6 second depending on the product" */
 #define PERIOD_MAX_US 1000000ULL
+/* A scheduled GPU's device samples are read this often, and at the job's end. The driver keeps
+ * about 25 s of them, so reading every 5 s loses none, while reading them as often as the
+ * per-process samples (250 ms) would put a driver call beside a latency-sensitive client four
+ * times a second for nothing: the schedule already measures the job's GPU time there. */
+#define BUSY_EVERY_US 5000000ULL
 #define JOB_PIDS 256
 
 struct nv_dev {
@@ -62,6 +77,16 @@ struct nv_dev {
     struct vgpu_pcie_count link;        /* the last reading */
     uint64_t migrated;
     bool was_off;                       /* the job had memory off the device at the last look */
+    /* A scheduled GPU's busy time over the job's life, from the device utilisation samples. */
+    bool busy;                          /* the samples can be read */
+    unsigned long long busy_cursor;     /* newest sample stamp read (µs); 0: none yet */
+    uint64_t busy_read_us;              /* the last read (wall clock) */
+    double busy_us;                     /* busy µs inside the job's life, from the samples read */
+    uint64_t covered_us;                /* how much of the job's life those samples covered */
+    unsigned long long busy_period_us;  /* shortest gap between two samples; 0: none yet */
+    bool energy_seen;                   /* energy_now: the counter at the last read */
+    unsigned long long energy_now;
+    uint64_t energy_now_us;
 };
 
 static struct {
@@ -72,8 +97,11 @@ static struct {
     unsigned long long start_us;        /* the job's start: older samples are someone else's */
     nvmlProcessUtilizationSample_t *buf;
     unsigned cap;
+    nvmlSample_t *dbuf;                 /* device samples (scheduled GPUs) */
+    unsigned dcap;
     struct { pid_t pid; uint64_t start; } job[JOB_PIDS];  /* pids found to be the job's */
     unsigned njob;
+    bool final;                         /* the look at the job's end: read every device's samples */
 } S;
 
 static uint64_t wall_us(void)
@@ -109,6 +137,7 @@ static void open_nvml(const struct vgpu_region *r)
         g->energy = S.nv->nvmlDeviceGetTotalEnergyConsumption &&
                     S.nv->nvmlDeviceGetTotalEnergyConsumption(g->h, &g->energy0) == NVML_SUCCESS;
         g->energy0_us = wall_us();
+        g->busy = g->scheduled && g->energy && S.nv->nvmlDeviceGetSamples != NULL;
         uint64_t share;
         nvmlDevice_t phys = vgpu_region_oversub(r, d, &share) ? vgpu_pcie_device(S.nv, g->h) : NULL;
         /* A 32-bit counter can wrap unseen between two looks 250 ms apart: unknown there. */
@@ -244,6 +273,86 @@ static void read_samples(const struct vgpu_region *r, struct nv_dev *g)
         g->cursor = prev;
 }
 
+/* A device sample's value as a percentage (the driver gives unsigned int; others in case). */
+static bool sample_pct(nvmlValueType_t t, const nvmlValue_t *v, double *pct)
+{
+    switch (t) {
+    case NVML_VALUE_TYPE_DOUBLE: *pct = v->dVal; break;
+    case NVML_VALUE_TYPE_UNSIGNED_INT: *pct = v->uiVal; break;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: *pct = (double)v->ulVal; break;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: *pct = (double)v->ullVal; break;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: *pct = (double)v->sllVal; break;
+    default: return false;
+    }
+    return *pct >= 0 && *pct <= 100;
+}
+
+/* Reads a scheduled GPU's device utilisation samples newer than the last read (NVML's two-call
+ * protocol) and adds the busy time of the part of each sample's period that lies in the job's
+ * life [start, end): a sample is the busy % over the period ending at its stamp, whose length
+ * is the gap since the previous stamp (the first sample ever read, older than the job, only
+ * gives the next one its start). A gap over NVML's longest period (samples lost, or none kept)
+ * counts as that period: covered_us then falls short of the life and publish() scales. The
+ * energy counter is read with them. */
+static void read_busy(const struct vgpu_region *r, struct nv_dev *g)
+{
+    uint64_t now = wall_us();
+    g->busy_read_us = now;
+    unsigned long long e;
+    if (g->energy && S.nv->nvmlDeviceGetTotalEnergyConsumption(g->h, &e) == NVML_SUCCESS) {
+        g->energy_now = e;
+        g->energy_now_us = now;
+        g->energy_seen = true;
+    }
+    nvmlValueType_t type;
+    unsigned n = 0;
+    nvmlReturn_t rc = S.nv->nvmlDeviceGetSamples(g->h, NVML_GPU_UTILIZATION_SAMPLES, g->busy_cursor, &type, &n, NULL);
+    if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && n == 0))
+        return;                 /* nothing new */
+    if (rc != NVML_SUCCESS || n > 100000) {
+        if (rc == NVML_ERROR_NOT_SUPPORTED)
+            g->busy = false;
+        return;
+    }
+    if (n > S.dcap) {
+        nvmlSample_t *nb = realloc(S.dbuf, n * sizeof *nb);
+        if (!nb)
+            return;
+        S.dbuf = nb;
+        S.dcap = n;
+    }
+    rc = S.nv->nvmlDeviceGetSamples(g->h, NVML_GPU_UTILIZATION_SAMPLES, g->busy_cursor, &type, &n, S.dbuf);
+    if (rc == NVML_ERROR_NOT_SUPPORTED)
+        g->busy = false;
+    if (rc != NVML_SUCCESS || n > S.dcap)
+        return;
+    uint64_t exited = atomic_load(&r->hdr->exited_realtime_ns) / 1000;
+    unsigned long long start = S.start_us, end = exited ? exited : now, prev = g->busy_cursor;
+    for (unsigned k = 0; k < n; k++) {
+        const nvmlSample_t *s = &S.dbuf[k];
+        double pct;
+        if (s->timeStamp <= prev || !sample_pct(type, &s->sampleValue, &pct))
+            continue;           /* seen, out of order, or not a percentage */
+        unsigned long long gap = prev ? s->timeStamp - prev : 0;
+        prev = s->timeStamp;
+        if (!gap)
+            continue;
+        if (gap >= PERIOD_MIN_US * 9 / 10 && (!g->busy_period_us || gap < g->busy_period_us))
+            g->busy_period_us = gap;
+        if (gap > PERIOD_MAX_US)
+            gap = PERIOD_MAX_US;
+        unsigned long long a = s->timeStamp - gap, b = s->timeStamp;
+        a = a > start ? a : start;
+        b = b < end ? b : end;
+        if (b > a) {
+            g->covered_us += b - a;
+            g->busy_us += pct / 100.0 * (double)(b - a);
+        }
+    }
+    if (prev > g->busy_cursor)
+        g->busy_cursor = prev;
+}
+
 /* Writes what was measured into the region (the record is built from it). */
 static void publish(struct vgpu_region *r)
 {
@@ -257,12 +366,26 @@ static void publish(struct vgpu_region *r)
             flags |= VGPU_ACCT_NVML_DEV(d);
         }
         if (g->scheduled) {
-            /* The schedule measured the job's GPU time here: its energy is the GPU's mean power
-             * over the job's life times that time, read at the start and the end only. */
-            uint64_t used_ns = atomic_load(&r->use->dev[d].gpu_time_ns);
-            if (g->energy && g->ended && g->energy1_us > g->energy0_us && g->energy1 >= g->energy0) {
-                double mw = (double)(g->energy1 - g->energy0) / ((double)(g->energy1_us - g->energy0_us) / 1e6);
-                atomic_store(&dl->acct_energy_mj, (uint64_t)(mw * ((double)used_ns / 1e9) + 0.5));
+            /* The schedule measured the job's GPU time here: the job gets the GPU's energy over
+             * its life times that time's share of the GPU's busy time then (at most all). The
+             * energy is the counter's growth from the first look (200 ms into the job) to the
+             * end, not extrapolated to the start as above: the start is mostly idle (the
+             * command loading), so the mean power while watched would charge two capped jobs
+             * at once 2 % more than the GPU drew (the simulated H100). */
+            unsigned long long mj = g->ended ? g->energy1 : g->energy_now;
+            uint64_t at = g->ended ? g->energy1_us : g->energy_now_us;
+            uint64_t end = atomic_load(&r->hdr->exited_realtime_ns) / 1000;
+            double life = (double)((end ? end : at) > S.start_us ? (end ? end : at) - S.start_us : 0);
+            /* Samples that covered less than half the life (lost, or the driver kept none) say
+             * too little of the GPU's busy time: unknown, unless the job never used the GPU
+             * (0 J). Otherwise what they saw stands for the life (the period the job ended in
+             * may be unread when vgpu run died). */
+            double used_s = (double)atomic_load(&r->use->dev[d].gpu_time_ns) / 1e9;
+            if (g->busy && (g->ended || g->energy_seen) && at > g->energy0_us && mj >= g->energy0 && life > 0 &&
+                (used_s <= 0 || (double)g->covered_us * 2 >= life)) {
+                double busy_s = g->covered_us ? g->busy_us * life / (double)g->covered_us / 1e6 : 0.0;
+                double share = used_s <= 0 ? 0.0 : busy_s <= used_s ? 1.0 : used_s / busy_s;
+                atomic_store(&dl->acct_energy_mj, (uint64_t)((double)(mj - g->energy0) * share + 0.5));
             } else {
                 atomic_store(&dl->acct_energy_mj, VGPU_ACCT_ENERGY_UNKNOWN);
             }
@@ -296,9 +419,12 @@ void vgpu_acct_nvml_poll(struct vgpu_region *r)
         open_nvml(r);
     if (!S.nv)
         return;
+    uint64_t now = wall_us();
     for (unsigned d = 0; d < S.ndev; d++) {
         if (S.dev[d].util)
             read_samples(r, &S.dev[d]);
+        if (S.dev[d].busy && (S.final || !S.dev[d].busy_read_us || now - S.dev[d].busy_read_us >= BUSY_EVERY_US))
+            read_busy(r, &S.dev[d]);
         if (S.dev[d].pcie)
             read_link(r, d, &S.dev[d]);
     }
@@ -326,9 +452,14 @@ void vgpu_acct_nvml_finish(struct vgpu_region *r)
         /* The energy counter now, at the end: the wait below is not the job's. */
         g->ended = g->energy && S.nv->nvmlDeviceGetTotalEnergyConsumption(g->h, &g->energy1) == NVML_SUCCESS;
         g->energy1_us = wall_us();
-        if (!g->util || !(g->job_seen || atomic_load(&r->use->dev[d].peak)))
+        /* A scheduled GPU's device sample of that period too, if the job ran there. */
+        bool wait_util = g->util && (g->job_seen || atomic_load(&r->use->dev[d].peak));
+        bool wait_busy = g->busy && (atomic_load(&r->use->dev[d].gpu_time_ns) || atomic_load(&r->use->dev[d].peak));
+        if (!wait_util && !wait_busy)
             continue;
-        uint64_t p = g->period_us ? g->period_us : PERIOD_MIN_US;
+        uint64_t p = wait_util ? (g->period_us ? g->period_us : PERIOD_MIN_US)
+                               : (g->busy_period_us ? g->busy_period_us : PERIOD_MIN_US);
+        p = p > PERIOD_MAX_US ? PERIOD_MAX_US : p;
         if (end_us + p + 5000 > until)
             until = end_us + p + 5000;
     }
@@ -339,6 +470,7 @@ void vgpu_acct_nvml_finish(struct vgpu_region *r)
         while (nanosleep(&ts, &ts) != 0)
             ;
     }
+    S.final = true;
     vgpu_acct_nvml_poll(r);
 }
 

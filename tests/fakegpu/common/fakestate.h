@@ -26,8 +26,9 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 7   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
-                                * 6: collectives, NVLink topology; 7: busy time and energy per GPU */
+#define FS_LAYOUT_VERSION 8   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
+                                * 6: collectives, NVLink topology; 7: busy time and energy per GPU;
+                                * 8: busy time per sample period (device utilisation samples) */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -37,6 +38,8 @@
 #define FS_MAX_PLACEMENTS 8
 #define FS_MEM_SLICES 8                  /* memory slices of a MIG-capable GPU */
 #define FS_MAX_INTERVALS 4096            /* kernel busy intervals kept per GPU */
+#define FS_UTIL_PERIODS 128              /* sample periods whose busy time is kept per GPU (NVML's
+                                          * device samples: the newest completed 120 of them) */
 #define FS_MAX_SLOW 8
 #define FS_RING 4096                     /* queued and recently finished work items per GPU */
 #define FS_MAX_TL (1 + FS_MAX_GI * FS_MAX_CI) /* timelines per GPU: the whole GPU, or one per MIG CI */
@@ -194,6 +197,12 @@ struct fs_gpu {
     uint16_t pend[FS_RING];
     struct fs_item items[FS_RING];
     struct fs_tl tl[FS_MAX_TL];
+    /* Busy time of each recent sample period (of sample_period_ms, counted from CLOCK_MONOTONIC
+     * 0), added as busy_ns is: slot n % FS_UTIL_PERIODS holds period n when util_period says so
+     * (else that period had no work). Kept apart from intervals[], whose 4096 kernels may span
+     * less than the ~24 s of samples NVML's buffer holds. */
+    uint64_t util_period[FS_UTIL_PERIODS];
+    uint64_t util_busy_ns[FS_UTIL_PERIODS];
 };
 
 struct fs_slow {                         /* an entry point that sleeps before answering */
@@ -326,6 +335,9 @@ uint64_t fs_slice_ns(unsigned timeslice);
 /* Busy ns of the GPU (pid 0: any process; gi -2: any place) within [from_ns, to_ns), from the
  * interval ring. Under the lock. */
 uint64_t fs_busy_between(unsigned gpu, pid_t pid, int gi, uint64_t from_ns, uint64_t to_ns);
+/* Busy ns of the GPU in sample period n (of sample_period_ms from CLOCK_MONOTONIC 0): exact for
+ * the last FS_UTIL_PERIODS periods, 0 before. Under the lock, after fs_advance_gpu. */
+uint64_t fs_busy_in_period(unsigned gpu, uint64_t n);
 
 /* ---- MIG (under the lock) ---- */
 /* The GI slot with NVML id, or -1. */

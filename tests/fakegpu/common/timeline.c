@@ -75,6 +75,31 @@ static void add_interval(struct fs_gpu *g, pid_t pid, int gi, uint64_t a, uint64
     iv->end_ns = b;
 }
 
+/* Adds [a, b) of the GPU's busy time to the sample periods it falls in. */
+static void add_period_busy(struct fs_gpu *g, uint64_t a, uint64_t b)
+{
+    uint64_t p = (uint64_t)fs_state()->sample_period_ms * 1000000ULL;
+    if (!p)
+        return;
+    while (a < b) {
+        uint64_t n = a / p, end = (n + 1) * p < b ? (n + 1) * p : b;
+        unsigned k = (unsigned)(n % FS_UTIL_PERIODS);
+        if (g->util_period[k] != n) {
+            g->util_period[k] = n;
+            g->util_busy_ns[k] = 0;
+        }
+        g->util_busy_ns[k] += end - a;
+        a = end;
+    }
+}
+
+uint64_t fs_busy_in_period(unsigned gpu, uint64_t n)
+{
+    const struct fs_gpu *g = &fs_state()->gpu[gpu];
+    unsigned k = (unsigned)(n % FS_UTIL_PERIODS);
+    return g->util_period[k] == n ? g->util_busy_ns[k] : 0;
+}
+
 struct sim {
     struct fs_gpu *g;
     unsigned tl;
@@ -329,8 +354,10 @@ static void apply(struct sim *s, uint64_t dt)
         else
             s->it[i].left_ns -= done;
     }
-    if (s->commit && s->np)
+    if (s->commit && s->np) {
         s->g->busy_ns += dt;   /* the GPU was busy (MPS clients at once count once) */
+        add_period_busy(s->g, t0, s->t);
+    }
     if (s->commit)
         for (unsigned k = 0; k < s->np; k++) {
             struct fs_proc *p = &s->g->procs[s->procs[k]];

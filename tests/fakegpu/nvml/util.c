@@ -26,6 +26,61 @@ unsigned fn_gpu_util(unsigned gpu)
 
 unsigned fn_mem_util(unsigned gpu_util) { return gpu_util / 3; }
 
+/* Device samples, as the driver keeps them: the GPU's busy % over each completed sample period,
+ * stamped with the period's end, the newest DEVICE_SAMPLES of them (an H200's buffer holds about
+ * 25 s at its 200 ms period). Periods before the state was made ("driver load") have none. */
+#define DEVICE_SAMPLES 120
+
+/* The completed periods newer than last_seen (wall µs), oldest first: the first period's number
+ * in *first, how many returned. Under the lock. */
+static unsigned device_periods(unsigned gpu, unsigned long long last_seen, uint64_t *first)
+{
+    fs_advance_gpu(gpu);
+    uint64_t p = period_ns(), done = fs_now_ns() / p;     /* periods 0 .. done-1 have ended */
+    uint64_t from = done > DEVICE_SAMPLES ? done - DEVICE_SAMPLES : 0;
+    uint64_t loaded = fs_state()->loaded_ns / p + 1;      /* the first period begun after the load */
+    if (from < loaded)
+        from = loaded;
+    while (from < done && fs_mono_to_wall_us((from + 1) * p) <= last_seen)
+        from++;
+    *first = from;
+    return from < done ? (unsigned)(done - from) : 0;
+}
+
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long last_seen,
+                                  nvmlValueType_t *val_type, unsigned int *count, nvmlSample_t *samples)
+{
+    FN_ENTER_DEV(device, d);
+    if (!count || !val_type)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    /* Only the GPU utilisation samples are simulated; under MIG the board's utilisation is not
+     * given (as GetUtilizationRates). */
+    if (type != NVML_GPU_UTILIZATION_SAMPLES || d->gi >= 0 ||
+        fs_state()->gpu[d->gpu].mig_current == NVML_DEVICE_MIG_ENABLE)
+        FN_RETURN(NVML_ERROR_NOT_SUPPORTED);
+    uint64_t first, p = period_ns();
+    unsigned n = device_periods(d->gpu, last_seen, &first);
+    *val_type = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (!samples) {
+        *count = n;         /* how many can be read, as the driver answers a NULL buffer */
+        FN_RETURN(NVML_SUCCESS);
+    }
+    if (*count == 0)
+        FN_RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (n == 0)
+        FN_RETURN(NVML_ERROR_NOT_FOUND);
+    if (n > *count)
+        n = *count;         /* as many as fit, oldest first: a reader resumes from the last stamp */
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t busy = fs_busy_in_period(d->gpu, first + i);
+        unsigned pct = (unsigned)((busy * 100 + p / 2) / p);
+        samples[i] = (nvmlSample_t){.timeStamp = fs_mono_to_wall_us((first + i + 1) * p),
+                                    .sampleValue.uiVal = pct > 100 ? 100 : pct};
+    }
+    *count = n;
+    FN_RETURN(NVML_SUCCESS);
+}
+
 struct sample {
     pid_t pid;
     uint64_t ts_us;
