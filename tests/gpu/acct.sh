@@ -22,14 +22,19 @@ ok() { echo "ok - $1"; }
 bad() { echo "not ok - $1"; fail=1; }
 python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { echo "ok - # SKIP no PyTorch with CUDA"; exit 0; }
 
-# The job (argv[1]: seconds, default 20) prints the GPU time of its own kernels (CUDA events
-# around each burst, in seconds) and how many matmuls it ran.
+# The job (argv[1]: seconds, default 20; argv[2]: idle time per busy time, default 1) prints the
+# GPU time of its own kernels (CUDA events around each burst, in seconds) and how many matmuls it
+# ran. The capped job idles nowhere (0): on a GPU with a --core cap the record has what the
+# schedule charged, the time the job held its turns, and a job that idles inside its turns while
+# nobody else waits holds them idle (an H200, --core 30, busy then idle as long: 5.08 s held for
+# 3.22 s of kernels; vgpu-acct(1)).
 job='
 import sys, torch, time
 x = torch.randn(4096, 4096, device="cuda")
 y = x @ x; torch.cuda.synchronize()   # cuBLAS set up before the first timed burst
 busy, n = 0.0, 0
 secs = float(sys.argv[1]) if len(sys.argv) > 1 else 20
+idle = float(sys.argv[2]) if len(sys.argv) > 2 else 1
 t = time.time()
 while time.time() - t < secs:
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -40,11 +45,11 @@ while time.time() - t < secs:
     n += 20
     ms = a.elapsed_time(b)
     busy += ms / 1000
-    time.sleep(ms / 1000)     # idle as long as it was busy: about 50 %
+    time.sleep(idle * ms / 1000)     # 1: idle as long as it was busy, about 50 %
 print(f"busy_s={busy:.3f} matmuls={n}")
 '
-# One matmul's GPU time, bare (the same busy/idle rhythm, so the same clocks as the capped job's).
-bare=$(python3 -c "$job" 5 2>&1) || { echo "not ok - the bare calibration run failed: $bare"; exit 1; }
+# One matmul's GPU time, bare (the same rhythm as the capped job's, so the same clocks).
+bare=$(python3 -c "$job" 5 0 2>&1) || { echo "not ok - the bare calibration run failed: $bare"; exit 1; }
 per_mm=$(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
               END { if (v["matmuls"] > 0) printf "%.9f", v["busy_s"] / v["matmuls"] }' <<<"$bare")
 [ -n "$per_mm" ] || { echo "not ok - the bare calibration run printed no matmuls: $bare"; exit 1; }
@@ -52,9 +57,9 @@ echo "# one 4096x4096 fp32 matmul: $per_mm s of GPU time, bare ($bare)"
 within() { awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b * p / 100) }'; }
 summary=()
 for mode in uncapped capped; do
-  opts=(); [ "$mode" = capped ] && opts=(--core 30)
+  opts=(); idle=1; [ "$mode" = capped ] && opts=(--core 30) && idle=0
   nvidia-smi --query-gpu=power.draw --format=csv,noheader,nounits -i 0 -lms 200 >"$tmp/power.$mode" 2>/dev/null & smi=$!
-  out=$("$vgpu" run --gpu 0 --name "acct-$mode" "${opts[@]}" -- python3 -c "$job" 2>&1); rc=$?
+  out=$("$vgpu" run --gpu 0 --name "acct-$mode" "${opts[@]}" -- python3 -c "$job" 20 "$idle" 2>&1); rc=$?
   kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
   [ $rc = 0 ] || { bad "$mode job ran (rc=$rc: $out)"; continue; }
   events=$(sed -n 's/^busy_s=\([0-9.]*\).*/\1/p' <<<"$out")
