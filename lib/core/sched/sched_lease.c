@@ -414,17 +414,26 @@ void vgpu_sched_wait_yield(struct vgpu_sched *s, uint32_t *seen, uint64_t max_ns
     *seen = atomic_load(&s->f->yield_seq);
 }
 
+/* When proc's job reaches a quantum of credit (now or before when it has); false: no job. */
+static bool job_eligible_at(const struct vgpu_sched_file *f, int proc, uint64_t now, uint64_t *at)
+{
+    const struct vgpu_sched_job *j = ld_job_of(f, (unsigned)proc);
+    if (!j)
+        return false;
+    unsigned cap = ld_cap(j);
+    int64_t cr;
+    uint64_t ct;
+    ld_credit(j, cap, now, &cr, &ct);
+    *at = vgpu_sched_eligible_at(cr, ct, cap);
+    return true;
+}
+
 uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now)
 {
     struct vgpu_sched_file *f = s->f;
     uint64_t wait = 5000000ULL;   /* 5 ms: below VGPU_SCHED_ABSENT_NS */
-    const struct vgpu_sched_job *j = ld_job_of(f, (unsigned)proc);
-    if (j) {
-        unsigned cap = ld_cap(j);
-        int64_t cr;
-        uint64_t ct;
-        ld_credit(j, cap, now, &cr, &ct);
-        uint64_t at = vgpu_sched_eligible_at(cr, ct, cap);
+    uint64_t at;
+    if (job_eligible_at(f, proc, now, &at)) {
         if (at > now && at - now < wait)
             wait = at - now;
         else if (at <= now)
@@ -442,16 +451,9 @@ uint64_t vgpu_sched_retry_in(struct vgpu_sched *s, int proc, uint64_t now)
 uint64_t vgpu_sched_turn_at(struct vgpu_sched *s, int proc, uint64_t now)
 {
     struct vgpu_sched_file *f = s->f;
-    uint64_t at = now;
-    const struct vgpu_sched_job *j = ld_job_of(f, (unsigned)proc);
-    if (j) {
-        unsigned cap = ld_cap(j);
-        int64_t cr;
-        uint64_t ct;
-        ld_credit(j, cap, now, &cr, &ct);
-        uint64_t e = vgpu_sched_eligible_at(cr, ct, cap);
-        at = e > at ? e : at;
-    }
+    uint64_t at = now, e;
+    if (job_eligible_at(f, proc, now, &e) && e > at)
+        at = e;
     /* Another's lease, until its deadline (a value that cannot be a deadline is not believed). */
     uint64_t lease = atomic_load(&f->lease), end = atomic_load(&f->lease_end);
     if (vgpu_lease_holder(lease) && vgpu_lease_holder(lease) != (unsigned)proc + 1 && end > at &&
