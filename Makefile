@@ -175,9 +175,10 @@ $(BUILD)/fakegpu/libcuda.so.1: $(call obj,$(FAKE_COMMON) $(FAKE_CUDA))
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $^ -Wl,-soname,libcuda.so.1 $(LDFLAGS) -ljson-c -ldl -lpthread -lm
 
+# -z nodelete: its host resolver thread (common/procs.c) runs on after a dlclose.
 $(BUILD)/fakegpu/libnvidia-ml.so.1: $(call obj,$(FAKE_COMMON) $(FAKE_NVML))
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $^ -Wl,-soname,libnvidia-ml.so.1 $(LDFLAGS) -ljson-c -ldl -lpthread -lm
+	$(CC) -shared -o $@ $^ -Wl,-soname,libnvidia-ml.so.1 -Wl,-z,nodelete $(LDFLAGS) -ljson-c -ldl -lpthread -lm
 
 $(BUILD)/fakegpu/%: $(BUILD)/obj/tests/fakegpu/tools/%.o $(call obj,$(FAKE_COMMON))
 	@mkdir -p $(dir $@)

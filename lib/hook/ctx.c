@@ -25,8 +25,12 @@
  *  - The driver's per-process figure first: NVML's used memory for this pid on the device
  *    (nvmlDeviceGetComputeRunningProcesses) before and after the real call. Its growth, less
  *    what this process's other threads were charged meanwhile, is the context's cost.
+ *  - A process in a container with its own /proc does not know the pid NVML lists it by (its
+ *    host pid) until `vgpu run`'s walk records it in the slot: it waits for that first
+ *    (vgpu_nvml_await_self, bounded).
  *  - Where NVML gives no per-process figure (NVML_VALUE_NOT_AVAILABLE on some MIG setups, or
- *    the process not listed): the device-wide delta, clamped to CTX_CHARGE_MAX. A context on
+ *    the process not listed, or its host pid unknown): the device-wide delta, clamped to
+ *    CTX_CHARGE_MAX. A context on
  *    current GPUs takes 300-600 MiB, so a creation is never charged more than that bound,
  *    however many processes start at the same time; man/libvgpu.7 documents it.
  * Every context costs its own memory, so every creation is measured: each cuCtxCreate*, and
@@ -81,6 +85,10 @@ static struct ctx_probe ctx_begin(CUdevice dev, bool primary)
         return p;                        /* only a reference more: nothing new on the GPU */
     }
     p.active = true;
+    /* A process in a container learns the pid NVML knows it by from `vgpu run`'s walk: without
+     * it, only the device-wide delta measures the context, which other processes' frees and
+     * allocations meanwhile make too small or too large. */
+    vgpu_nvml_await_self();
     p.self_ok = vgpu_nvml_self_used(dev, &p.self0);
     p.dev_ok = vgpu_nvml_device_used(dev, &p.dev0);
     p.slot0 = slot_used(dev);

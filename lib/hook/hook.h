@@ -212,8 +212,13 @@ bool vgpu_nvml_device_used(int dev, uint64_t *used);
 void vgpu_ctx_overhead_charged(int dev, uint64_t bytes);
 /* nvml.c: this process's own used memory on `dev` as NVML reports it (the driver's per-process
  * figure): 1 with *used set (0 when the process is not listed), -1 when NVML lists it with
- * NVML_VALUE_NOT_AVAILABLE (some MIG setups), 0 when NVML cannot be asked. */
+ * NVML_VALUE_NOT_AVAILABLE (some MIG setups), 0 when NVML cannot be asked or this process's
+ * host pid is not known yet (a container with its own /proc: see vgpu_nvml_await_self). */
 int vgpu_nvml_self_used(int dev, uint64_t *used);
+/* nvml.c: before a measurement by NVML's per-process figure: a process whose host pid (the pid
+ * NVML reports) is not known yet waits for `vgpu run`'s walk to find it, at most 750 ms and only
+ * while that walk runs. Returns at once everywhere else. */
+void vgpu_nvml_await_self(void);
 /* nvml.c: context overhead given back (a context destroyed). */
 void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
 /* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of

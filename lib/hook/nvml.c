@@ -276,15 +276,40 @@ void vgpu_ctx_overhead_charged(int dev, uint64_t bytes)
 }
 
 #define MAX_NVML_PROCS 128
+#define AWAIT_SELF_MS 750   /* three of `vgpu run`'s walks */
 
-/* This process's pid as NVML reports it: its host pid when the slot has it (a process in a
- * container cannot see it itself), else NSpid's first entry. */
+/* This process's pid as NVML reports it (a host pid), 0 while it is unknown. The slot has it
+ * once it is known in the creator's namespace: at once when the process lives there or its /proc
+ * is the host's; for a process in a container with its own /proc, only after a reader there
+ * found it (`vgpu run`'s walk). Outside a job, or in a region of an older vgpu: NSpid's first
+ * entry. */
 static unsigned own_nvml_pid(struct vgpu_region *r, int slot)
 {
+    if (!r || slot < 0 || !r->hdr->creator_pidns)
+        return (unsigned)vgpu_proc_host_pid();
     const struct vgpu_region_slot *s = &r->use->slot[slot];
-    if (r->hdr->creator_pidns && atomic_load(&s->host_ns) == r->hdr->creator_pidns && atomic_load(&s->host_pid) > 0)
+    if (atomic_load(&s->host_ns) == r->hdr->creator_pidns && atomic_load(&s->host_pid) > 0)
         return (unsigned)atomic_load(&s->host_pid);
-    return (unsigned)vgpu_proc_host_pid();
+    return 0;
+}
+
+void vgpu_nvml_await_self(void)
+{
+    struct vgpu_region *r = vgpu_job();
+    int slot = vgpu_job_slot();
+    if (!r || slot < 0)
+        return;
+    for (unsigned waited = 0; !own_nvml_pid(r, slot) && waited < AWAIT_SELF_MS; waited += 5) {
+        /* Only while `vgpu run` walks the job (its last look within a second): a job nobody
+         * walks would wait for nothing. */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        uint64_t seen = atomic_load(&r->hdr->acct_seen_ns);
+        uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+        if (!seen || t > seen + 1000000000ull)
+            return;
+        nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+    }
 }
 
 /* NVML's compute processes of h: this process's used memory (*used, false when it is not
@@ -305,7 +330,7 @@ static bool scan_processes(struct vgpu_region *r, nvmlDevice_t h, int jdev, unsi
     for (unsigned i = 0; i < n; i++) {
         /* No per-process figure here (MIG, some containers): NVML_VALUE_NOT_AVAILABLE. */
         bool na = info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE;
-        if (info[i].pid == self) {
+        if (self && info[i].pid == self) {
             unknown |= na;
             *used += na ? 0 : info[i].usedGpuMemory;
             found = true;
@@ -341,8 +366,8 @@ int vgpu_nvml_self_used(int dev, uint64_t *used)
         if (!(info = calloc(cap, sizeof *info)))
             return 0;
     }
-    int answer = rc == NVML_SUCCESS ? 1 : 0;
-    unsigned pid = (unsigned)vgpu_proc_host_pid();
+    unsigned pid = own_nvml_pid(vgpu_job(), vgpu_job_slot());
+    int answer = rc == NVML_SUCCESS && pid ? 1 : 0;
     *used = 0;
     for (unsigned i = 0; answer == 1 && i < n && i < cap; i++) {
         if (info[i].pid != pid)

@@ -79,6 +79,24 @@ else not_ok "... and reclaimed by vgpu run with no reader and no other process" 
 timeout 10 sh -c 'echo go > "$0/go3"' "$T_DIR"
 wait "$runner"
 
+# A container process's context is charged what NVML shows for that process, not what the whole
+# GPU grew by meanwhile: another process on the GPU (not in the job) ends while the context is
+# created (2 s here), so the device-wide delta is 512 MiB less 1.5 GiB: nothing. The process
+# waits for `vgpu run`'s walk to find its host pid (the pid NVML reports) before it measures.
+# Before, it was charged 0 bytes for its context, and 2600 MiB more passed --mem 3G.
+fakegpu-ctl hold 0 $((1024 * 1048576)) 60 > "$T_DIR/holder" 2>&1 &
+holder=$!
+poll_until 20 grep -q ready "$T_DIR/holder" || not_ok "a process outside the job holds 1.5 GiB" "$(cat "$T_DIR/holder")"
+VGPU_FAKE_CTX_CREATE_MS=2000 vgpu run --name ctxns --mem 3G -- \
+  unshare -pf --kill-child --mount-proc alloc_probe alloc 2600M hold > "$T_DIR/inner4" 2>&1 &
+runner=$!
+sleep 1; kill -TERM $holder; wait $holder 2>/dev/null   # an orderly exit: its memory is freed at once
+poll_until 20 grep -q "alloc rc=\|holding" "$T_DIR/inner4"
+assert_contains "a container process charged its own context (512 MiB) is refused what would pass --mem 3G" \
+  "alloc rc=2" "$(cat "$T_DIR/inner4")"
+kill -KILL $(children $runner) 2>/dev/null
+wait "$runner" 2>/dev/null
+
 # unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).
 vgpu run --mem 4G -- unshare -pf --kill-child alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
 runner=$!

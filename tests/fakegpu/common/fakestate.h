@@ -26,9 +26,10 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 8   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
+#define FS_LAYOUT_VERSION 9   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
                                 * 6: collectives, NVLink topology; 7: busy time and energy per GPU;
-                                * 8: busy time per sample period (device utilisation samples) */
+                                * 8: busy time per sample period (device utilisation samples);
+                               * 9: the host resolver of container processes' pids */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
@@ -98,6 +99,7 @@ struct fs_proc {                         /* one process on one place of one GPU 
     int gi, ci;                          /* slots; -1 = whole GPU */
     bool attached;                       /* holds a context (shown by NVML even at 0 bytes) */
     unsigned long long mem;              /* bytes held on this place, context overhead included */
+    unsigned long long resolve_after_ns; /* the host resolver's next try (fs_start_resolver) */
     unsigned long long managed;          /* of mem: resident managed pages (the driver may evict them) */
     unsigned long long evicted;          /* managed bytes evicted for another allocation, not yet seen
                                           * by the owning process (it marks its pages non-resident) */
@@ -222,6 +224,7 @@ struct fs_failures {                     /* injected failures; 0 = none (see REA
 struct fs_state {                        /* the whole file */
     uint64_t magic;
     uint32_t layout_version, size;       /* size = sizeof(struct fs_state) */
+    unsigned long long resolver_ns;      /* the host resolver's last look (fs_start_resolver) */
     unsigned host_pidns;                 /* PID namespace of the state's creator: "the host", whose
                                           * pids NVML reports (a process in another namespace is
                                           * resolved by a reader on the host) */
@@ -263,6 +266,10 @@ void fs_reap_gpu(unsigned gpu);
 unsigned long long fs_proc_start_time(pid_t pid);     /* 0 when the process does not exist */
 unsigned fs_proc_pidns(pid_t pid);                   /* PID namespace inode; pid 0: self; 0 unknown */
 bool fs_proc_alive(pid_t pid, unsigned long long start_time);
+/* On the host (the state creator's PID namespace, and a /proc that shows it): a thread that
+ * resolves the host pids of processes in other namespaces every 10 ms, as the driver knows them
+ * (once per process; the fake NVML starts it at nvmlInit). Elsewhere nothing. */
+void fs_start_resolver(void);
 /* The record of (pid, place) on gpu; creates it (this process's start time) when create is set.
  * pid == getpid() means this process, found by its own namespace and pid (whatever pid NVML
  * reports for it). NULL when not found or the table is full. */

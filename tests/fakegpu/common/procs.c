@@ -5,9 +5,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs_internal.h"
@@ -182,6 +184,66 @@ static int resolve(const struct fs_proc *p, pid_t *host)
  * host (which sees every namespace). A reader that can see neither keeps it, as the driver does
  * while the process lives. Resolves host pids on the way. */
 static bool proc_alive(pid_t pid, unsigned long long start_time, bool own);
+
+/* The driver lives on the host and always knows a process's host pid; this simulator knows it
+ * only when a reader on the host looks. So every process on the host that uses NVML looks for
+ * records still unresolved, every 10 ms, in a thread of its own (started at nvmlInit): a
+ * process in a container sees its own pid in NVML's list within 10 ms of its first context,
+ * as long as any process on the host (vgpu run, vgpu daemon) has NVML open. */
+static void resolve_pending(void)
+{
+    struct fs_state *st = fs_state();
+    /* One resolver a period on the whole machine, whichever gets there first. */
+    unsigned long long now = fs_now_ns(), last = __atomic_load_n(&st->resolver_ns, __ATOMIC_RELAXED);
+    if (now - last < 10000000ULL ||
+        !__atomic_compare_exchange_n(&st->resolver_ns, &last, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    fs_lock();
+    for (unsigned g = 0; g < st->ngpus; g++)
+        for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
+            struct fs_proc *p = &st->gpu[g].procs[i];
+            if (!p->used || p->resolved || now < p->resolve_after_ns)
+                continue;
+            pid_t host = 0;
+            if (resolve(p, &host) == 1) {
+                p->pid = host;
+                p->resolved = true;
+            } else {
+                p->resolve_after_ns = now + 200000000ULL;   /* a walk of /proc: not every 10 ms */
+            }
+        }
+    fs_unlock();
+}
+
+static void *resolver(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+        resolve_pending();
+    }
+    return NULL;
+}
+
+void fs_start_resolver(void)
+{
+    static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+    static pid_t started_in;
+    const struct self_id *me = self_id();
+    if (!me->host_proc || me->view_ns != fs_state()->host_pidns)
+        return;                          /* not on the host: it could not resolve anything */
+    pthread_mutex_lock(&once);
+    if (started_in != getpid()) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &a, resolver, NULL) == 0)
+            started_in = getpid();
+        pthread_attr_destroy(&a);
+    }
+    pthread_mutex_unlock(&once);
+}
 
 /* me: self_id(), asked once per reap by the caller (it costs a getpid(2), and a reap looks at
  * every record of a GPU: two per record were most of the simulator's system calls in vgpu top). */

@@ -45,6 +45,7 @@ static nvmlReturn_t do_init(unsigned flags)
         }
     }
     pthread_mutex_unlock(&init_lock);
+    fs_start_resolver();
     return NVML_SUCCESS;
 }
 
