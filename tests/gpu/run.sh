@@ -67,6 +67,26 @@ row "two-process job shares the limit" $r "first: $(head -1 "$tmp/a"); second: $
 fi
 
 
+# ---- a process in a container (its own PID namespace and /proc) ----
+# It cannot see its host pid, the pid NVML lists it by: it waits for vgpu run's walk to record it,
+# then measures its context by its own NVML figure (libvgpu(7)), not by the device-wide growth.
+if ! skip alloc; then
+if unshare -pf --mount-proc true 2>/dev/null; then
+  T vgpu run --gpu 0 --mem $LIMIT -- sh -c 'unshare -pf --kill-child --mount-proc env VGPU_LOG=debug alloc_probe alloc 1G sleep 4000 > "$0/c.out" 2>"$0/c.err" & sleep 3
+    vgpu ps --json > "$0/c.json"; wait' "$tmp" > /dev/null 2>&1
+  used=$(jq '.jobs[-1].gpus[0].mem_used_bytes // empty' "$tmp/c.json" 2>/dev/null)
+  nv=$(jq '.jobs[-1].gpus[0].nvml_used_bytes // empty' "$tmp/c.json" 2>/dev/null)
+  ctx=$(sed -n 's/.*context on GPU [0-9]*: \([0-9]*\) bytes.*/\1/p' "$tmp/c.err" | head -n 1)
+  delta=$(grep -c "device-wide delta" "$tmp/c.err")
+  if grep -q "alloc rc=0" "$tmp/c.out" && [ -n "$used" ] && [ -n "$nv" ] && [ "$delta" = 0 ] && [ -n "$ctx" ] &&
+     [ $(( used > nv ? used - nv : nv - used )) -le $((2 << 20)) ]; then r=PASS; else r=FAIL; fi
+  row "container process's context" $r "charged $(( ${ctx:-0} >> 20 )) MiB by its own NVML figure (device-wide measurements: $delta); job ${used:-?} B, NVML ${nv:-?} B"
+else
+  row "container process's context" SKIP "unshare -pf --mount-proc is not allowed here"
+fi
+fi
+
+
 # ---- nvidia-smi inside the job ----
 if ! skip alloc; then
 T vgpu run --gpu 0 --mem $LIMIT -- nvidia-smi --query-gpu=index,memory.total,memory.used,memory.free --format=csv,noheader,nounits > "$tmp/smi" 2>&1
