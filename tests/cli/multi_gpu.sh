@@ -138,6 +138,41 @@ for n in 2 4; do
     skip "a $n-rank collective job at --core 50 keeps 45 % of its uncapped rate" "$GANG_WHY"
   fi
 done
+# Through the arbiter (root's vgpu daemon), which is killed mid-run and started again: the job's
+# GPUs go on taking their turns together on the user's own schedule, then rejoin the new daemon,
+# and the job keeps its rate; the round robin process keeps its cap on each GPU. One job at a
+# time (two at once would share these 2 CPUs).
+if [ "$(id -u)" = 0 ]; then
+  start_daemon() { vgpu daemon 2>>"$T_DIR/daemon.log" & dpid=$!; wait_until 20 vgpu daemon --check; }
+  trap 'kill $dpid 2>/dev/null; t_cleanup' EXIT
+  through_kill() { # out cmd...: runs cmd through the daemon, killed at 1.5 s, restarted at 2 s
+    local out=$1; shift
+    start_daemon
+    "$@" >"$out" 2>&1 &
+    local j=$!
+    sleep 1.5
+    kill -KILL $dpid; wait $dpid 2>/dev/null
+    sleep 0.5
+    start_daemon
+    wait $j
+    kill $dpid; wait $dpid 2>/dev/null
+  }
+  through_kill "$T_DIR/arb.out" vgpu run --gpu 0,1 --core 50 collective -n 2 -t 4 $SHAPE
+  arb=$(cat "$T_DIR/arb.out")
+  assert_contains "through the arbiter: a 2-rank job at --core 50 was told the daemon went away" "arbiter (vgpu daemon) went away" "$arb"
+  in_band "... and through the kill and restart it keeps 45 % of its uncapped rate" \
+    "$(ratio "$(field "$arb" steps_per_s)" "$base2")" 45 100 "$arb / $base2"
+  through_kill "$T_DIR/arb_rr.out" vgpu run --gpu 0,1 --core 50 collective -m rr -n 2 -t 4 $RR_SHAPE
+  arb_rr=$(cat "$T_DIR/arb_rr.out")
+  assert_contains "... one process on 2 GPUs at --core 50 was told too" "arbiter (vgpu daemon) went away" "$arb_rr"
+  for g in 0 1; do
+    in_band "... and through the kill and restart GPU $g keeps its cap" \
+      "$(ratio "$(field "$arb_rr" share$g)" "$rr_base")" 45 55 "$arb_rr / $rr_base"
+  done
+else
+  skip "through the arbiter, killed mid-run: 2-GPU jobs keep their caps" "needs root (vgpu daemon)"
+fi
+
 # Beside a single-GPU job on GPU 0: each keeps its cap (the single job measured over the
 # collective job's run, from 1.5 s on).
 for n in 2 4; do
