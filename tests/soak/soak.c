@@ -249,6 +249,46 @@ static bool killed_reaped(const struct soak *s)
     return true;
 }
 
+/* /proc/PID/FILE on one line: its lines whose name (before ':') is in `keys` (NULL: all). */
+static void proc_line(pid_t pid, const char *file, const char *const *keys, char *out, size_t len)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    snprintf(out, len, "?");
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    size_t at = 0;
+    while (fgets(buf, sizeof buf, f) && at < len) {
+        buf[strcspn(buf, "\n")] = 0;
+        bool keep = !keys;
+        for (unsigned k = 0; keys && keys[k] && !keep; k++)
+            keep = !strncmp(buf, keys[k], strlen(keys[k])) && buf[strlen(keys[k])] == ':';
+        if (keep)
+            at += (size_t)snprintf(out + at, len - at, "%s%s", at ? " " : "", buf);
+    }
+    fclose(f);
+}
+
+/* A worker that did not end after SIGTERM: where it is, for the log (a rare stall under ASan). */
+static void report_stuck(struct soak *s, unsigned i)
+{
+    const struct wproc *w = &s->procs[i];
+    const struct soak_proc *b = &s->board->proc[i];
+    pid_t t = w->target ? w->target : w->pid;
+    char wchan[64], sys[160], st[400];
+    proc_line(t, "wchan", NULL, wchan, sizeof wchan);
+    proc_line(t, "syscall", NULL, sys, sizeof sys);
+    static const char *const keys[] = { "State", "Threads", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt", NULL };
+    proc_line(t, "status", keys, st, sizeof st);
+    uint64_t hb = atomic_load(&b->hb_ns), now = soak_now();
+    dprintf(s->logfd, "soak: stuck worker %u (job %s, %s%s): pid %d, target %d, phase %u, in_alloc %u, last beat %s%.1f s ago; "
+                "wchan %s; syscall %s; %s\n",
+             i, s->jobs[w->job].name, w->role == ROLE_ALLOC ? "alloc" : "launch", w->pidns ? ", PID namespace" : "",
+             (int)w->pid, (int)w->target, atomic_load(&b->phase), atomic_load(&b->in_alloc), hb ? "" : "(none) ",
+             hb ? (double)(now - hb) / 1e9 : 0.0, wchan, sys, st);
+}
+
 static void end_everything(struct soak *s)
 {
     settle(s, killed_reaped, 2 * SOAK_SEC);
@@ -272,6 +312,9 @@ static void end_everything(struct soak *s)
     }
     if (!ended) {
         soak_violation(s, V_STALL, "%u workers did not end within 10 s of SIGTERM", live_workers(s));
+        for (unsigned i = 0; i < s->nprocs; i++)
+            if (s->procs[i].used && s->procs[i].alive)
+                report_stuck(s, i);
         for (unsigned i = 0; i < s->nprocs; i++)
             if (s->procs[i].used && s->procs[i].alive)
                 kill(s->procs[i].pid, SIGKILL);
