@@ -31,7 +31,7 @@ in_band() { # desc value lo hi detail
 }
 # gang [RANKS]: whether the shares can be measured here. Before a job's GPUs kept one clock
 # (gang.c), 4 rank processes on 2 CPUs measured 42-43 % beside a neighbour and once 13 % alone (a
-# rank that waited for a CPU missed its turn on every GPU of the job); since, 48-51 % in 4 runs of
+# rank that waited for a CPU missed its turn on every GPU of the job); since, 48-51 % in 3 runs of
 # 4 on 2 CPUs, with the sanitized suite running beside them. Under ASan, 4 instrumented ranks and
 # a neighbour on 2 CPUs still cannot keep the simulated GPU's time.
 gang() { [ "${1:-2}" -lt 4 ] || [ "${VGPU_ASAN:-0}" != 1 ] || [ "$(nproc)" -ge 4 ]; }
