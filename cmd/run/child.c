@@ -109,7 +109,6 @@ int vgpu_run_prepare_environment(const char *region_path, const char *library, c
 static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
 {
     int fd = vgpu_proc_pidfd(pid);
-    vgpu_acct_sample(r);
     /* A --user job's memory, as NVML sees it, against root's limit (vgpu/overlimit.h); NULL
      * for other jobs. Sampled from this walk, at most every VGPU_OVERLIMIT_PERIOD_NS. */
     struct vgpu_overlimit *watch = fd >= 0 ? vgpu_overlimit_start(r, NULL) : NULL;
@@ -170,6 +169,10 @@ int vgpu_run_child(struct vgpu_region *r, char **argv)
     /* Block until child_pid is known, so a signal in between is forwarded, not lost. */
     sigprocmask(SIG_BLOCK, &block, &old);
     install_forwarding();
+    /* The job's first look, before its command starts: a process of the job in a container
+     * waits for this walk to find its host pid only while it sees the walk running (libvgpu.so,
+     * vgpu_nvml_await_self), so it must not start before the walk is seen. */
+    vgpu_acct_sample(r);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
