@@ -205,9 +205,13 @@ static void resolve_pending(void)
             if (!p->used || p->resolved || now < p->resolve_after_ns)
                 continue;
             pid_t host = 0;
-            if (resolve(p, &host) == 1) {
+            int rc = resolve(p, &host);
+            if (rc == 1) {
                 p->pid = host;
                 p->resolved = true;
+            } else if (rc == 0) {
+                fs_drop_work(g, i);      /* proven gone: reaped, as fs_reap_gpu does */
+                memset(p, 0, sizeof *p);
             } else {
                 p->resolve_after_ns = now + 200000000ULL;   /* a walk of /proc: not every 10 ms */
             }
