@@ -25,13 +25,9 @@ in_band() { # desc value lo hi detail
 }
 
 # ---- busy time on the simulated GPU ----
-# snap: "T PID:BUSY_NS ...", T the wall time (µs) halfway through the reading.
+# snap: "T PID:BUSY_NS ...", T the simulator's clock (µs) the busy times were read at.
 snap() {
-  local a b s
-  a=${EPOCHREALTIME/./}
-  s=$(fakegpu-ctl show | jq -r '.gpus[0].processes[] | "\(.pid):\(.busy_ns)"' | tr '\n' ' ')
-  b=${EPOCHREALTIME/./}
-  echo "$(( (a + b) / 2 )) $s"
+  fakegpu-ctl show | jq -r '"\(.now_ns / 1000 | floor) " + ([.gpus[0].processes[] | "\(.pid):\(.busy_ns)"] | join(" "))'
 }
 # busy_pct SNAP1 SNAP2 PID: PID's kernel time between the snapshots, in percent of the wall time
 # (-1 when PID is missing from either: it was not on the GPU, or had ended).

@@ -75,17 +75,18 @@ assert_match "4 ranks run" '^mode=ranks ranks=4 steps=[0-9]+ ' "$out"
 # rank 1 runs at half speed; rank 0 waits for it in its collective, busy all the while.
 fakegpu-ctl busy 1 30 100 >/dev/null &
 busy_pid=$!
-gpu_busy_ns() { fakegpu-ctl show | jq --argjson g "$1" '[.gpus[$g].processes[].busy_ns] | add // 0'; }
+# "BUSY_NS NOW_NS" of GPU $1: its processes' busy time and the simulator's clock of that reading.
+gpu_busy_ns() { fakegpu-ctl show | jq -r --argjson g "$1" '"\([.gpus[$g].processes[].busy_ns] | add // 0) \(.now_ns)"'; }
 ranks_on_gpu0() { fakegpu-ctl show | jq -e '[.gpus[0].processes[] | select(.busy_ns > 0)] | length >= 1'; }
 collective -n 2 -t 3 $SHAPE >"$T_DIR/held.out" 2>&1 &
 cpid=$!
 if wait_until 30 ranks_on_gpu0; then
   sleep 0.3                 # (the measurement window, not synchronization)
-  a=$(gpu_busy_ns 0); ta=${EPOCHREALTIME/./}
+  read -r a ta <<<"$(gpu_busy_ns 0)"
   sleep 1.5
-  b=$(gpu_busy_ns 0); tb=${EPOCHREALTIME/./}
-  busy0=$(awk -v a="$a" -v b="$b" -v t="$((tb - ta))" 'BEGIN { printf "%d", 100 * (b - a) / (t * 1000) + 0.5 }')
-  in_band "rank 0 spins in its collective while rank 1 is held: GPU 0 stays busy" "$busy0" 90 102 "busy_ns $a -> $b over $((tb - ta)) us"
+  read -r b tb <<<"$(gpu_busy_ns 0)"
+  busy0=$(awk -v a="$a" -v b="$b" -v t="$((tb - ta))" 'BEGIN { printf "%d", 100 * (b - a) / t + 0.5 }')
+  in_band "rank 0 spins in its collective while rank 1 is held: GPU 0 stays busy" "$busy0" 90 102 "busy_ns $a -> $b over $(((tb - ta) / 1000)) us"
 fi
 wait "$cpid"
 held=$(cat "$T_DIR/held.out")
