@@ -7,7 +7,8 @@
 #   make soak       2 users x 4 jobs x 4 processes under chaos on the simulated GPU, SOAK_SECONDS=60
 #   make demo       run the main job on the real GPU, or on the simulated one when there is none
 #   make bench      benchmarks, printed as tables
-#   make fuzz       the libFuzzer harnesses of tests/fuzz, FUZZ_SECONDS each (default 60; needs clang)
+#   make fuzz       the libFuzzer harnesses of tests/fuzz, FUZZ_SECONDS each (default 60; needs clang);
+#                   FUZZ_ONLY=NAME for one (make test runs fuzz_arbiter 20 s where clang is installed)
 #   make install    PREFIX=/usr/local DESTDIR=   (also PREFIX/lib/tmpfiles.d/vgpu.conf)
 #   make deb        build/deb/vgpu_VERSION_ARCH.deb (dpkg-buildpackage + debhelper; see debian/)
 #   make deps       install the Debian packages the build and the tests need (root), or print the line
@@ -78,7 +79,7 @@ FAKE_BINS := $(patsubst tests/fakegpu/tools/%.c,$(BUILD)/fakegpu/%,$(FAKE_TOOLS)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRC))
 
-.PHONY: all test asan tsan soak demo bench install uninstall deps clean check-deps completions deb fuzz fuzz-build deps-fuzz
+.PHONY: all test asan tsan soak demo bench install uninstall deps clean check-deps completions deb fuzz fuzz-build deps-fuzz fuzz-daemon-objs
 # Keep every object: the test programs' and tools' objects are intermediates of pattern rules,
 # and make would otherwise delete them after each build and recompile them the next time.
 .SECONDARY:
@@ -195,6 +196,11 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(CORE_LIB)
 $(BUILD)/tests/unit/test_hook_acct: $(call obj,lib/hook/acct.c)
 $(BUILD)/tests/unit/test_top_ui_state: $(call obj,cmd/top/ui_state.c)
 $(BUILD)/obj/tests/unit/test_top_ui_state.o: CFLAGS += -Icmd
+# The daemon's request handler, called directly (no socket, no timing): every
+# tests/unit/test_arb_*.c links all of cmd/daemon/ and sees its headers (cmd/daemon/arbiter.h).
+DAEMON_UNIT_BINS := $(filter $(BUILD)/tests/unit/test_arb_%,$(UNIT_BINS))
+$(DAEMON_UNIT_BINS): $(call obj,$(wildcard cmd/daemon/*.c))
+$(patsubst $(BUILD)/tests/unit/%,$(BUILD)/obj/tests/unit/%.o,$(DAEMON_UNIT_BINS)): CFLAGS += -Icmd
 
 # Test programs reach the driver the ways real programs do: linked against libcuda.so.1
 # (the fake at build time, whatever is installed at run time), or through dlopen.
@@ -231,6 +237,18 @@ FUZZ_BUILD    := build-fuzz
 FUZZ_PACKAGES := clang libclang-rt-14-dev
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_BINS     := $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+# FUZZ_ONLY=NAME builds only that harness (tests/cli/arbiter_fuzz.sh: the one make test runs).
+ifneq ($(FUZZ_ONLY),)
+  FUZZ_BINS   := $(FUZZ_BUILD)/fuzz/$(FUZZ_ONLY)
+endif
+# fuzz_arbiter calls the daemon's request handler: it links cmd/daemon's objects, built by clang
+# with the sanitizers like the core library, and SQLite (the accounting half).
+FUZZ_DAEMON_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(wildcard cmd/daemon/*.c))
+$(FUZZ_BUILD)/fuzz/fuzz_arbiter: $(FUZZ_DAEMON_OBJS)
+$(FUZZ_BUILD)/fuzz/fuzz_arbiter: FUZZ_OBJS = -Icmd $(FUZZ_DAEMON_OBJS)
+$(FUZZ_BUILD)/fuzz/fuzz_arbiter: FUZZ_LIBS = -lsqlite3
+fuzz-daemon-objs: $(FUZZ_DAEMON_OBJS)
+	@:
 
 fuzz: fuzz-build
 	@bash tests/fuzz/run.sh run $(FUZZ_BUILD) $(FUZZ_SECONDS)
@@ -238,13 +256,14 @@ fuzz: fuzz-build
 fuzz-build:
 	@bash tests/fuzz/run.sh check $(FUZZ_CC) $(FUZZ_PACKAGES)
 	@CFLAGS="-O1 -g" $(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
-	  SANITIZE="$(FUZZ_SAN) -fsanitize=fuzzer-no-link -Wno-format-nonliteral" $(FUZZ_BUILD)/libvgpucore.a
-	@$(MAKE) -s --no-print-directory $(FUZZ_BINS)
+	  SANITIZE="$(FUZZ_SAN) -fsanitize=fuzzer-no-link -Wno-format-nonliteral" $(FUZZ_BUILD)/libvgpucore.a \
+	  $(if $(filter %/fuzz_arbiter,$(FUZZ_BINS)),fuzz-daemon-objs)
+	@$(MAKE) -s --no-print-directory $(FUZZ_BINS) FUZZ_ONLY=$(FUZZ_ONLY)
 
 $(FUZZ_BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_BUILD)/libvgpucore.a
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -O1 -g -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -Ilib/include -Ilib/hook \
-	  $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_BUILD)/libvgpucore.a -o $@ -ljson-c -ldl -lpthread -lm
+	  $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJS) $(FUZZ_BUILD)/libvgpucore.a -o $@ $(FUZZ_LIBS) -ljson-c -ldl -lpthread -lm
 
 # ---- the soak (issue 11): many jobs of two users under chaos on the simulated GPU -----------------
 # make soak [SOAK_SECONDS=N]: tests/cli/soak.sh at length (make test runs it for 18 s). tests/soak/*.c is

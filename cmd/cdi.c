@@ -1,31 +1,37 @@
 /* vgpu cdi: Container Device Interface specs, so that container engines start limited containers. */
 static const char usage[] =
-    "usage: vgpu cdi generate [--gpu SEL] [--mem SIZE|PCT%] [--core PCT] [--name NAME]\n"
+    "usage: vgpu cdi generate [--gpu SEL] [--mem SIZE|PCT%|REQUEST:LIMIT] [--core PCT]\n"
+    "                         [--name NAME]\n"
     "                         [--library PATH] [--output DIR] [--cdi-version V] [--annotations]\n"
     "       vgpu cdi validate FILE\n"
     "\n"
-    "generate writes a CDI spec (JSON, kind vgpu.dev/gpu) with one device, NAME, whose container\n"
-    "edits preload libvgpu.so with the limits, so that podman, Docker 25+ (CDI on), containerd and\n"
-    "CRI-O start a limited container when asked for it beside NVIDIA's own device:\n"
+    "generate writes a CDI spec (JSON, kind vgpu.dev/gpu) with one device, NAME, whose\n"
+    "container edits preload libvgpu.so with the limits, so that podman, Docker 25+ (CDI on),\n"
+    "containerd and CRI-O start a limited container when asked for it beside NVIDIA's own\n"
+    "device:\n"
     "    podman run --device nvidia.com/gpu=0 --device vgpu.dev/gpu=NAME IMAGE CMD\n"
-    "The device carries: LD_PRELOAD and the limits (HAMi-core's variables, which libvgpu.so reads,\n"
-    "see libvgpu(7)); libvgpu.so bind-mounted read-only; a tmpfs of its own at /run/vgpu, the\n"
-    "per-container state (the job region, created by the container's first CUDA process), so\n"
-    "every container started with NAME gets the whole limit; and the machine-wide directory\n"
-    "(/run/vgpu-machine, read-write), so that the GPU-time caps of containers and host jobs add\n"
-    "up, and through which containers reach the arbiter's socket.\n"
-    "The spec's cdiVersion is the lowest its fields need (0.4.0 for the tmpfs mount's type; 0.5.0\n"
-    "when NAME starts with a digit; 0.6.0 with --annotations), so that older engines read it:\n"
-    "podman 4.3 (Debian 12) reads up to 0.5.0. See vgpu-cdi(1) for which engine reads which.\n"
+    "The device carries: LD_PRELOAD and the limits (HAMi-core's variables, which libvgpu.so\n"
+    "reads, see libvgpu(7)); libvgpu.so bind-mounted read-only; a tmpfs of its own at\n"
+    "/run/vgpu, the per-container state (the job region, created by the container's first CUDA\n"
+    "process), so every container started with NAME gets the whole limit; and the machine-wide\n"
+    "directory (/run/vgpu-machine, read-write), so that the GPU-time caps of containers and\n"
+    "host jobs add up, and through which containers reach the arbiter's socket.\n"
+    "The spec's cdiVersion is the lowest its fields need (0.4.0 for the tmpfs mount's type;\n"
+    "0.5.0 when NAME starts with a digit; 0.6.0 with --annotations), so that older engines read\n"
+    "it: podman 4.3 (Debian 12) reads up to 0.5.0. See vgpu-cdi(1) for which engine reads\n"
+    "which.\n"
     "\n"
     "  --gpu SEL      the GPUs the container will be given, in the order NVIDIA's devices are\n"
-    "                 requested (they are its CUDA devices 0, 1, ...): an index, a UUID, a comma\n"
-    "                 list or 'all' (default: all). Used to check the limits and to resolve PCT%\n"
+    "                 requested (they are its CUDA devices 0, 1, ...): an index, a UUID, a\n"
+    "                 comma list or 'all' (default: all). Used to check the limits and to\n"
+    "                 resolve PCT%\n"
     "  --mem SIZE     memory limit on each of the container's GPUs: 4G, 512MiB ... (or PCT% of\n"
     "                 each selected GPU's memory)\n"
+    "  --mem REQUEST:LIMIT  lent memory, as vgpu run's (20G:100G): REQUEST promised, LIMIT\n"
+    "                 the cap (CUDA_DEVICE_MEMORY_REQUEST_i beside CUDA_DEVICE_MEMORY_LIMIT_i)\n"
     "  --core PCT     cap the container's share of GPU time at PCT percent (1-100)\n"
-    "  --name NAME    the device name (letters, digits, '_', '.', '-', a letter or digit first and\n"
-    "                 last; default from the limits, e.g. mem-4GiB-core-30). Names are per\n"
+    "  --name NAME    the device name (letters, digits, '_', '.', '-', a letter or digit first\n"
+    "                 and last; default from the limits, e.g. mem-4GiB-core-30). Names are per\n"
     "                 allocation size: every device name must be unique among the vgpu.dev/gpu\n"
     "                 specs an engine loads\n"
     "  --library PATH the host's libvgpu.so to mount (default: the one vgpu run would preload;\n"
@@ -33,18 +39,20 @@ static const char usage[] =
     "                 this vgpu's libvgpu.so: every container would preload it\n"
     "  --output DIR   write DIR/vgpu.dev-gpu_NAME.json (atomically, 0644) instead of printing\n"
     "                 the spec; /etc/cdi or /var/run/cdi are where engines look\n"
-    "  --cdi-version V  write cdiVersion V (0.3.0 ... 1.1.0) instead of the lowest; refused when\n"
-    "                 V cannot carry a field the spec has, saying which\n"
+    "  --cdi-version V  write cdiVersion V (0.3.0 ... 1.1.0) instead of the lowest;\n"
+    "                 refused when V cannot carry a field the spec has, saying which\n"
     "  --annotations  describe the device in annotations (its GPUs' UUIDs and the limits in\n"
     "                 exact numbers); they need cdiVersion 0.6.0, which podman 4.3 cannot read\n"
     "  --help         show this help\n"
+    "Each option may be given once.\n"
     "\n"
     "validate checks FILE as a CDI loader would: known fields only, the required ones, names,\n"
     "and a cdiVersion that is known and carries every field used (each field that needs a later\n"
     "version is named); and that every library a device preloads is mounted by the spec from a\n"
     "host file that is this vgpu's libvgpu.so (a regular ELF shared object).\n"
     "\n"
-    "A container's own LD_PRELOAD is overridden by the spec's (the engine puts the spec's last).\n"
+    "A container's own LD_PRELOAD is overridden by the spec's (the engine puts\n"
+    "the spec's last).\n"
     "\n"
     "Exit status: 0 written, or valid; 1 the file could not be written, or FILE is not a valid\n"
     "spec; 2 bad usage (an unknown GPU, a limit larger than a GPU, a library that is not\n"
@@ -168,6 +176,7 @@ struct cdi_req {
     unsigned ngpu;
     const struct vgpu_gpu *gpu[VGPU_REGION_MAX_DEVICES];
     uint64_t mem[VGPU_REGION_MAX_DEVICES];   /* 0: none */
+    uint64_t req[VGPU_REGION_MAX_DEVICES];   /* --mem REQUEST:LIMIT's REQUEST; == mem: nothing lent */
     unsigned core;                           /* 0: none */
     char name[64];
     char library[PATH_MAX];
@@ -202,6 +211,16 @@ static struct json_object *build_spec(const struct cdi_req *q)
             snprintf(buf + l, sizeof buf - l, "%s%llu", i ? "," : "", (unsigned long long)q->mem[i]);
         }
         json_object_object_add(dann, "vgpu.dev/memory-limit-bytes", json_object_new_string(buf));
+        /* Only for lent memory, so that the annotations of other devices stay as they were. */
+        bool lent = false;
+        buf[0] = 0;
+        for (unsigned i = 0; i < q->ngpu; i++) {
+            size_t l = strlen(buf);
+            snprintf(buf + l, sizeof buf - l, "%s%llu", i ? "," : "", (unsigned long long)q->req[i]);
+            lent = lent || q->req[i] < q->mem[i];
+        }
+        if (lent)
+            json_object_object_add(dann, "vgpu.dev/memory-request-bytes", json_object_new_string(buf));
         snprintf(buf, sizeof buf, "%u", q->core);
         json_object_object_add(dann, "vgpu.dev/core-limit-percent", json_object_new_string(buf));
         json_object_object_add(dev, "annotations", dann);
@@ -216,6 +235,10 @@ static struct json_object *build_spec(const struct cdi_req *q)
         if (q->mem[i]) {
             hami_size(q->mem[i], buf, sizeof buf);
             env_add(env, "CUDA_DEVICE_MEMORY_LIMIT_%u=%s", i, buf);
+        }
+        if (q->mem[i] && q->req[i] < q->mem[i]) {
+            hami_size(q->req[i], buf, sizeof buf);
+            env_add(env, "CUDA_DEVICE_MEMORY_REQUEST_%u=%s", i, buf);
         }
         if (q->core)
             env_add(env, "CUDA_DEVICE_SM_LIMIT_%u=%u", i, q->core);
@@ -295,18 +318,22 @@ static int generate(int argc, char **argv)
     optind = 1;
     while ((c = vgpu_getopt(&vgpu_cmd_cdi, argc, argv, "")) != -1) {
         switch (c) {
-        case 'g': gpu = optarg; break;
-        case 'm': mem = optarg; break;
-        case 'c': core = optarg; break;
-        case 'n': name = optarg; break;
-        case 'l': library = optarg; break;
-        case 'o': output = optarg; break;
-        case 'V': cdi_version = optarg; break;
+        case 'g': if (!vgpu_opt_once(&gpu, "--gpu")) return VGPU_EXIT_USAGE; break;
+        case 'm': if (!vgpu_opt_once(&mem, "--mem")) return VGPU_EXIT_USAGE; break;
+        case 'c': if (!vgpu_opt_once(&core, "--core")) return VGPU_EXIT_USAGE; break;
+        case 'n': if (!vgpu_opt_once(&name, "--name")) return VGPU_EXIT_USAGE; break;
+        case 'l': if (!vgpu_opt_once(&library, "--library")) return VGPU_EXIT_USAGE; break;
+        case 'o': if (!vgpu_opt_once(&output, "--output")) return VGPU_EXIT_USAGE; break;
+        case 'V': if (!vgpu_opt_once(&cdi_version, "--cdi-version")) return VGPU_EXIT_USAGE; break;
         case 'a': annotate = true; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_USAGE;
         }
     }
+    /* Before anything is read: stat("") said "No such file or directory" about no file. */
+    if (output && !*output)
+        return vgpu_usage_error(&vgpu_cmd_cdi, "--output needs a directory, and '' is empty: give the directory "
+                                "the spec goes to (engines read /etc/cdi and /var/run/cdi)");
     if (optind < argc)
         return vgpu_usage_error(&vgpu_cmd_cdi, "generate takes no operands ('%s'): give the limits as options",
                                 argv[optind]);
@@ -364,7 +391,7 @@ static int generate(int argc, char **argv)
         q->gpu[i] = g;
         char desc[160];
         snprintf(desc, sizeof desc, "GPU %u (%s)", g->index, g->uuid);
-        if (mem && vgpu_mem_limit_value(mem, g->mem_total, desc, false, &q->mem[i], &e) < 0) {
+        if (mem && vgpu_mem_request_limit(mem, g->mem_total, desc, false, &q->req[i], &q->mem[i], &e) < 0) {
             rc = vgpu_err_report(&e);
             goto out;
         }
@@ -376,13 +403,21 @@ static int generate(int argc, char **argv)
         if (mem) {
             bool same = true;
             for (unsigned i = 1; i < q->ngpu; i++)
-                same = same && q->mem[i] == q->mem[0];
+                same = same && q->mem[i] == q->mem[0] && q->req[i] == q->req[0];
             if (!same) {
                 rc = vgpu_usage_error(&vgpu_cmd_cdi, "--mem %s gives the GPUs different limits: name the device "
                                       "with --name", mem);
                 goto out;
             }
-            size_word(q->mem[0], w, sizeof w);
+            if (q->req[0] < q->mem[0]) {
+                /* REQUEST-LIMIT: mem-20GiB-100GiB (the size of any GPU is a word of at most 19 characters) */
+                char r[24], l[24];
+                size_word(q->req[0], r, sizeof r);
+                size_word(q->mem[0], l, sizeof l);
+                snprintf(w, sizeof w, "%.19s-%.19s", r, l);
+            } else {
+                size_word(q->mem[0], w, sizeof w);
+            }
         }
         snprintf(q->name, sizeof q->name, "%s%s%s%s", mem ? "mem-" : "", w, q->core && mem ? "-" : "",
                  q->core ? "core-" : (mem ? "" : "unlimited"));

@@ -80,6 +80,13 @@ int vgpu_usage_error(const struct vgpu_cmd *cmd, const char *fmt, ...)
 int vgpu_unknown_word(const struct vgpu_cmd *cmd, const char *what, const char *bad,
                       const char *const *candidates);
 
+/* An option that takes a value may be given once: "--mem 1G --mem 2G" is a slip (an edited
+ * command line, a wrapper adding its own), and taking the last silently uses a value its user
+ * did not check. Stores optarg in *slot and returns true the first time; the second time
+ * prints "OPT is given twice ('A' and 'B'): give it once" and returns false (the command then
+ * fails with its usage status). */
+bool vgpu_opt_once(const char **slot, const char *opt);
+
 /* Prints the usage text. */
 void vgpu_cmd_help(const struct vgpu_cmd *cmd, FILE *to);
 

@@ -136,6 +136,16 @@ int vgpu_unknown_word(const struct vgpu_cmd *cmd, const char *what, const char *
     return vgpu_fail(VGPU_EXIT_USAGE, "unknown %s '%s': use %s (see 'vgpu %s --help')", what, bad, list, cmd->name);
 }
 
+bool vgpu_opt_once(const char **slot, const char *opt)
+{
+    if (*slot) {
+        vgpu_fail(VGPU_EXIT_USAGE, "%s is given twice ('%s' and '%s'): give it once", opt, *slot, optarg);
+        return false;
+    }
+    *slot = optarg;
+    return true;
+}
+
 /* Moved from cmd/ps.c: vgpu acct names signals too. */
 const char *vgpu_signal_name(int sig, char *buf, size_t len)
 {

@@ -11,11 +11,22 @@ static const char usage[] =
     "it (killed, restarted), keep their caps on their user's own schedule and join it within a\n"
     "second. It also keeps every user's placement promises (vgpu run --mem), --wait queue and\n"
     "job count (--max-jobs, root's max-jobs-per-gpu), each ending with the vgpu run that made\n"
-    "it, and writes every user's accounting records (each user reads only their own). Without it, jobs of different users are not scheduled or placed together.\n"
+    "it, and writes every user's accounting records (each user reads only their own). Without\n"
+    "it, jobs of different users are not scheduled or placed together.\n"
     "\n"
     "The socket is MACHINE_DIR/arbiter/sock (MACHINE_DIR: VGPU_MACHINE_DIR, else\n"
-    "/run/vgpu-machine). Run it as root; a daemon of another user is believed only by that\n"
-    "user's own jobs. SIGTERM or SIGINT stops it.\n"
+    "/run/vgpu-machine; an empty VGPU_MACHINE_DIR is refused). Run it as root; a daemon of\n"
+    "another user is believed only by that user's own jobs. A machine directory other users\n"
+    "cannot search (0700) is served with a warning: their jobs cannot reach the socket.\n"
+    "Descriptors 0-2 left closed are opened on /dev/null. SIGTERM or SIGINT stops it.\n"
+    "\n"
+    "No user exhausts it: it schedules only the GPUs NVML lists, counts a login's subordinate\n"
+    "uids (/etc/subuid) as that login for its quotas, keeps schedule entries and 64 connections\n"
+    "for root, and raises its soft file limit to the hard one, serving as many connections as\n"
+    "that leaves (at most 4096; it does not start below 384 descriptors, saying why).\n"
+    "Nor gains by many jobs: an uncapped job's fair share is split among logins first, then\n"
+    "among the login's jobs, and a login's new job starts with what its jobs that ended in the\n"
+    "last 10 s still owe.\n"
     "\n"
     "  --spin-us N  after each request, look for the next one for N microseconds (0-100000,\n"
     "               default 3000) before sleeping: a request often follows at once (a release,\n"
@@ -25,14 +36,18 @@ static const char usage[] =
     "  --acct-db PATH  the accounting database, every user's job records (vgpu-acct(1)):\n"
     "               root's file, 0600, in a directory of root's closed to others' writes\n"
     "               (made 0755 when missing); default /var/lib/vgpu/acct.db, or\n"
-    "               MACHINE_DIR/acct.db when VGPU_MACHINE_DIR relocates the daemon\n"
-    "  --check      do not serve: exit 0 when an arbiter answers on this machine, 1 when none does\n"
+    "               MACHINE_DIR/acct.db when VGPU_MACHINE_DIR relocates the daemon. Opened\n"
+    "               at start: a database that cannot be written (a directory, damaged, not\n"
+    "               root's) stops the daemon there, saying why\n"
+    "  --check      do not serve: exit 0 when an arbiter answers on this machine, 1 when\n"
+    "               none does\n"
     "  --help       show this help\n"
     "\n"
     "Exit status: 0 stopped by a signal (or --check: one answers); 1 none answers (--check),\n"
-    "or it could not serve (another daemon serves the same directory, a socket error); 2 bad\n"
-    "usage; 6 the arbiter's directory is root's and this is not root; 11 the machine-wide\n"
-    "directory is missing or damaged.\n";
+    "or it could not serve (another daemon serves the same directory, a socket error, an\n"
+    "accounting database it cannot write); 2 bad usage (an empty VGPU_MACHINE_DIR, an\n"
+    "--acct-db that is a directory); 6 the arbiter's directory is root's and this is not root;\n"
+    "11 the machine-wide directory is missing or damaged.\n";
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +58,7 @@ static const char usage[] =
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -59,6 +75,20 @@ static const char usage[] =
 extern const struct vgpu_cmd vgpu_cmd_daemon;
 
 #define MAX_CLIENTS 4096
+/* Descriptors the daemon keeps for itself beyond its connections: a schedule per GPU (64), NVML's
+ * device files, the accounting database and its journal, the socket, lock, signalfd and spare. */
+#define FD_RESERVE      256
+#define ROOT_CONNS      64        /* connections only root's clients take: root always gets in */
+#define MIN_USER_CONNS  64        /* below this many for other users, the daemon does not serve */
+#define ACCEPT_PAUSE_NS 100000000ULL   /* the listen socket rests this long when accept cannot get a descriptor */
+
+/* How many connections the daemon serves: as many as its file limit leaves (raised to the hard
+ * limit first), at most MAX_CLIENTS, ROOT_CONNS of them root's alone. */
+struct conn_limits {
+    unsigned total;           /* connections at most */
+    unsigned others;          /* of those, for users other than root together */
+    unsigned per_login;       /* of those, for one login (with its subordinate uids: daemon/logins.c) */
+};
 #define SPIN_US_DEFAULT 3000U     /* tests/gpu/latency.sh, H200, through the daemon: client p99 0.83-0.94 ms
                                    * at 3 ms of spin, 1.35-1.41 ms at 50 us (own schedules: 0.79-0.81) */
 #define SPIN_US_MAX     100000U
@@ -164,24 +194,83 @@ static int check_only(void)
     return 1;
 }
 
-static void accept_clients(int ls, struct arb_client *cl, struct pollfd *pf, unsigned *n, struct arbiter *a)
+/* Raises the soft file limit to the hard one, and fits the connection limits into it. false (and
+ * said) when the hard limit leaves other users fewer than MIN_USER_CONNS connections: a daemon that
+ * serves anyway would hit EMFILE with its clients' connections, and root's jobs could not get in. */
+static bool fit_fd_limit(struct conn_limits *cl)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        vgpu_error("cannot read the daemon's file limit (getrlimit): %s", strerror(errno));
+        return false;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    rlim_t room = rl.rlim_cur > FD_RESERVE ? rl.rlim_cur - FD_RESERVE : 0;
+    cl->total = room < MAX_CLIENTS ? (unsigned)room : MAX_CLIENTS;
+    cl->others = cl->total > ROOT_CONNS ? cl->total - ROOT_CONNS : 0;
+    if (cl->others < MIN_USER_CONNS) {
+        vgpu_error("the daemon's file limit (%llu descriptors) leaves other users %u connections, fewer than the %u "
+                   "it needs (it keeps %u descriptors for itself and %u connections for root): raise its hard "
+                   "limit (LimitNOFILE= in vgpu-daemon.service, or ulimit -Hn) to %u or more",
+                   (unsigned long long)rl.rlim_cur, cl->others, MIN_USER_CONNS, FD_RESERVE, ROOT_CONNS,
+                   FD_RESERVE + ROOT_CONNS + MIN_USER_CONNS);
+        return false;
+    }
+    cl->per_login = cl->others < VGPU_ARB_USER_CONNS ? cl->others : VGPU_ARB_USER_CONNS;
+    return true;
+}
+
+/* A descriptor kept free, so that a connection accept() cannot take for want of descriptors
+ * (EMFILE) is still taken off the queue and closed: left there, poll says the listen socket is
+ * readable for ever and the daemon spins. */
+static int spare_fd = -1;
+
+static void open_spare(void)
+{
+    if (spare_fd < 0)
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/* Takes the connections waiting. Returns false when accept cannot go on for want of descriptors or
+ * memory: then the caller stops watching the listen socket for ACCEPT_PAUSE_NS. */
+static bool accept_clients(int ls, struct arb_client *cl, struct pollfd *pf, unsigned *n, struct arbiter *a,
+                           const struct conn_limits *lim)
 {
     for (;;) {
         int fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
+            close(spare_fd);   /* room for one: take the connection off the queue, and end it */
+            spare_fd = -1;
+            fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0)
+                close(fd);
+            open_spare();
+            if (fd >= 0)
+                continue;
+        }
         if (fd < 0)
-            return;
+            return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED || errno == EPROTO;
         struct ucred cr;
         socklen_t crl = sizeof cr;
-        unsigned same = 0;
-        bool ok = *n < MAX_CLIENTS && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0;
-        for (unsigned i = 0; ok && cr.uid != 0 && i < *n; i++)
-            same += cl[i].uid == cr.uid;
-        /* One user cannot take every connection: root's and other users' jobs still get in. */
-        if (!ok || (cr.uid != 0 && same >= VGPU_ARB_USER_CONNS)) {
+        bool ok = *n < lim->total && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0;
+        uid_t login = ok ? arb_login_of(a, cr.uid) : 0;
+        unsigned same = 0, others = 0;
+        for (unsigned i = 0; ok && cr.uid != 0 && i < *n; i++) {
+            others += cl[i].uid != 0;
+            same += cl[i].login == login && cl[i].uid != 0;
+        }
+        /* One login cannot take every connection, nor all users together root's: root's jobs, and
+         * other users', still get in. */
+        if (!ok || (cr.uid != 0 && (same >= lim->per_login || others >= lim->others))) {
             close(fd);   /* the client then paces itself on its user's own schedule */
             continue;
         }
-        cl[*n] = (struct arb_client){ .fd = fd, .id = ++a->next_client_id, .pid = cr.pid, .uid = cr.uid };
+        cl[*n] = (struct arb_client){ .fd = fd, .id = ++a->next_client_id, .pid = cr.pid, .uid = cr.uid,
+                                      .login = login };
         pf[*n + 2] = (struct pollfd){ .fd = fd, .events = POLLIN };
         (*n)++;
     }
@@ -247,6 +336,12 @@ static int serve(uint64_t spin_ns, const char *acct_db)
         close(adir);
         return VGPU_EXIT_FAIL;
     }
+    struct conn_limits lim;
+    if (!fit_fd_limit(&lim)) {
+        close(adir);
+        return VGPU_EXIT_FAIL;
+    }
+    open_spare();
     char sock_path[4200];
     snprintf(sock_path, sizeof sock_path, "%s/%s/%s", mpath, VGPU_ARB_DIR, VGPU_ARB_SOCK);
     int ls = listen_socket(adir, sock_path);
@@ -267,19 +362,33 @@ static int serve(uint64_t spin_ns, const char *acct_db)
         vgpu_error("cannot start: %s", strerror(errno));
         return VGPU_EXIT_FAIL;
     }
-    arb_acct_configure(a, acct_db);   /* checked by cmd_daemon */
-    fprintf(stderr, "vgpu daemon: the arbiter of %s listens on %s\n", mpath, sock_path);
+    arb_acct_configure(a, acct_db);   /* checked by cmd_daemon; starts the accounting thread */
+    arb_gpus_start(a);
+    fprintf(stderr, "vgpu daemon: the arbiter of %s listens on %s (%u connections at most, %u of one login's, %u "
+                    "kept for root)\n", mpath, sock_path, lim.total, lim.per_login, lim.total - lim.others);
     unsigned n = 0;
     a->clients = cl;
     a->nclients = &n;
     pf[0] = (struct pollfd){ .fd = ls, .events = POLLIN };
     pf[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-    uint64_t busy_at = 0;
+    uint64_t busy_at = 0, accept_rest_until = 0;
     for (;;) {
         /* For spin_ns after a request, look again without sleeping: a request is often followed
          * at once by the next (a release, then the waiter's acquire), and a sleeping daemon takes
          * a wake-up of tens of microseconds on an idle core to answer it. */
-        int got = poll(pf, n + 2, now_ns() - busy_at < spin_ns ? 0 : -1);
+        uint64_t t = now_ns();
+        int timeout = t - busy_at < spin_ns ? 0 : -1;
+        if (accept_rest_until) {
+            if (t >= accept_rest_until) {
+                accept_rest_until = 0;
+                pf[0].fd = ls;
+                open_spare();
+            } else {
+                int ms = (int)((accept_rest_until - t) / 1000000ULL) + 1;
+                timeout = timeout == 0 ? 0 : ms;
+            }
+        }
+        int got = poll(pf, n + 2, timeout);
         if (got < 0 && errno != EINTR)
             break;
         if (got > 0)
@@ -298,10 +407,15 @@ static int serve(uint64_t spin_ns, const char *acct_db)
             n--;
             i--;   /* the moved one is looked at next */
         }
-        if (pf[0].revents)
-            accept_clients(ls, cl, pf, &n, a);
+        if (pf[0].revents && !accept_clients(ls, cl, pf, &n, a, &lim)) {
+            pf[0].fd = -1;   /* poll ignores it: no spinning on a queue we cannot take from */
+            pf[0].revents = 0;
+            accept_rest_until = now_ns() + ACCEPT_PAUSE_NS;
+        }
     }
     unlinkat(adir, VGPU_ARB_SOCK, 0);
+    arb_gpus_free(a);
+    arb_logins_free(a);
     fprintf(stderr, "vgpu daemon: stopped (%llu requests, %llu refused)\n", (unsigned long long)a->requests,
             (unsigned long long)a->refused);
     return 0;
@@ -309,6 +423,10 @@ static int serve(uint64_t spin_ns, const char *acct_db)
 
 static int cmd_daemon(int argc, char **argv)
 {
+    if (arb_start_stdio() < 0) {
+        perror("vgpu daemon: opening /dev/null for the closed descriptors 0-2");
+        return VGPU_EXIT_FAIL;
+    }
     bool check = false;
     unsigned spin_us = SPIN_US_DEFAULT;
     bool spin_given = false;
@@ -344,6 +462,11 @@ static int cmd_daemon(int argc, char **argv)
     }
     if (optind < argc)
         return vgpu_usage_error(&vgpu_cmd_daemon, "unexpected argument '%s'", argv[optind]);
+    int rc = arb_start_env();
+    if (!rc && !check)
+        rc = arb_start_checks(acct_db);
+    if (rc)
+        return rc;
     return check ? check_only() : serve((uint64_t)spin_us * 1000ULL, acct_db);
 }
 

@@ -1,13 +1,17 @@
 /* vgpu limit: change a running job's limits, live. */
 static const char usage[] =
-    "usage: vgpu limit JOB [--mem SIZE|PCT%|none] [--core PCT|none] [--gpu IDX]\n"
+    "usage: vgpu limit JOB [--mem SIZE|PCT%|REQUEST:LIMIT|none] [--core PCT|none] [--gpu IDX]\n"
     "\n"
     "Change the limits of a running job (by id, unique id prefix, or name; see vgpu ps). The\n"
-    "job's processes see the new limit at their next allocation. Lowering the memory limit below\n"
-    "what the job uses is allowed: nothing is taken away, but new allocations fail until its use\n"
-    "drops below the limit.\n"
+    "job's processes see the new limit at their next allocation. Lowering the memory limit\n"
+    "below what the job uses is allowed: nothing is taken away, but new allocations fail until\n"
+    "its use drops below the limit. Lowering a REQUEST below use is allowed too: the excess\n"
+    "counts as borrowed from then on.\n"
     "\n"
-    "  --mem SIZE    new memory limit: 4G, 4Gi, 512MiB ...; PCT% of the GPU's total; none to remove it\n"
+    "  --mem SIZE    new memory limit: 4G, 4Gi, 512MiB ...; PCT% of the GPU's total;\n"
+    "                none to remove it; SIZE alone is SIZE:SIZE (nothing lent)\n"
+    "  --mem REQUEST:LIMIT  what the job is promised and its cap (20G:100G, vgpu-run(1));\n"
+    "                REQUEST: or :LIMIT changes one part and keeps the other\n"
     "  --core PCT    new GPU time cap in percent; none to remove it\n"
     "  --gpu IDX     only this GPU of the job (counted from 0 in the job's order, as in\n"
     "                vgpu ps --json job_index); default: every GPU of the job\n"
@@ -15,11 +19,12 @@ static const char usage[] =
     "\n"
     "Only the job's owner and root may change it.\n"
     "\n"
-    "JOB is looked up as an exact id, then a name, then a unique id start; a word that names one\n"
-    "job and starts another's id is ambiguous (an error: give the full id).\n"
+    "JOB is looked up as an exact id, then a name, then a unique id start; a word that names\n"
+    "one job and starts another's id is ambiguous (an error: give the full id).\n"
     "\n"
     "Exit status: 0 changed; 2 bad option, size or GPU, or an ambiguous JOB; 6 another user's\n"
-    "job; 8 no such job (or it has ended); 11 the job's region file is damaged (which, and why).\n";
+    "job; 8 no such job (or it has ended); 11 the job's region file is damaged (which,\n"
+    "and why).\n";
 
 #include <errno.h>
 #include <stdio.h>
@@ -53,15 +58,42 @@ static const struct vgpu_opt_doc optdocs[] = {
 };
 
 /* The new memory limit for one job GPU: 0 means none (cmd/common.c: the check vgpu run and
- * vgpu top's 'm' key share). */
-static int mem_for(const struct vgpu_region *r, unsigned d, const char *text, uint64_t *out, struct vgpu_err *e)
+ * vgpu top's 'm' key share), and *req its REQUEST (== *out: nothing lent). REQUEST:LIMIT with
+ * one part empty keeps that part as it is. */
+static int mem_for(const struct vgpu_region *r, unsigned d, const char *text, uint64_t *req, uint64_t *out,
+                   struct vgpu_err *e)
 {
     char desc[160];
     snprintf(desc, sizeof desc, "the job's GPU %u (%s)", d, r->info->dev[d].uuid);
     /* An oversubscribed job's limit is its cap, which may exceed the GPU (vgpu run --oversubscribe). */
     bool pct = *text && text[strlen(text) - 1] == '%';
     bool virt = vgpu_region_oversub(r, d, NULL) && !pct;
-    return vgpu_mem_limit_value(text, virt ? 0 : r->hdr->dev[d].mem_total, desc, true, out, e);
+    uint64_t total = virt ? 0 : r->hdr->dev[d].mem_total;
+    const char *colon = strchr(text, ':');
+    if (colon && vgpu_region_oversub(r, d, NULL)) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s: job %s runs with --oversubscribe, which cannot also borrow "
+                     "(REQUEST:LIMIT); give one size", text, r->info->id);
+        return -1;
+    }
+    if (!colon || (colon != text && colon[1]))
+        return vgpu_mem_request_limit(text, total, desc, true, req, out, e);
+    /* One part given: the other is the job's now. */
+    char both[160];
+    uint64_t cur_req = vgpu_region_mem_request(r, d), cur_lim = vgpu_region_mem_limit(r, d);
+    if (colon == text && colon[1] == 0) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem ':': give REQUEST:LIMIT, REQUEST: or :LIMIT");
+        return -1;
+    }
+    if (!cur_lim) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s: the job has no memory limit on GPU %u to keep a part of; give "
+                     "REQUEST:LIMIT", text, d);
+        return -1;
+    }
+    if (colon == text)
+        snprintf(both, sizeof both, "%lluB:%s", (unsigned long long)cur_req, colon + 1);
+    else
+        snprintf(both, sizeof both, "%.*s:%lluB", (int)(colon - text), text, (unsigned long long)cur_lim);
+    return vgpu_mem_request_limit(both, total, desc, false, req, out, e);
 }
 
 static int cmd_limit(int argc, char **argv)
@@ -117,23 +149,32 @@ static int cmd_limit(int argc, char **argv)
         }
         first = last = (unsigned)idx;
     }
-    uint64_t newmem[VGPU_REGION_MAX_DEVICES];
+    uint64_t newmem[VGPU_REGION_MAX_DEVICES], newreq[VGPU_REGION_MAX_DEVICES];
     int rc = 0;
     /* Validate everything before changing anything. */
     for (unsigned d = first; mem && d <= last && rc == 0; d++)
-        if (mem_for(&r, d, mem, &newmem[d], &e) < 0)
+        if (mem_for(&r, d, mem, &newreq[d], &newmem[d], &e) < 0)
             rc = vgpu_err_report(&e);
     for (unsigned d = first; rc == 0 && d <= last; d++) {
         char a[32], b[32], u[32];
         if (mem) {
-            uint64_t old = vgpu_region_mem_limit(&r, d);
-            if (vgpu_region_set_mem_limit(&r, d, newmem[d], &e) < 0) {
+            uint64_t old = vgpu_region_mem_limit(&r, d), old_req = vgpu_region_mem_request(&r, d);
+            bool lent_before = vgpu_region_lending(&r, d, NULL);
+            if (vgpu_region_set_mem(&r, d, newreq[d], newmem[d], &e) < 0) {
                 rc = vgpu_err_report(&e);
                 break;
             }
             printf("job %s GPU %u: memory limit %s (was %s)\n", r.info->id, d,
                    newmem[d] ? vgpu_format_size(newmem[d], a, sizeof a) : "none",
                    old ? vgpu_format_size(old, b, sizeof b) : "none");
+            if (vgpu_region_lending(&r, d, NULL) || lent_before)
+                printf("job %s GPU %u: memory request %s (was %s)\n", r.info->id, d,
+                       newmem[d] ? vgpu_format_size(vgpu_region_mem_request(&r, d), a, sizeof a) : "none",
+                       old_req ? vgpu_format_size(old_req, b, sizeof b) : "none");
+            uint64_t borrowed = vgpu_region_mem_borrowed(&r, d);
+            if (borrowed)
+                printf("job %s GPU %u: %s of its use is past the request, borrowed from now on\n", r.info->id, d,
+                       vgpu_format_size(borrowed, u, sizeof u));
             uint64_t used = vgpu_region_mem_used(&r, d);
             if (newmem[d] && used > newmem[d])
                 vgpu_warn("job %s uses %s on GPU %u, more than the new limit: nothing is taken away, but its new "

@@ -3,11 +3,14 @@ static const char usage[] =
     "usage: vgpu metrics [--textfile DIR | --listen [HOST:]PORT]\n"
     "\n"
     "Print the GPUs and the jobs as Prometheus metrics (text exposition format 0.0.4): per job\n"
-    "and GPU its memory limit, use and peak, its core limit (a ratio), its GPU time and the time\n"
-    "its launches waited for the limiter (counters, seconds), its memory and processes outside\n"
-    "the limiter; per GPU its memory and whether it answers. Labels follow DCGM-exporter's (gpu,\n"
-    "UUID, modelName, Hostname) so that series join with DCGM's; jobs have job, job_name, user,\n"
-    "and hpc_job (the Slurm job id of a job named slurm-JOB.STEP.TASK, as DCGM's job mapping).\n"
+    "and GPU its memory limit, use and peak, its core limit (a ratio), its GPU time and the\n"
+    "time its launches waited for the limiter (counters, seconds), its memory and processes\n"
+    "outside the limiter; per GPU its memory and whether it answers; per user and GPU the\n"
+    "GPU time, GiB-seconds and jobs of ended jobs (vgpu acct), and per user their jobs, each\n"
+    "once (vgpu_user_jobs_total). Labels follow\n"
+    "DCGM-exporter's (gpu, UUID, modelName, Hostname) so that series join with DCGM's; jobs\n"
+    "have job, job_name, user, and hpc_job (the Slurm job id of a job named\n"
+    "slurm-JOB.STEP.TASK, as DCGM's job mapping).\n"
     "\n"
     "  --textfile DIR   write DIR/vgpu.prom atomically (for node_exporter's textfile collector,\n"
     "                   e.g. /var/lib/prometheus/node-exporter) instead of printing; DIR\n"
@@ -17,8 +20,8 @@ static const char usage[] =
     "                   clients are served at once, each closed 1 s after it connected\n"
     "  --help           show this help\n"
     "\n"
-    "Only the jobs of the caller's state directory are shown, as with vgpu ps (root: /run/vgpu).\n"
-    "Without NVML the GPU metrics are left out and vgpu_nvml_up is 0.\n"
+    "Only the jobs of the caller's state directory are shown, as with vgpu ps (root:\n"
+    "/run/vgpu). Without NVML the GPU metrics are left out and vgpu_nvml_up is 0.\n"
     "\n"
     "Exit status: 0 written; 1 the state directory cannot be read or the file or socket cannot\n"
     "be written; 2 bad usage; 6 the state directory is unsafe.\n";
@@ -106,6 +109,7 @@ struct snap {
     size_t njobs;
     struct vgpu_acct_total *totals;     /* per user and GPU, from the job records */
     size_t ntotals;
+    struct vgpu_acct_origin acct_from;  /* where they came from */
 };
 
 static void user_name(uid_t uid, char *buf, size_t len)
@@ -193,7 +197,7 @@ static int take_snapshot(struct snap *s, struct vgpu_err *e)
         s->njobs++;
     }
     free(refs);
-    s->ntotals = vgpu_metrics_user_totals(&s->totals);
+    s->ntotals = vgpu_metrics_user_totals(&s->totals, &s->acct_from);
     return 0;
 }
 
@@ -239,7 +243,8 @@ static void job_dev_labels(FILE *f, const struct snap *s, const struct job_snap 
     put_label(f, "UUID", j->r.info->dev[d].uuid, false);
 }
 
-enum jd_metric { JD_LIMIT, JD_USED, JD_PEAK, JD_CORE, JD_SHARE, JD_GPUTIME, JD_THROTTLED, JD_OUT_BYTES, JD_OUT_PROCS };
+enum jd_metric { JD_LIMIT, JD_REQUEST, JD_BORROWED, JD_USED, JD_PEAK, JD_CORE, JD_SHARE, JD_GPUTIME, JD_THROTTLED,
+                 JD_OUT_BYTES, JD_OUT_PROCS };
 
 /* One value of a job's device; false when the series is absent (no limit, an ended job's use). */
 static bool jd_value(const struct job_snap *j, unsigned d, enum jd_metric m, double *v)
@@ -249,6 +254,10 @@ static bool jd_value(const struct job_snap *j, unsigned d, enum jd_metric m, dou
     bool exited = atomic_load(&h->state) == VGPU_JOB_EXITED;
     switch (m) {
     case JD_LIMIT: *v = (double)atomic_load(&h->dev[d].mem_limit); return *v > 0;
+    /* Lent memory (--mem REQUEST:LIMIT): the promise (the limit when nothing is lent), and the use
+     * past it. */
+    case JD_REQUEST: *v = (double)vgpu_region_mem_request(&j->r, d); return *v > 0;
+    case JD_BORROWED: *v = exited ? 0 : (double)vgpu_region_mem_borrowed(&j->r, d); return true;
     case JD_USED: *v = exited ? 0 : (double)atomic_load(&u->used); return true;
     case JD_PEAK: *v = (double)atomic_load(&u->peak); return true;
     case JD_CORE: *v = atomic_load(&h->dev[d].core_limit) / 100.0; return *v > 0;
@@ -268,6 +277,10 @@ static const struct {
     const char *name, *type, *help;
 } jd_families[] = {
     { JD_LIMIT, "vgpu_job_memory_limit_bytes", "gauge", "GPU memory limit of the job on the GPU (absent: no limit)." },
+    { JD_REQUEST, "vgpu_job_mem_request_bytes", "gauge",
+      "GPU memory promised to the job on the GPU: its REQUEST (--mem REQUEST:LIMIT), else its limit (absent: no limit)." },
+    { JD_BORROWED, "vgpu_job_mem_borrowed_bytes", "gauge",
+      "GPU memory the job uses on the GPU past its REQUEST (borrowed; 0 when it lends nothing)." },
     { JD_USED, "vgpu_job_memory_used_bytes", "gauge", "GPU memory the job's processes hold on the GPU, as vgpu accounts it." },
     { JD_PEAK, "vgpu_job_memory_peak_bytes", "gauge", "Highest GPU memory the job held on the GPU." },
     { JD_CORE, "vgpu_job_core_limit_ratio", "gauge", "Cap on the job's share of the GPU's time, 0 to 1 (absent: no cap)." },
@@ -278,6 +291,35 @@ static const struct {
       "GPU memory of the job's processes that run without the limiter (counted against the limit)." },
     { JD_OUT_PROCS, "vgpu_job_outside_processes", "gauge", "The job's GPU processes that run without the limiter." },
 };
+
+/* vgpu_user_jobs_total: each user's ended jobs, a job of several GPUs once (issue 36: the per-GPU
+ * series, summed, counted it once per GPU): user_jobs counts each job at its first GPU only. */
+static void user_jobs(FILE *f, const struct snap *s)
+{
+    family(f, "vgpu_user_jobs_total", "counter", "The user's ended jobs (vgpu acct), each once, whatever its number "
+           "of GPUs.");
+    for (size_t i = 0; i < s->ntotals; i++) {
+        const struct vgpu_acct_total *t = &s->totals[i];
+        bool seen = false;   /* one series a user, even if its rows were not together */
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = s->totals[k].uid == t->uid;
+        if (seen)
+            continue;
+        uint64_t jobs = 0;
+        const char *name = t->user;
+        for (size_t k = i; k < s->ntotals; k++) {
+            if (s->totals[k].uid != t->uid)
+                continue;
+            jobs += s->totals[k].user_jobs;
+            if (strcmp(s->totals[k].user, name) > 0)
+                name = s->totals[k].user;
+        }
+        fprintf(f, "vgpu_user_jobs_total{");
+        put_label(f, "user", name, true);
+        put_label(f, "Hostname", s->host, false);
+        fprintf(f, "} %llu\n", (unsigned long long)jobs);
+    }
+}
 
 static void render(FILE *f, const struct snap *s)
 {
@@ -318,14 +360,31 @@ static void render(FILE *f, const struct snap *s)
             fprintf(f, "} %llu\n", (unsigned long long)g->mem_used);
         }
     }
+    /* Where the per-user series come from (issue 36 L14): with the arbiter down they hold the
+     * scraper's own store only, and a dashboard must see that, not just fewer jobs. */
+    family(f, "vgpu_acct_records_source", "gauge", "Where the vgpu_user_* series come from: 1 for the source in "
+           "use (arbiter: its database, every job; own: the scraping user's own store; none: no records).");
+    for (int k = VGPU_ACCT_FROM_NONE; k <= VGPU_ACCT_FROM_ARBITER; k++) {
+        fprintf(f, "vgpu_acct_records_source{");
+        put_label(f, "source", vgpu_acct_source_name((enum vgpu_acct_source)k), true);
+        put_label(f, "Hostname", s->host, false);
+        fprintf(f, "} %d\n", s->acct_from.source == (enum vgpu_acct_source)k);
+    }
+    family(f, "vgpu_acct_records_partial", "gauge", "1 when the arbiter, which ran on this machine, does not answer: "
+           "the vgpu_user_* series hold only the scraping user's own store.");
+    fprintf(f, "vgpu_acct_records_partial{");
+    put_label(f, "Hostname", s->host, true);
+    fprintf(f, "} %d\n", s->acct_from.source != VGPU_ACCT_FROM_ARBITER && s->acct_from.partial);
     if (s->ntotals) {
         static const char *const names[3] = { "vgpu_user_gpu_seconds_total", "vgpu_user_memory_gib_seconds_total",
-                                              "vgpu_user_jobs_total" };
+                                              "vgpu_user_gpu_jobs_total" };
         static const char *const helps[3] = {
             "GPU time of the user's ended jobs on the GPU, in seconds, as the schedule charged it (vgpu acct).",
             "GPU memory the user's ended jobs held on the GPU, integrated over time, in GiB-seconds (vgpu acct).",
-            "The user's ended jobs that used the GPU (vgpu acct).",
+            "The user's ended jobs that used the GPU (vgpu acct): a job of N GPUs is in N of them; "
+            "vgpu_user_jobs_total counts it once.",
         };
+        user_jobs(f, s);
         for (int k = 0; k < 3; k++) {
             family(f, names[k], "counter", helps[k]);
             for (size_t i = 0; i < s->ntotals; i++) {

@@ -21,8 +21,8 @@ static const char usage[] =
     "  enable, disable\n"
     "             set MIG mode (root); when the change is pending, says what must happen\n"
     "  create     SPEC is a comma list of profile names or IDs, with counts and optional\n"
-    "             placements: '3g.40gb,2x1g.10gb', '1g.10gb:4'. Each GPU instance gets a compute\n"
-    "             instance covering it, unless --no-ci; --ci PROFILE picks another one.\n"
+    "             placements: '3g.40gb,2x1g.10gb', '1g.10gb:4'. Each GPU instance gets a\n"
+    "             compute instance covering it, unless --no-ci; --ci PROFILE picks another one.\n"
     "             All or nothing: when one cannot be created, the ones this call created are\n"
     "             destroyed again and the reason is shown.\n"
     "  destroy    GPU instances by ID (their compute instances first), or all; refused while\n"
@@ -57,7 +57,7 @@ static const char usage[] =
 
 #include "cmd.h"
 #include "common.h"
-#include "mig/mig.h"
+#include "mig/verbs.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/json.h"
@@ -245,7 +245,7 @@ static int cmd_mig(int argc, char **argv)
 const struct vgpu_cmd vgpu_cmd_mig = {
     .name = "mig",
     .fn = cmd_mig,
-    .summary = "MIG: mode, profiles, instances (create, destroy, list), layouts (apply, export)",
+    .summary = "MIG: mode, profiles, instances (create, destroy), layouts (apply, export)",
     .usage = usage,
     .options = options,
     .optdocs = optdocs,

@@ -4,7 +4,8 @@ static const char usage[] =
     "\n"
     "List the jobs started with vgpu run: id, name, owner, live processes, GPUs, memory limit,\n"
     "memory used as vgpu accounts it (USED) and as the driver reports it for the job's\n"
-    "processes (NVML), core limit, GPU time share (frozen at the job's end), and age. The\n"
+    "processes (NVML), core limit, GPU time share (frozen at the job's end), priority (high,\n"
+    "normal or low, as vgpu top and acct spell it) and age. The\n"
     "table fits COLUMNS or the terminal (not a pipe); a cut value ends in '+'.\n"
     "Processes that died are reaped first, so their memory no longer counts, and GPU-time\n"
     "schedules no process is in any more are removed.\n"
@@ -18,9 +19,10 @@ static const char usage[] =
     "host<->device copies) over 100 ms, which ps waits for only when a job has memory off the\n"
     "device (see vgpu-ps(1)).\n"
     "A job of vgpu run --user found over its memory limit by NVML's count (it forged its usage)\n"
-    "gets '! over its memory limit: GPU 0: 3.39 GiB used (NVML) ... killed (--over-limit kill)'.\n"
-    "A job whose command has ended is shown for 60 s more, with its status in the PIDS column\n"
-    "('exited 3', 'killed SIGTERM') and no memory in use, so that vgpu wait can still get it.\n"
+    "gets '! over its memory limit: GPU 0: 3.39 GiB used (NVML) ... killed\n"
+    "(--over-limit kill)'. A job whose command has ended is shown for 60 s more, with its\n"
+    "status in the PIDS column ('exited 3', 'killed SIGTERM') and no memory in use, so that\n"
+    "vgpu wait can still get it.\n"
     "\n"
     "  --json      one JSON document (schema 1); sizes in bytes, ages in seconds\n"
     "  -q, --quiet job ids only, one a line\n"
@@ -38,6 +40,7 @@ static const char usage[] =
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -344,6 +347,26 @@ static void print_oversub(struct ps_table *t, const struct job_view *v)
     }
 }
 
+/* "  + 3 GiB borrowed past its request of 2 GiB on GPU 0 (limit 8 GiB, 0 B demoted)" under a job
+ * that lends (--mem REQUEST:LIMIT). */
+static void print_lent(struct ps_table *t, const struct job_view *v)
+{
+    unsigned ndev = vgpu_region_device_count(v->r);
+    for (unsigned d = 0; d < ndev && !v->exited; d++) {
+        uint64_t req;
+        if (!vgpu_region_lending(v->r, d, &req))
+            continue;
+        char bo[32], rq[32], lim[32], line[PS_TABLE_CELL];
+        if (snprintf(line, sizeof line, "  + %s borrowed past its request of %s on GPU %u (limit %s, 0 B demoted)",
+                     vgpu_format_size(vgpu_region_mem_borrowed(v->r, d), bo, sizeof bo),
+                     vgpu_format_size(req, rq, sizeof rq), v->r->hdr->dev[d].nvml_index,
+                     vgpu_format_size(vgpu_region_mem_limit(v->r, d), lim, sizeof lim)) >= (int)sizeof line)
+            memcpy(line + sizeof line - 5, "...)", 5);
+        if (ps_table_note(t, line) < 0)
+            vgpu_warn("out of memory: a job's borrowed memory is not shown");
+    }
+}
+
 /* "  ! over its memory limit: GPU 0: 3.9 GiB used (NVML) ... killed (--over-limit kill)" under a
  * --user job that its watcher found over its limit (vgpu/overlimit.h). */
 static void print_over_limit(struct ps_table *t, const struct job_view *v)
@@ -358,12 +381,13 @@ static void print_over_limit(struct ps_table *t, const struct job_view *v)
 }
 
 /* The table's columns (cmd/ps/table.c fits them to the terminal). */
-enum { C_ID, C_NAME, C_USER, C_PIDS, C_GPUS, C_LIMIT, C_USED, C_NVML, C_CORE, C_SHARE, C_THROTL, C_AGE, NCOL };
+enum { C_ID, C_NAME, C_USER, C_PIDS, C_GPUS, C_LIMIT, C_USED, C_NVML, C_CORE, C_SHARE, C_THROTL, C_PRIO, C_AGE, NCOL };
 static const struct ps_col columns[NCOL] = {
     [C_ID] = { "ID", 12, 12, 0 },         [C_NAME] = { "NAME", 6, 14, 1 },      [C_USER] = { "USER", 4, 8, 2 },
     [C_PIDS] = { "PIDS", 4, 0, 3 },       [C_GPUS] = { "GPUS", 4, 0, 0 },       [C_LIMIT] = { "MEM LIMIT", 9, 0, 0 },
     [C_USED] = { "USED", 4, 0, 0 },       [C_NVML] = { "NVML USED", 9, 0, 0 },  [C_CORE] = { "CORE", 4, 0, 0 },
     [C_SHARE] = { "GPU%", 4, 0, 0 },      [C_THROTL] = { "THROTL", 6, 0, 0 },   [C_AGE] = { "AGE", 3, 0, 0 },
+    [C_PRIO] = { "PRIO", 4, 0, 0 },
 };
 
 static void print_row(struct ps_table *t, const struct job_view *v)
@@ -419,12 +443,44 @@ static void print_row(struct ps_table *t, const struct job_view *v)
         [C_ID] = k->id, [C_NAME] = k->name[0] ? k->name : "-", [C_USER] = user_name(vgpu_region_job_uid(v->r), user, sizeof user),
         [C_PIDS] = pids, [C_GPUS] = gpus, [C_LIMIT] = lim, [C_USED] = used, [C_NVML] = nvu, [C_CORE] = core,
         [C_SHARE] = share, [C_THROTL] = throt, [C_AGE] = age,
+        [C_PRIO] = vgpu_priority_name(atomic_load(&h->dev[0].priority)),
     };
     if (ps_table_add(t, cells) < 0)
         vgpu_warn("out of memory: job %s is not shown", k->id);
     print_outside(t, v);
     print_oversub(t, v);
+    print_lent(t, v);
     print_over_limit(t, v);
+}
+
+/* A job whose region cannot be read (issue 36 N14): it was left out, so that it seemed gone while
+ * its processes ran on. Listed by id and owner, marked damaged, with why. Its processes keep the
+ * limits they last saw (libvgpu.so never takes limits out of range, and a new process of it is
+ * refused the GPU); vgpu limit and vgpu wait refuse it with exit 11. */
+static void damaged_job(struct ps_table *t, struct json_object *damaged, const struct vgpu_job_ref *ref, bool quiet,
+                        bool json)
+{
+    char user[64];
+    if (quiet)
+        return;             /* -q lists the jobs that commands can use */
+    if (json) {
+        struct json_object *o = json_object_new_object();
+        vgpu_json_str(o, "id", ref->id);
+        vgpu_json_u64(o, "owner_uid", ref->owner);
+        vgpu_json_str(o, "owner", user_name(ref->owner, user, sizeof user));
+        vgpu_json_str(o, "why", ref->damaged_why);
+        json_object_array_add(damaged, o);
+        return;
+    }
+    const char *cells[NCOL] = {
+        [C_ID] = ref->id, [C_NAME] = "-", [C_USER] = user_name(ref->owner, user, sizeof user), [C_PIDS] = "damaged",
+        [C_GPUS] = "-", [C_LIMIT] = "-", [C_USED] = "-", [C_NVML] = "-", [C_CORE] = "-", [C_SHARE] = "-",
+        [C_THROTL] = "-", [C_AGE] = "-", [C_PRIO] = "-",
+    };
+    char note[700];
+    snprintf(note, sizeof note, "  ! region damaged: %s", ref->damaged_why);
+    if (ps_table_add(t, cells) < 0 || ps_table_note(t, note) < 0)
+        vgpu_warn("out of memory: job %s is not shown", ref->id);
 }
 
 static struct json_object *json_job(const struct job_view *v)
@@ -466,7 +522,7 @@ static struct json_object *json_job(const struct job_view *v)
     json_object_object_add(o, "processes", pids);
     struct json_object *gpus = json_object_new_array();
     unsigned ndev = vgpu_region_device_count(v->r);
-    uint64_t sum_used = 0, sum_outside = 0, sum_off = 0;
+    uint64_t sum_used = 0, sum_outside = 0, sum_off = 0, sum_borrowed = 0;
     double sum_rate = 0;
     bool rate_known = false, rate_unknown = false;
     struct json_object *outside = json_object_new_array();
@@ -480,6 +536,14 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64_or_null(g, "mem_total_bytes", dl->mem_total != 0, dl->mem_total);
         uint64_t lim = get_limit(v, d, &ok);
         vgpu_json_u64_or_null(g, "mem_limit_bytes", ok, lim);
+        /* Lent memory (--mem REQUEST:LIMIT): the promise, and what is used past it. Demotion to
+         * the host (giving way to another job's request) is not built yet: 0, present. */
+        uint64_t req = vgpu_region_mem_request(v->r, d);
+        uint64_t borrowed = v->exited ? 0 : vgpu_region_mem_borrowed(v->r, d);
+        vgpu_json_u64_or_null(g, "mem_request_bytes", ok && lim, req);
+        vgpu_json_u64(g, "mem_borrowed_bytes", borrowed);
+        vgpu_json_u64(g, "mem_demoted_bytes", 0);
+        sum_borrowed += borrowed;
         uint64_t used = v->exited ? 0 : vgpu_region_mem_used(v->r, d);
         sum_used += used;
         vgpu_json_u64(g, "mem_used_bytes", used);
@@ -511,12 +575,15 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64_or_null(g, "core_limit_percent", ok, core);
         uint32_t pol = atomic_load(&dl->core_policy);
         vgpu_json_str(g, "core_policy", ok ? (pol == VGPU_CORE_SOFT ? "soft" : "hard") : NULL);
+        vgpu_json_str(g, "priority", vgpu_priority_name(atomic_load(&dl->priority)));
         vgpu_json_u64(g, "gpu_time_ns", atomic_load(&v->r->use->dev[d].gpu_time_ns));
         vgpu_json_u64(g, "throttled_ns", atomic_load(&v->r->use->dev[d].throttled_ns));
         json_object_array_add(gpus, g);
     }
     json_object_object_add(o, "gpus", gpus);
     vgpu_json_u64(o, "mem_used_bytes", sum_used);
+    vgpu_json_u64(o, "mem_borrowed_bytes", sum_borrowed);
+    vgpu_json_u64(o, "mem_demoted_bytes", 0);
     vgpu_json_u64(o, "outside_bytes", sum_outside);
     json_object_object_add(o, "outside_processes", outside);
     vgpu_json_u64(o, "mem_on_device_bytes", sum_used > sum_off ? sum_used - sum_off : 0);
@@ -549,11 +616,21 @@ static int cmd_ps(int argc, char **argv)
     /* No state directory (""): no job was ever started by this user, but root may have started
      * some as this user (vgpu run --user). */
     if (vgpu_statedir_or_none(statedir, sizeof statedir, &e) < 0 ||
-        vgpu_jobs_list_all(statedir, &refs, &n, &corrupt, &e) < 0)
+        vgpu_jobs_list_all_damaged(statedir, &refs, &n, &corrupt, &e) < 0)
         return vgpu_err_report(&e);
     /* Like dead processes, GPU-time schedules nobody is in any more are cleaned up by readers:
      * their last user may have been another user, who may not remove them (vgpu/sched.h). */
     vgpu_sched_sweep();
+    /* Said, so that nobody takes the jobs' files for bad ones: they are read by copy there. */
+    struct statvfs fs;
+    if (statedir[0] && statvfs(statedir, &fs) == 0 && (fs.f_flag & ST_RDONLY))
+        vgpu_warn("the state directory %s is on a read-only file system: jobs are shown as they are, but dead "
+                  "processes are not reaped and ended jobs not removed until it is writable again", statedir);
+    /* Damaged regions are listed below, marked so; the count is of the other files (a symlink or a
+     * FIFO named like a job). */
+    for (size_t i = 0; i < n; i++)
+        if (refs[i].damaged && !refs[i].misnamed && corrupt)
+            corrupt--;
     if (corrupt)
         vgpu_warn("%u job file%s in %s/jobs could not be read (corrupt or from another vgpu version); "
                   "run with VGPU_LOG=debug, or remove them", corrupt, corrupt == 1 ? "" : "s", statedir);
@@ -566,16 +643,23 @@ static int cmd_ps(int argc, char **argv)
             vgpu_debug("no driver view of memory: %s", e.msg);
         migration = ps_migration_new(nv, refs, n);
     }
-    struct json_object *doc = NULL, *jobs = NULL;
+    struct json_object *doc = NULL, *jobs = NULL, *damaged = NULL;
     if (json) {
         doc = vgpu_json_doc();
         jobs = json_object_new_array();
+        damaged = json_object_new_array();
     }
     struct ps_table table;
     ps_table_init(&table, columns, NCOL);
     unsigned hidden = 0;
     struct job_view *v = malloc(sizeof *v);
     for (size_t i = 0; i < n && v; i++) {
+        if (refs[i].misnamed)
+            continue;               /* a copy of a job under another name is no job (counted above) */
+        if (refs[i].damaged) {
+            damaged_job(&table, damaged, &refs[i], quiet, json);
+            continue;
+        }
         if (!refs[i].readable) {
             hidden++;
             continue;
@@ -617,6 +701,10 @@ static int cmd_ps(int argc, char **argv)
                   hidden == 1 ? "" : "s");
     if (json) {
         json_object_object_add(doc, "jobs", jobs);
+        if (!quiet)
+            json_object_object_add(doc, "damaged_jobs", damaged);
+        else
+            json_object_put(damaged);
         if (vgpu_json_emit(doc, true) < 0)
             return vgpu_fail(VGPU_EXIT_FAIL, "cannot write the output: %s", strerror(errno));
         return 0;

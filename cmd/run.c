@@ -1,33 +1,46 @@
 /* vgpu run: start a command as a job with GPU limits. */
 static const char usage[] =
-    "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|IDX:SIZE,...] [--core PCT] [--core-policy hard|soft]\n"
+    "usage: vgpu run [--gpu SEL] [--mem SIZE|PCT%|REQUEST:LIMIT|IDX:SIZE,...] [--core PCT]\n"
+    "                [--core-policy hard|soft]\n"
     "                [--priority high|normal|low] [--name NAME] [--mps] [--fail-closed] [-d]\n"
     "                [--user USER [--over-limit kill|stop|warn]] [--] CMD [ARGS...]\n"
-    "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d] [--] CMD [ARGS...]\n"
-    "       vgpu run --gpus N [--mem SIZE] [--place binpack|spread] [--wait] ... [--] CMD [ARGS...]\n"
-    "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ... [--] CMD [ARGS...]\n"
+    "       vgpu run --mem SIZE [--place binpack|spread] [--wait] [--overcommit] [-d]\n"
+    "                [--] CMD [ARGS...]\n"
+    "       vgpu run --gpus N [--mem SIZE] [--place binpack|spread] [--wait] ...\n"
+    "                [--] CMD [ARGS...]\n"
+    "       vgpu run --mem SIZE --oversubscribe[=DEVICE_SIZE] [--max-jobs N] ...\n"
+    "                [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD as a new job: it sees only the selected GPUs (CUDA_VISIBLE_DEVICES is set to their\n"
-    "UUIDs, and NVML is filtered to match), and libvgpu.so (preloaded) holds its GPU memory under\n"
-    "the limit. Every process the command starts belongs to the job and shares its limit; while\n"
-    "it waits, vgpu run reclaims the memory of the job's processes that die (every 250 ms).\n"
+    "UUIDs, and NVML is filtered to match), and libvgpu.so (preloaded) holds its GPU memory\n"
+    "under the limit. Every process the command starts belongs to the job and shares its limit;\n"
+    "while it waits, vgpu run reclaims the memory of the job's processes that die (every\n"
+    "250 ms).\n"
     "\n"
     "  --gpu SEL      the job's GPUs: an index, a UUID or its unique start, a PCI bus id, a MIG\n"
     "                 UUID, a comma list of those (each GPU once), or 'all' (default: all)\n"
-    "  --gpus N       vgpu chooses N GPUs (or MIG instances) together, all or nothing, each with\n"
-    "                 room for --mem SIZE: nearest first (NVLink, then one PCIe switch, then one\n"
-    "                 CPU), then by --place; says which on stderr. Not with --gpu\n"
+    "  --gpus N       vgpu chooses N GPUs (or MIG instances) together, all or nothing, each\n"
+    "                 with room for --mem SIZE: GPUs of one model first, then the nearest\n"
+    "                 (NVLink, then one PCIe switch, then one CPU), then by --place; says\n"
+    "                 which on stderr (and when the models are mixed). Not with --gpu\n"
     "  --mem SIZE     memory limit on every GPU of the job: 4G, 4Gi, 512MiB, 1.5GiB (a number\n"
     "                 without a unit is bytes, at least 1048576)\n"
     "  --mem PCT%     a share of each GPU's total memory, 1% to 100% (50%)\n"
-    "  --mem IDX:SIZE,...  per job GPU (IDX counts the job's GPUs from 0, in --gpu order);\n"
-    "                 GPUs not named have no limit\n"
-    "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT percent (1-100)\n"
+    "  --mem REQUEST:LIMIT  lent memory (20G:100G): REQUEST is promised on the GPU (placement\n"
+    "                 and --wait count it alone), LIMIT is the cap; past REQUEST, cudaMalloc\n"
+    "                 borrows what the GPU has free (managed memory kept on the GPU); VMM,\n"
+    "                 pools, IPC, arrays and graph memory fail at REQUEST (vgpu-run(1),\n"
+    "                 BORROWED MEMORY). SIZE alone is SIZE:SIZE. Not with --oversubscribe\n"
+    "  --mem IDX:SIZE,...  per job GPU (IDX counts the job's GPUs from 0, in --gpu order;\n"
+    "                 IDX:REQUEST:LIMIT too); GPUs not named have no limit\n"
+    "  --core PCT     cap the job's share of GPU time on each of its GPUs at PCT\n"
+    "                 percent (1-100)\n"
     "  --core-policy hard|soft  hard (default): never more than PCT; soft: also use GPU time\n"
     "                 that no other vgpu job on the GPU wants\n"
-    "  --priority high|normal|low  how soon the job gets the GPU: high preempts other jobs' turns,\n"
-    "                 and jobs it would preempt keep clear of its expected next request\n"
-    "                 (default normal; low is still served at least once a second). Without\n"
+    "  --priority high|normal|low  how soon the job gets the GPU: high preempts other\n"
+    "                 jobs' turns, and jobs it would preempt keep clear of its expected next\n"
+    "                 request (default normal; low is still served at least once a second).\n"
+    "                 Without\n"
     "                 --core: high is an uncapped service that preempts whenever it has work,\n"
     "                 low uncapped background that only takes what others leave. The recipe\n"
     "                 for inference beside training: --priority high -- serve, beside\n"
@@ -42,18 +55,20 @@ static const char usage[] =
     "                 (or MIG instance) whose memory not yet promised to running jobs fits:\n"
     "                 binpack (default: the fullest that fits) or spread (the emptiest)\n"
     "  --wait         when none fits, wait in line (first come, first served among your jobs;\n"
-    "                 another user's waiting job never holds back one that fits) instead of failing\n"
-    "  --overcommit   allow promises beyond a GPU's memory\n"
+    "                 another user's waiting job never holds back one that fits) instead of\n"
+    "                 failing\n"
+    "  --overcommit   allow promises beyond a GPU's memory (needs --mem)\n"
     "  --oversubscribe[=DEVICE_SIZE]  virtual device memory: the job may allocate up to --mem\n"
-    "                 (a hard cap, which may exceed the GPU), of which at most DEVICE_SIZE stays\n"
-    "                 on the GPU (default: what is free there when the job starts); cudaMalloc\n"
-    "                 past that is served from managed memory the driver pages to the host.\n"
-    "                 Arrays, VMM, pools, graph memory fail at DEVICE_SIZE (vgpu-run(1)).\n"
-    "                 While it spills beside busy processes and has no --core, it is held\n"
-    "                 to its fair share of GPU time: 100 / (1 + those processes)\n"
-    "                 (--core 100: not held)\n"
-    "  --max-jobs N   refuse to start when N jobs already run on the job's GPU (all users', through\n"
-    "                 vgpu daemon; root's max-jobs-per-gpu policy applies too, see vgpu-run(1))\n"
+    "                 (a hard cap, which may exceed the GPU), of which at most DEVICE_SIZE\n"
+    "                 (not more than --mem) stays on the GPU (default: what is free there when\n"
+    "                 the job starts); cudaMalloc past that is served from managed memory the\n"
+    "                 driver pages to the host. Arrays, VMM, pools, graph memory fail at\n"
+    "                 DEVICE_SIZE (vgpu-run(1)). While it spills beside busy processes and has\n"
+    "                 no --core, it is held to its fair share of GPU time: 100 / (1 + those\n"
+    "                 processes) (--core 100: not held)\n"
+    "  --max-jobs N   refuse to start when N jobs already run on the job's GPU (all users',\n"
+    "                 through vgpu daemon; root's max-jobs-per-gpu policy applies too, see\n"
+    "                 vgpu-run(1))\n"
     "  --fail-closed  a process of the job that cannot reach the job's limits (VGPU_REGION\n"
     "                 unset or unusable, no free process slot) gets CUDA_ERROR_NOT_PERMITTED\n"
     "                 from context creation and CUDA_ERROR_OUT_OF_MEMORY from allocations\n"
@@ -74,8 +89,8 @@ static const char usage[] =
     "                 the job's record. Wait for it and get its status with vgpu wait ID\n"
     "  --help         show this help\n"
     "\n"
-    "A limit larger than the GPU is an error, and so is an option given twice (--mem 1G --mem 2G).\n"
-    "Change a running job's limit with vgpu limit.\n"
+    "A limit larger than the GPU is an error, and so is an option given twice \n"
+    "(--mem 1G --mem 2G). Change a running job's limit with vgpu limit.\n"
     "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s;\n"
     "its accounting record (GPU time, memory, status) is kept in STATEDIR/acct.db (vgpu acct).\n"
     "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG;\n"
@@ -104,6 +119,7 @@ static const char usage[] =
 #include "run/asuser.h"
 #include "run/child.h"
 #include "run/detach.h"
+#include "run/finisher.h"
 #include "run/gpus.h"
 #include "run/library.h"
 #include "vgpu/acct.h"
@@ -173,10 +189,32 @@ static int run_fail(const struct vgpu_err *e)
  * vgpu top share (cmd/common.c). */
 static bool oversubscribing;   /* --oversubscribe: an absolute --mem may exceed the GPU */
 
-static int parse_mem_value(const char *text, uint64_t total, const char *gpu_desc, uint64_t *out, struct vgpu_err *e)
+static int parse_mem_value(const char *text, uint64_t total, const char *gpu_desc, uint64_t *request, uint64_t *out,
+                           struct vgpu_err *e)
 {
     bool pct = *text && text[strlen(text) - 1] == '%';
-    return vgpu_mem_limit_value(text, oversubscribing && !pct ? 0 : total, gpu_desc, false, out, e);
+    if (oversubscribing && strchr(text, ':')) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--oversubscribe cannot be used with --mem REQUEST:LIMIT ('%s'): both let the "
+                     "job allocate past what it keeps on the GPU, but REQUEST:LIMIT borrows only what the GPU has free "
+                     "and keeps it on the GPU; give --mem REQUEST:LIMIT alone, or --mem SIZE --oversubscribe", text);
+        return -1;
+    }
+    uint64_t req;
+    if (vgpu_mem_request_limit(text, oversubscribing && !pct ? 0 : total, gpu_desc, false, &req, out, e) < 0)
+        return -1;
+    *request = req < *out ? req : 0;   /* 0: all of the limit is promised (nothing is lent) */
+    return 0;
+}
+
+/* DEVICE_SIZE is the part of the --mem cap that stays on the GPU: one larger than the cap
+ * was cut to it without a word (issue 36 L11), and is most likely the two sizes swapped. */
+static void oversub_over_cap(const char *dev_size, uint64_t share, uint64_t cap, const char *desc, struct vgpu_err *e)
+{
+    char a[32], b[32];
+    vgpu_err_set(e, VGPU_EXIT_USAGE, "--oversubscribe=%s (%s) is more than the job's --mem (%s) on %s: DEVICE_SIZE "
+                 "is the part of --mem that stays on the GPU, and --mem the whole cap; give a smaller DEVICE_SIZE "
+                 "or a larger --mem", dev_size, vgpu_format_size(share, a, sizeof a), vgpu_format_size(cap, b, sizeof b),
+                 desc);
 }
 
 /* --oversubscribe[=DEVICE_SIZE]: how much of each GPU's cap stays on the device (issue 15). */
@@ -200,8 +238,12 @@ static int apply_oversub(struct vgpu_job_spec *spec, const struct vgpu_gpu *cons
             /* What the GPU has free now: the job spills rather than take memory others use. */
             share = g->mem_total > g->mem_used ? g->mem_total - g->mem_used : 0;
         }
+        if (dev_size && share > cap) {
+            oversub_over_cap(dev_size, share, cap, desc, e);
+            return -1;
+        }
         if (share > cap)
-            share = cap;
+            share = cap;   /* the GPU's free memory is more than the cap: all of it stays there */
         if (dev_size && share == 0) {
             vgpu_err_set(e, VGPU_EXIT_USAGE, "--oversubscribe=%s leaves nothing on %s", dev_size, desc);
             return -1;
@@ -218,10 +260,10 @@ static int apply_oversub(struct vgpu_job_spec *spec, const struct vgpu_gpu *cons
 static int apply_mem(struct vgpu_job_spec *spec, const struct vgpu_gpu *const *gpus, const char *mem, struct vgpu_err *e)
 {
     char desc[160];
-    if (!strchr(mem, ':')) {
+    if (!vgpu_mem_per_gpu(mem)) {
         for (unsigned d = 0; d < spec->device_count; d++) {
             snprintf(desc, sizeof desc, "GPU %u (%s)", gpus[d]->index, gpus[d]->uuid);
-            if (parse_mem_value(mem, gpus[d]->mem_total, desc, &spec->dev[d].mem_limit, e) < 0)
+            if (parse_mem_value(mem, gpus[d]->mem_total, desc, &spec->dev[d].mem_request, &spec->dev[d].mem_limit, e) < 0)
                 return -1;
         }
         return 0;
@@ -251,8 +293,9 @@ static int apply_mem(struct vgpu_job_spec *spec, const struct vgpu_gpu *const *g
             rc = -1;
         } else if (idx >= spec->device_count) {
             vgpu_err_set(e, VGPU_EXIT_USAGE,
-                         "--mem: '%s' names job GPU %lu, but the job has %u GPU%s (0..%u, in --gpu order)", item, idx,
-                         spec->device_count, spec->device_count == 1 ? "" : "s", spec->device_count - 1);
+                         "--mem: '%s' names job GPU %lu, but the job has %u GPU%s (0..%u, in --gpu order)%s", item, idx,
+                         spec->device_count, spec->device_count == 1 ? "" : "s", spec->device_count - 1,
+                         idx >= VGPU_REGION_MAX_DEVICES ? "; a REQUEST:LIMIT's REQUEST needs a unit (2G:8G)" : "");
             rc = -1;
         } else if (seen[idx]) {
             vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem: job GPU %lu is given twice in '%s'", idx, mem);
@@ -260,7 +303,8 @@ static int apply_mem(struct vgpu_job_spec *spec, const struct vgpu_gpu *const *g
         } else {
             seen[idx] = true;
             snprintf(desc, sizeof desc, "GPU %u (%s)", gpus[idx]->index, gpus[idx]->uuid);
-            rc = parse_mem_value(colon + 1, gpus[idx]->mem_total, desc, &spec->dev[idx].mem_limit, e);
+            rc = parse_mem_value(colon + 1, gpus[idx]->mem_total, desc, &spec->dev[idx].mem_request,
+                                 &spec->dev[idx].mem_limit, e);
         }
     }
     free(copy);
@@ -284,19 +328,6 @@ static char *join_args(char **argv)
     return s;
 }
 
-/* An option that takes a value may be given once: "--mem 1G --mem 2G" is a slip (an edited
- * command line, a wrapper adding its own), and taking the last silently runs the job with a
- * limit its user did not check. */
-static bool once(const char **slot, const char *opt)
-{
-    if (*slot) {
-        vgpu_fail(VGPU_EXIT_USAGE, "%s is given twice ('%s' and '%s'): give it once", opt, *slot, optarg);
-        return false;
-    }
-    *slot = optarg;
-    return true;
-}
-
 /* ---- the command -------------------------------------------------------------------------------- */
 
 static int cmd_run(int argc, char **argv)
@@ -311,14 +342,14 @@ static int cmd_run(int argc, char **argv)
     /* '+': options end at the command, so `vgpu run ls -l` passes -l to ls. */
     while ((c = vgpu_getopt(&vgpu_cmd_run, argc, argv, "+d")) != -1) {
         switch (c) {
-        case 'g': if (!once(&gpu, "--gpu")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'N': if (!once(&gpus_arg, "--gpus")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'm': if (!once(&mem, "--mem")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'c': if (!once(&core, "--core")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'C': if (!once(&core_policy, "--core-policy")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'p': if (!once(&priority, "--priority")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'n': if (!once(&name, "--name")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'P': if (!once(&place, "--place")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'g': if (!vgpu_opt_once(&gpu, "--gpu")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'N': if (!vgpu_opt_once(&gpus_arg, "--gpus")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'm': if (!vgpu_opt_once(&mem, "--mem")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'c': if (!vgpu_opt_once(&core, "--core")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'C': if (!vgpu_opt_once(&core_policy, "--core-policy")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'p': if (!vgpu_opt_once(&priority, "--priority")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'n': if (!vgpu_opt_once(&name, "--name")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'P': if (!vgpu_opt_once(&place, "--place")) return VGPU_EXIT_RUN_FAILED; break;
         case 'W': wait_place = true; break;
         case 'O': overcommit = true; break;
         case 'M': mps = true; break;
@@ -331,10 +362,10 @@ static int cmd_run(int argc, char **argv)
             oversub = true;
             oversub_size = optarg;
             break;
-        case 'J': if (!once(&max_jobs, "--max-jobs")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'J': if (!vgpu_opt_once(&max_jobs, "--max-jobs")) return VGPU_EXIT_RUN_FAILED; break;
         case 'F': fail_closed = true; break;
-        case 'u': if (!once(&user, "--user")) return VGPU_EXIT_RUN_FAILED; break;
-        case 'L': if (!once(&over_limit, "--over-limit")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'u': if (!vgpu_opt_once(&user, "--user")) return VGPU_EXIT_RUN_FAILED; break;
+        case 'L': if (!vgpu_opt_once(&over_limit, "--over-limit")) return VGPU_EXIT_RUN_FAILED; break;
         case VGPU_OPT_HELP: return 0;
         default: return VGPU_EXIT_RUN_FAILED;
         }
@@ -401,6 +432,12 @@ static int cmd_run(int argc, char **argv)
     if (oversub && mps)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--oversubscribe cannot be used with --mps: MPS holds the client's "
                          "device memory at its pinned limit");
+    /* --overcommit lets the memory a job promises (its --mem) exceed what a GPU has left;
+     * without --mem a job promises nothing, and the option would be silently moot. */
+    if (overcommit && !mem)
+        return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--overcommit lets the job's --mem promise exceed what a GPU has not "
+                         "promised yet; without --mem the job promises no memory: give --mem SIZE, or drop "
+                         "--overcommit");
     if (oversub_size && !*oversub_size)
         return vgpu_fail(VGPU_EXIT_RUN_FAILED, "--oversubscribe=: give a size (--oversubscribe=20G), or no '='");
     oversubscribing = oversub;
@@ -416,7 +453,7 @@ static int cmd_run(int argc, char **argv)
                                    .count = gpus_n };
     /* Only an absolute size places: a percentage or IDX:SIZE list describes the job's GPUs, which
      * without --gpu are all of them (vgpu-run(1)). */
-    bool placing = (mem && !gpu && !strpbrk(mem, "%:")) || gpus_n;
+    bool placing = (mem && !gpu && !strchr(mem, '%') && !vgpu_mem_per_gpu(mem)) || gpus_n;
     if (place) {
         int pol = vgpu_place_policy_parse(place);
         if (pol < 0) {
@@ -431,13 +468,17 @@ static int cmd_run(int argc, char **argv)
                          "(or --wait with --max-jobs, to wait for the job count)");
     /* The same check as with --gpu, before any GPU is looked at: the real reason, not "vgpu
      * needs a size" (the total is not known yet; placement compares it with each GPU). */
-    if (placing && mem && vgpu_mem_limit_value(mem, 0, "the GPU", false, &preq.want, &e) < 0)
+    /* A borrower (--mem REQUEST:LIMIT) is promised its REQUEST only: that is what placement counts. */
+    uint64_t mem_cap;
+    if (placing && mem && vgpu_mem_request_limit(mem, 0, "the GPU", false, &preq.want, &mem_cap, &e) < 0)
         return run_fail(&e);
     if (placing && oversub_size) {
         /* Oversubscribed, the job promises only what stays on the device. */
         uint64_t share;
         if (vgpu_mem_value("--oversubscribe", oversub_size, 0, "the GPU", false, &share, &e) < 0)
             return run_fail(&e);
+        /* One larger than --mem is refused once the GPU is known (apply_oversub), after the
+         * check against the GPU's own size, the first thing to fix. */
         if (share < preq.want)
             preq.want = share;
     }
@@ -562,6 +603,12 @@ static int cmd_run(int argc, char **argv)
         rc = run_fail(&e);
         goto out;
     }
+    for (unsigned d = 0; mps && d < sel.count; d++)
+        if (spec->dev[d].mem_request) {
+            vgpu_fail(rc, "--mem REQUEST:LIMIT cannot be used with --mps: MPS pins the client's device memory at one "
+                      "limit, so nothing can be lent; give --mem SIZE");
+            goto out;
+        }
     if (mps) {
         const char *uuids[VGPU_REGION_MAX_DEVICES];
         uint64_t pinned[VGPU_REGION_MAX_DEVICES];
@@ -581,7 +628,9 @@ static int cmd_run(int argc, char **argv)
         /* GPUs chosen by hand are promised too, so placement counts them. */
         uint64_t bytes[VGPU_REGION_MAX_DEVICES];
         for (unsigned d = 0; d < sel.count; d++)
-            bytes[d] = spec->dev[d].oversub ? spec->dev[d].mem_device : spec->dev[d].mem_limit;
+            bytes[d] = spec->dev[d].oversub       ? spec->dev[d].mem_device
+                       : spec->dev[d].mem_request ? spec->dev[d].mem_request   /* a borrower's promise */
+                                                  : spec->dev[d].mem_limit;
         if (vgpu_statedir(place_dir, sizeof place_dir, true, &e) < 0 ||
             vgpu_place_reserve(place_dir, list, sel.pos, bytes, sel.count, overcommit, &e) < 0) {
             place_dir[0] = 0;
@@ -620,10 +669,10 @@ static int cmd_run(int argc, char **argv)
         if (strcmp(refs[i].id, name) == 0)
             id_clash = &refs[i];
     if (same)
-        vgpu_fail(rc, "--name: a job named '%s' is running (id %s); choose another name", name, same->id);
+        vgpu_fail(rc, "--name: a job named '%s' is running (id %s); choose another name", same->name, same->id);
     else if (id_clash)
         vgpu_fail(rc, "--name: '%s' is the id of %s job; vgpu limit/wait would reach that job, not this one: "
-                  "choose another name", name, id_clash->state == VGPU_JOB_EXITED ? "an ended" : "a running");
+                  "choose another name", id_clash->id, id_clash->state == VGPU_JOB_EXITED ? "an ended" : "a running");
     if (id_clash)
         same = id_clash;
     free(refs);
@@ -646,7 +695,12 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    vgpu_nvml_close(nv);
+    /* The job's accounting reads NVML from its first look on: it keeps this handle rather than
+     * initialise NVML again (not across --detach's fork, which does not exec). */
+    if (detach)
+        vgpu_nvml_close(nv);
+    else
+        vgpu_acct_nvml_adopt(nv);
     nv = NULL;
     if (detach) {
         /* Everything is checked: from here the supervisor (the child, which waits for the
@@ -720,6 +774,7 @@ static int cmd_run(int argc, char **argv)
             goto out;
         }
     }
+    vgpu_acct_arb_start(r.info->id);   /* the daemon then takes this job's record from this process only */
     vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.info->id, region_path, getenv("LD_PRELOAD"));
     rc = vgpu_run_child(&r, cmdv);
 out:
@@ -736,6 +791,8 @@ out:
          * command never started is removed now. */
         if (atomic_load(&r.hdr->state) != VGPU_JOB_EXITED)
             vgpu_region_remove(&r, &e);
+        else if (vgpu_run_finish_later(&r))
+            ;   /* the finisher waits for the job's last sampling window and records it */
         else if (vgpu_acct_record_job(&r, &e) < 0)
             /* The command's status stays ours; the region keeps the record (vgpu/acct.h). */
             vgpu_warn("job %s: its accounting record could not be written: %s; it stays in the job's region, and "

@@ -14,11 +14,13 @@ static const char usage[] =
     "\n"
     "When standard input is not a terminal, or FILE is given, the lines are a script: blank\n"
     "lines and lines starting with # are skipped, words are split like a shell does ('...',\n"
-    "\"...\" and backslash quoting; a line ending in a backslash is refused), the script stops at the first failing command unless -k,\n"
-    "and the shell exits with the status of the last command run.\n"
+    "\"...\" and backslash quoting; a line ending in a backslash is refused), the script stops at\n"
+    "the first failing command unless -k, and the shell exits with the status of the last\n"
+    "command run.\n"
     "\n"
     "  -k, --keep-going   in a script, go on after a failing command\n"
-    "  -c COMMAND         run one command line (one argument: quote it) and exit with its status\n"
+    "  -c COMMAND         run one command line (one argument: quote it) and exit with its\n"
+    "                     status\n"
     "  --help             show this help\n";
 
 #include <errno.h>

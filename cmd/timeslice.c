@@ -6,11 +6,11 @@ static const char usage[] =
     "\n"
     "Show or set how long the driver lets one CUDA context run before it switches to another\n"
     "when several processes share a GPU: default, short, medium or long (or nvidia-smi's\n"
-    "numbers 0..3). NVIDIA documents no durations. It is set through 'nvidia-smi compute-policy'\n"
-    "(VGPU_NVIDIA_SMI overrides which nvidia-smi runs). Setting needs root; contexts created\n"
-    "afterwards pick the change up (running ones keep theirs), and it does not survive a\n"
-    "driver reload or reboot. It applies to whole GPUs only: GPUs in MIG mode and MIG devices\n"
-    "are refused. It matters with the default compute mode ('vgpu mode').\n"
+    "numbers 0..3). NVIDIA documents no durations. It is set through 'nvidia-smi\n"
+    "compute-policy' (VGPU_NVIDIA_SMI overrides which nvidia-smi runs). Setting needs root;\n"
+    "contexts created afterwards pick the change up (running ones keep theirs), and it does not\n"
+    "survive a driver reload or reboot. It applies to whole GPUs only: GPUs in MIG mode and MIG\n"
+    "devices are refused. It matters with the default compute mode ('vgpu mode').\n"
     "\n"
     "  --gpu SEL   these GPUs (index, UUID or its unique start, PCI bus id, comma list, or\n"
     "              'all': the default)\n"
@@ -143,27 +143,30 @@ static int run_smi(const char *const argv[], struct vgpu_proc *p, struct vgpu_er
     return -1;
 }
 
-/* Reads every GPU's policy. 0, or an exit code with the error printed. */
-static int read_policies(struct policies *pol)
+/* Reads every GPU's policy. 0, or an exit code with the error in msg (not printed: for set,
+ * the list is only the report's "before", and one failing nvidia-smi is one error, not two). */
+static int read_policies(struct policies *pol, char *msg, size_t len)
 {
     memset(pol, 0, sizeof *pol);
+    msg[0] = 0;
     const char *argv[] = { vgpu_smi_path(), "compute-policy", "-l", NULL };
     struct vgpu_proc p;
     struct vgpu_err e;
-    if (run_smi(argv, &p, &e) < 0)
-        return vgpu_err_report(&e);
+    if (run_smi(argv, &p, &e) < 0) {
+        snprintf(msg, len, "%s", e.msg);
+        return e.code;
+    }
     int rc = 0;
     pol->n = vgpu_smi_parse_policy_list(p.out, pol->rows, VGPU_SMI_MAX_ROWS);
     if (p.status != 0 || p.timed_out) {
-        char msg[700];
-        rc = smi_failure(&p, "listing the compute policies", NULL, msg, sizeof msg);
-        vgpu_error("%s", msg);
+        rc = smi_failure(&p, "listing the compute policies", NULL, msg, len);
     } else if (pol->n < 0) {
         char first[200];
         snprintf(first, sizeof first, "%s", p.out);
         first[strcspn(first, "\n")] = 0;
-        rc = vgpu_fail(VGPU_EXIT_FAIL, "cannot read the output of '%s compute-policy -l' (it begins '%s'); this "
-                       "nvidia-smi may be too old to have compute-policy", argv[0], first);
+        snprintf(msg, len, "cannot read the output of '%s compute-policy -l' (it begins '%s'); this nvidia-smi "
+                 "may be too old to have compute-policy", argv[0], first);
+        rc = VGPU_EXIT_FAIL;
     } else {
         pol->ok = true;
     }
@@ -220,9 +223,10 @@ static int do_get(const struct vgpu_gpu_list *list, const struct vgpu_gpu_sel *s
         }
     }
     struct policies pol;
-    int rc = read_policies(&pol);
+    char msg[800];
+    int rc = read_policies(&pol, msg, sizeof msg);
     if (rc)
-        return rc;
+        return vgpu_fail(rc, "%s", msg);
     struct json_object *doc = json ? vgpu_json_doc() : NULL, *arr = json ? json_object_new_array() : NULL;
     if (!json)
         printf("%-5s %-26s %-41s %-9s %s\n", "GPU", "NAME", "UUID", "MIG", "TIMESLICE");
@@ -295,8 +299,10 @@ static int do_set(const struct vgpu_gpu_list *list, const struct vgpu_gpu_sel *s
         }
     }
     struct policies pol;
-    /* The current values are for the report; a failing list is not fatal for the set. */
-    if (read_policies(&pol) != 0)
+    /* The current values are for the report; a failing list is not fatal for the set. Said
+     * only when every set succeeded: a set that fails says what is wrong with nvidia-smi. */
+    char list_msg[800];
+    if (read_policies(&pol, list_msg, sizeof list_msg) != 0)
         pol.ok = false;
     int first_rc = 0;
     unsigned changed_n = 0;
@@ -334,6 +340,8 @@ static int do_set(const struct vgpu_gpu_list *list, const struct vgpu_gpu_sel *s
             json_object_array_add(arr, o);
         }
     }
+    if (!pol.ok && !first_rc)
+        vgpu_warn("the previous policies are unknown: %s", list_msg);
     if (json) {
         json_object_object_add(doc, "gpus", arr);
         if (vgpu_json_emit(doc, true) < 0)

@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "common.h"
 #include "main.h"
+#include "run/adopt.h"
 #include "vgpu/acct.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
@@ -107,6 +108,8 @@ int vgpu_main(int argc, char **argv)
     vgpu_log_set_prefix("vgpu");
     /* An ended job that vgpu run could not record is recorded by whoever removes it. */
     vgpu_jobs_on_ended(vgpu_acct_recover);
+    /* A running job whose vgpu run was killed is adopted by its owner's next listing. */
+    vgpu_jobs_on_orphan(vgpu_run_adopt);
     char self[256];
     snprintf(self, sizeof self, "%s", argc > 0 && argv[0] ? argv[0] : "vgpu");
     const char *base = basename(self);

@@ -91,10 +91,12 @@ static int wait_one(const char *dir, const char *key, double deadline, bool *fai
             rc = sig ? 128 + sig : atomic_load(&r.hdr->exit_code) & 0xff;
             break;
         }
-        if (!vgpu_region_creator_alive(&r)) {
+        /* A job outlives a killed vgpu run (vgpu_region_job_alive): waited for until its last
+         * process ends, whose status nobody can know. */
+        if (!vgpu_region_creator_alive(&r) && !vgpu_region_job_alive(&r)) {
             *failed = true;
-            rc = vgpu_fail(VGPU_EXIT_FAIL, "job %s ended without an exit status: its 'vgpu run' (pid %d) is gone",
-                           r.info->id, r.hdr->creator_pid);
+            rc = vgpu_fail(VGPU_EXIT_FAIL, "job %s ended without an exit status: its 'vgpu run' (pid %d) was gone, "
+                           "and its last process has ended", r.info->id, r.hdr->creator_pid);
             break;
         }
         if (deadline > 0 && now_s() >= deadline) {

@@ -33,7 +33,10 @@ count() { # file label
   local f=$1 label=$2 p f_ s plans planned line
   p=$(grep -cE '^ok ' "$f"); f_=$(grep -cE '^not ok ' "$f"); s=$(grep -cE '^ok .*# ?SKIP' "$f")
   pass=$((pass + p - s)); fail=$((fail + f_)); skip=$((skip + s))
-  while IFS= read -r line; do failed_lines+=("$label: $line"); done < <(grep -E '^not ok ' "$f")
+  # Each failure with the first lines of its diagnostics ("#  got ..."), so that the list at the
+  # end, which is what a truncated CI log keeps, says what each failed test measured.
+  while IFS= read -r line; do failed_lines+=("$label: $line"); done < <(
+    awk '/^not ok /{print; n=3; next} n>0 && /^#/{print "    " substr($0,1,300); n--; next} {n=0}' "$f")
   while IFS= read -r line; do
     # "ok 3 - name # SKIP reason" (lib.sh), or "ok 3 # SKIP name" (cmocka's skip(), no reason)
     skipped_lines+=("$label: $(printf '%s' "$line" | sed -E 's/^ok [0-9]+ # ?SKIP *(.*)$/\1  -- cmocka skip() (no reason given)/;

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "vgpu/json.h"
+#include "vgpu/log.h"
 #include "vgpu/units.h"
 
 struct vgpu_acct_out {
@@ -16,7 +17,20 @@ struct vgpu_acct_out {
     bool totals;
     unsigned rows;
     struct json_object *doc, *list;
+    bool have_origin;
+    struct vgpu_acct_origin from;
+    /* --totals: the user whose rows come now (rows come by uid), added up over their GPUs, so
+     * that a job of several GPUs counts once in the user's jobs (issue 36). */
+    struct vgpu_acct_total user;
+    unsigned user_rows;
+    struct json_object *users;
 };
+
+void vgpu_acct_out_origin(struct vgpu_acct_out *o, const struct vgpu_acct_origin *from)
+{
+    o->have_origin = true;
+    o->from = *from;
+}
 
 struct vgpu_acct_out *vgpu_acct_out_begin(enum vgpu_acct_format f, bool totals)
 {
@@ -28,6 +42,8 @@ struct vgpu_acct_out *vgpu_acct_out_begin(enum vgpu_acct_format f, bool totals)
     if (f == VGPU_ACCT_JSON) {
         o->doc = vgpu_json_doc();
         o->list = json_object_new_array();
+        if (totals)
+            o->users = json_object_new_array();
     }
     return o;
 }
@@ -40,14 +56,25 @@ static void local_time(uint64_t ns, char *buf, size_t len)
         snprintf(buf, len, "@%llu", (unsigned long long)t);
 }
 
-static const char *prio_name(int p)
-{
-    return p > 0 ? "high" : p < 0 ? "low" : "normal";
-}
-
 static bool gpu_measured(const struct vgpu_acct_gpu *g)
 {
     return strcmp(g->gpu_time_source, "none") != 0;
+}
+
+/* What vgpu_acct_bound cut in a record, "memory limit, core limit" (json: their field names). */
+static void bounded_text(unsigned bounded, bool json, char *buf, size_t len, struct json_object *arr)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (unsigned bit = 1; bit <= VGPU_ACCT_BOUND_ALL; bit <<= 1) {
+        const char *name = bounded & bit ? vgpu_acct_bound_name(bit, json) : NULL;
+        if (!name)
+            continue;
+        if (arr)
+            json_object_array_add(arr, json_object_new_string(name));
+        if (n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? (json ? "+" : ", ") : "", name);
+    }
 }
 
 static void exit_text(const struct vgpu_acct_record *r, char *buf, size_t len)
@@ -63,19 +90,27 @@ static void exit_text(const struct vgpu_acct_record *r, char *buf, size_t len)
         snprintf(buf, len, "%d", r->exit_code);
 }
 
-/* A CSV field: quoted when it holds a comma, quote or line break (RFC 4180). */
+/* A CSV field: quoted when it holds a comma, quote or line break (RFC 4180). Control bytes (a
+ * command named with ESC or BEL) are written escaped (\x1b, as vgpu's messages write them), and a
+ * cell that starts with = + - or @ is quoted with a leading apostrophe, so that a spreadsheet
+ * shows it as text instead of running it as a formula. */
 static void csv_field(const char *s, bool last)
 {
-    if (strpbrk(s, ",\"\r\n")) {
+    char esc[4 * VGPU_JOB_CMDLINE_LEN + 1];
+    vgpu_escape_controls(s, strlen(s), esc, sizeof esc, false);
+    bool formula = strchr("=+-@", esc[0]) && esc[0];
+    if (formula || strpbrk(esc, ",\"")) {
         putchar('"');
-        for (; *s; s++) {
-            if (*s == '"')
+        if (formula)
+            putchar('\'');
+        for (const char *p = esc; *p; p++) {
+            if (*p == '"')
                 putchar('"');
-            putchar(*s);
+            putchar(*p);
         }
         putchar('"');
     } else {
-        fputs(s, stdout);
+        fputs(esc, stdout);
     }
     putchar(last ? '\n' : ',');
 }
@@ -102,6 +137,10 @@ static void record_json(struct vgpu_acct_out *o, const struct vgpu_acct_record *
     vgpu_json_bool(j, "run_as_user", r->run_as_user);
     vgpu_json_bool(j, "recovered", r->recovered);
     vgpu_json_bool(j, "end_time_approximate", r->end_approximate);
+    struct json_object *bounded = json_object_new_array();
+    char btext[160];
+    bounded_text(r->bounded, true, btext, sizeof btext, bounded);
+    json_object_object_add(j, "bounded", bounded);
     struct json_object *gpus = json_object_new_array();
     for (unsigned d = 0; d < r->gpu_count; d++) {
         const struct vgpu_acct_gpu *g = &r->gpu[d];
@@ -112,7 +151,7 @@ static void record_json(struct vgpu_acct_out *o, const struct vgpu_acct_record *
         vgpu_json_u64_or_null(x, "mem_limit_bytes", g->mem_limit_bytes, g->mem_limit_bytes);
         vgpu_json_u64_or_null(x, "core_limit_percent", g->core_limit, g->core_limit);
         vgpu_json_str(x, "core_policy", g->core_policy);
-        vgpu_json_str(x, "priority", prio_name(g->priority));
+        vgpu_json_str(x, "priority", vgpu_priority_name(g->priority));
         vgpu_json_u64_or_null(x, "oversubscribe_device_bytes", g->oversub_device_bytes, g->oversub_device_bytes);
         if (gpu_measured(g))
             vgpu_json_dbl(x, "gpu_seconds", (double)g->gpu_ns / 1e9);
@@ -122,6 +161,9 @@ static void record_json(struct vgpu_acct_out *o, const struct vgpu_acct_record *
         vgpu_json_dbl(x, "throttled_seconds", (double)g->throttled_ns / 1e9);
         vgpu_json_u64(x, "mem_peak_bytes", g->mem_peak_bytes);
         vgpu_json_dbl(x, "mem_gib_hours", g->mem_byte_seconds / VGPU_GIB / 3600.0);
+        vgpu_json_u64_or_null(x, "mem_request_bytes", g->mem_request_bytes, g->mem_request_bytes);
+        vgpu_json_dbl(x, "mem_requested_gib_hours", g->mem_requested_byte_seconds / VGPU_GIB / 3600.0);
+        vgpu_json_dbl(x, "mem_borrowed_gib_hours", g->mem_borrowed_byte_seconds / VGPU_GIB / 3600.0);
         if (g->energy_known)
             vgpu_json_dbl(x, "energy_joules", g->energy_j);
         else
@@ -154,13 +196,14 @@ int vgpu_acct_out_record(const struct vgpu_acct_record *r, void *arg)
     if (o->f == VGPU_ACCT_CSV && !o->rows++)
         printf("id,name,user,uid,command,start,end,duration_seconds,exit,recovered,end_time_approximate,gpu,uuid,"
                "nvml_index,mem_limit_bytes,core_limit_percent,gpu_seconds,gpu_time_source,throttled_seconds,"
-               "mem_peak_bytes,mem_gib_hours,energy_joules,migrated_bytes\n");
+               "mem_peak_bytes,mem_gib_hours,mem_request_bytes,mem_requested_gib_hours,mem_borrowed_gib_hours,"
+               "energy_joules,migrated_bytes,bounded\n");
     else if (o->f == VGPU_ACCT_TABLE && !o->rows++)
-        printf("%-12s %-14s %-10s %-19s %9s %-8s %3s %10s %10s %10s %10s %s\n", "ID", "NAME", "USER", "END", "ELAPSED",
-               "EXIT", "GPU", "GPU-SEC", "THROTTLED", "MEM-PEAK", "GIB-HOURS", "NOTE");
+        printf("%-12s %-14s %-10s %-19s %9s %-8s %3s %10s %10s %10s %10s %10s %s\n", "ID", "NAME", "USER", "END",
+               "ELAPSED", "EXIT", "GPU", "GPU-SEC", "THROTTLED", "MEM-PEAK", "GIB-HOURS", "ENERGY-KJ", "NOTE");
     for (unsigned d = 0; d < (r->gpu_count ? r->gpu_count : 1); d++) {
         const struct vgpu_acct_gpu *g = r->gpu_count ? &r->gpu[d] : NULL;
-        char gsec[32] = "-", thr[32] = "-", peak[32] = "-", gib[32] = "-", idx[16] = "-";
+        char gsec[32] = "-", thr[32] = "-", peak[32] = "-", gib[32] = "-", idx[16] = "-", kj[32] = "-";
         if (g) {
             if (gpu_measured(g))
                 snprintf(gsec, sizeof gsec, "%.1f", (double)g->gpu_ns / 1e9);
@@ -168,15 +211,30 @@ int vgpu_acct_out_record(const struct vgpu_acct_record *r, void *arg)
             vgpu_format_size_short(g->mem_peak_bytes, peak, sizeof peak);
             snprintf(gib, sizeof gib, "%.4f", g->mem_byte_seconds / VGPU_GIB / 3600.0);
             snprintf(idx, sizeof idx, "%d", g->nvml_index);
+            if (g->energy_known)
+                snprintf(kj, sizeof kj, "%.3f", g->energy_j / 1000.0);
         }
         if (o->f == VGPU_ACCT_TABLE) {
-            const char *note = r->end_approximate ? "recovered, end approximate" : r->recovered ? "recovered" : "";
+            /* A record cut to its bounds says so (issue 36 N13): its figures are not what it held. */
+            char note[300], cut[160], lent[96] = "";
+            bounded_text(r->bounded, false, cut, sizeof cut, NULL);
+            /* A job that could borrow (--mem REQUEST:LIMIT) says how much it did, per GPU. */
+            if (g && g->mem_request_bytes && g->mem_request_bytes < g->mem_limit_bytes)
+                snprintf(lent, sizeof lent, "borrowed %.4f GiB-h past its request (%.4f)",
+                         g->mem_borrowed_byte_seconds / VGPU_GIB / 3600.0,
+                         g->mem_requested_byte_seconds / VGPU_GIB / 3600.0);
+            snprintf(note, sizeof note, "%s%s%s%s%s%s", r->end_approximate ? "recovered, end approximate" : r->recovered
+                     ? "recovered" : "", r->bounded && r->recovered ? "; " : "", r->bounded ? "bounded: " : "", cut,
+                     lent[0] && (r->bounded || r->recovered) ? "; " : "", lent);
+            /* A cut name ends in '+', as in vgpu ps and top: it never passes for a whole one. */
+            char cid[16], cname[16], cuser[16];
             if (d == 0)
-                printf("%-12.12s %-14.14s %-10.10s %-19s %9s %-8s %3s %10s %10s %10s %10s %s\n", r->id, name, user, end,
-                       dur, ex, idx, gsec, thr, peak, gib, note);
+                printf("%-12s %-14s %-10s %-19s %9s %-8s %3s %10s %10s %10s %10s %10s %s\n",
+                       vgpu_fit_text(r->id, 12, cid, sizeof cid), vgpu_fit_text(name, 14, cname, sizeof cname),
+                       vgpu_fit_text(user, 10, cuser, sizeof cuser), end, dur, ex, idx, gsec, thr, peak, gib, kj, note);
             else
-                printf("%-12s %-14s %-10s %-19s %9s %-8s %3s %10s %10s %10s %10s\n", "", "", "", "", "", "", idx, gsec,
-                       thr, peak, gib);
+                printf("%-12s %-14s %-10s %-19s %9s %-8s %3s %10s %10s %10s %10s %10s %s\n", "", "", "", "", "", "", idx,
+                       gsec, thr, peak, gib, kj, lent);
             continue;
         }
         char uid[16], dsec[32], lim[32] = "", core[16] = "", energy[32] = "", peakb[32] = "";
@@ -193,8 +251,11 @@ int vgpu_acct_out_record(const struct vgpu_acct_record *r, void *arg)
         csv_field(ex, false);
         csv_field(r->recovered ? "1" : "0", false);
         csv_field(r->end_approximate ? "1" : "0", false);
+        char cut[160];
+        bounded_text(r->bounded, true, cut, sizeof cut, NULL);
         if (!g) {
-            fputs(",,,,,,,,,,\n", stdout);
+            fputs(",,,,,,,,,,,,,,,", stdout);   /* the 15 GPU fields */
+            csv_field(cut, true);
             continue;
         }
         char ord[16];
@@ -222,23 +283,89 @@ int vgpu_acct_out_record(const struct vgpu_acct_record *r, void *arg)
         csv_field(thr, false);
         csv_field(peakb, false);
         csv_field(gib, false);
+        char req[32] = "", reqh[32], borh[32];
+        if (g->mem_request_bytes)
+            snprintf(req, sizeof req, "%llu", (unsigned long long)g->mem_request_bytes);
+        snprintf(reqh, sizeof reqh, "%.6f", g->mem_requested_byte_seconds / VGPU_GIB / 3600.0);
+        snprintf(borh, sizeof borh, "%.6f", g->mem_borrowed_byte_seconds / VGPU_GIB / 3600.0);
+        csv_field(req, false);
+        csv_field(reqh, false);
+        csv_field(borh, false);
         csv_field(energy, false);
         char mig[32] = "";
         if (g->migrated_known)
             snprintf(mig, sizeof mig, "%llu", (unsigned long long)g->migrated_bytes);
-        csv_field(mig, true);
+        csv_field(mig, false);
+        csv_field(cut, true);
     }
     return 0;
+}
+
+static void user_name_of(const struct vgpu_acct_total *t, char *buf, size_t len)
+{
+    if (t->user[0])
+        snprintf(buf, len, "%s", t->user);
+    else
+        snprintf(buf, len, "%u", (unsigned)t->uid);
+}
+
+/* The user's rows added up: JSON's "users", and in the table a line "all" under a user of more
+ * than one GPU. Its jobs count each job once (user_jobs: a job at its first GPU only). */
+static void flush_user(struct vgpu_acct_out *o)
+{
+    const struct vgpu_acct_total *u = &o->user;
+    if (!o->user_rows)
+        return;
+    if (o->f == VGPU_ACCT_JSON) {
+        struct json_object *j = json_object_new_object();
+        vgpu_json_u64(j, "uid", u->uid);
+        vgpu_json_str(j, "user", u->user[0] ? u->user : NULL);
+        vgpu_json_u64(j, "jobs", u->user_jobs);
+        vgpu_json_u64(j, "gpus", o->user_rows);
+        vgpu_json_dbl(j, "gpu_hours", u->gpu_seconds / 3600.0);
+        vgpu_json_dbl(j, "mem_gib_hours", u->mem_gib_seconds / 3600.0);
+        if (u->energy_known)
+            vgpu_json_dbl(j, "energy_joules", u->energy_j);
+        else
+            vgpu_json_null(j, "energy_joules");
+        json_object_array_add(o->users, j);
+    } else if (o->f == VGPU_ACCT_TABLE && o->user_rows > 1) {
+        char user[64], cuser[16], en[32] = "-", gpus[48];
+        user_name_of(u, user, sizeof user);
+        if (u->energy_known)
+            snprintf(en, sizeof en, "%.3f", u->energy_j / 1000.0);
+        snprintf(gpus, sizeof gpus, "(%u GPUs; each job once)", o->user_rows);
+        printf("%-12s %3s %-40.40s %8llu %12.4f %12.4f %12s\n", vgpu_fit_text(user, 12, cuser, sizeof cuser), "all",
+               gpus, (unsigned long long)u->user_jobs, u->gpu_seconds / 3600.0, u->mem_gib_seconds / 3600.0, en);
+    }
+    o->user_rows = 0;
+}
+
+/* After flush_user when t is another user's (vgpu_acct_out_total). */
+static void add_to_user(struct vgpu_acct_out *o, const struct vgpu_acct_total *t)
+{
+    struct vgpu_acct_total *u = &o->user;
+    if (!o->user_rows) {
+        memset(u, 0, sizeof *u);
+        u->uid = t->uid;
+    }
+    if (strcmp(t->user, u->user) > 0)
+        snprintf(u->user, sizeof u->user, "%s", t->user);
+    u->user_jobs += t->user_jobs;
+    u->gpu_seconds += t->gpu_seconds;
+    u->mem_gib_seconds += t->mem_gib_seconds;
+    u->energy_j += t->energy_j;
+    u->energy_known |= t->energy_known;
+    o->user_rows++;
 }
 
 int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
 {
     struct vgpu_acct_out *o = arg;
+    if (o->user_rows && o->user.uid != t->uid)
+        flush_user(o);
     char user[64];
-    if (t->user[0])
-        snprintf(user, sizeof user, "%s", t->user);
-    else
-        snprintf(user, sizeof user, "%u", (unsigned)t->uid);
+    user_name_of(t, user, sizeof user);
     double gpu_h = t->gpu_seconds / 3600.0, gib_h = t->mem_gib_seconds / 3600.0;
     if (o->f == VGPU_ACCT_JSON) {
         struct json_object *j = json_object_new_object();
@@ -256,8 +383,9 @@ int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
         json_object_array_add(o->list, j);
     } else if (o->f == VGPU_ACCT_CSV) {
         if (!o->rows)
-            printf("user,uid,gpu_uuid,nvml_index,jobs,gpu_hours,mem_gib_hours,energy_joules\n");
-        char uid[16], idx[16], jobs[24], gh[32], mh[32], en[32] = "";
+            printf("user,uid,gpu_uuid,nvml_index,jobs,gpu_hours,mem_gib_hours,energy_joules,user_jobs\n");
+        char uid[16], idx[16], jobs[24], gh[32], mh[32], en[32] = "", uj[24];
+        snprintf(uj, sizeof uj, "%llu", (unsigned long long)t->user_jobs);
         snprintf(uid, sizeof uid, "%u", (unsigned)t->uid);
         snprintf(idx, sizeof idx, "%d", t->nvml_index);
         snprintf(jobs, sizeof jobs, "%llu", (unsigned long long)t->jobs);
@@ -272,7 +400,8 @@ int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
         csv_field(jobs, false);
         csv_field(gh, false);
         csv_field(mh, false);
-        csv_field(en, true);
+        csv_field(en, false);
+        csv_field(uj, true);
     } else {
         if (!o->rows)
             printf("%-12s %3s %-40s %8s %12s %12s %12s\n", "USER", "GPU", "UUID", "JOBS", "GPU-HOURS", "GIB-HOURS",
@@ -280,18 +409,37 @@ int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
         char en[32] = "-";
         if (t->energy_known)
             snprintf(en, sizeof en, "%.3f", t->energy_j / 1000.0);
-        printf("%-12.12s %3d %-40.40s %8llu %12.4f %12.4f %12s\n", user, t->nvml_index, t->uuid,
+        char cuser[16];
+        printf("%-12s %3d %-40.40s %8llu %12.4f %12.4f %12s\n", vgpu_fit_text(user, 12, cuser, sizeof cuser),
+               t->nvml_index, t->uuid,
                (unsigned long long)t->jobs, gpu_h, gib_h, en);
     }
+    add_to_user(o, t);
     o->rows++;
     return 0;
 }
 
-int vgpu_acct_out_end(struct vgpu_acct_out *o)
+int vgpu_acct_out_end(struct vgpu_acct_out *o, bool failed)
 {
     int rc = 0;
-    if (o->f == VGPU_ACCT_JSON) {
+    if (!failed)
+        flush_user(o);
+    if (failed) {
+        /* A half-read list must not pass for a whole one, nor an unread one for an empty one. */
+        if (o->f == VGPU_ACCT_JSON) {
+            json_object_put(o->list);
+            json_object_put(o->users);
+            json_object_put(o->doc);
+        }
+        rc = fflush(stdout) == EOF ? -1 : 0;
+    } else if (o->f == VGPU_ACCT_JSON) {
+        if (o->have_origin) {
+            vgpu_json_str(o->doc, "source", vgpu_acct_source_name(o->from.source));
+            vgpu_json_bool(o->doc, "partial", o->from.source != VGPU_ACCT_FROM_ARBITER && o->from.partial);
+        }
         json_object_object_add(o->doc, o->totals ? "totals" : "jobs", o->list);
+        if (o->users)
+            json_object_object_add(o->doc, "users", o->users);
         rc = vgpu_json_emit(o->doc, true);
     } else {
         if (o->f == VGPU_ACCT_TABLE && !o->rows)

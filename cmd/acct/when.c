@@ -17,6 +17,15 @@ static int bad(const char *text, const char *option, struct vgpu_err *e)
     return -1;
 }
 
+static int no_such_day(const char *text, const char *option, const struct tm *asked, struct vgpu_err *e)
+{
+    static const char *const months[] = { "January", "February", "March", "April", "May", "June", "July",
+                                          "August", "September", "October", "November", "December" };
+    vgpu_err_set(e, VGPU_EXIT_USAGE, "%s '%s': there is no %d %s %d", option, text, asked->tm_mday,
+                 months[asked->tm_mon >= 0 && asked->tm_mon < 12 ? asked->tm_mon : 0], asked->tm_year + 1900);
+    return -1;
+}
+
 int vgpu_acct_parse_when(const char *text, const char *option, uint64_t now_ns, uint64_t *ns, struct vgpu_err *e)
 {
     if (!strcmp(text, "now")) {
@@ -50,11 +59,24 @@ int vgpu_acct_parse_when(const char *text, const char *option, uint64_t now_ns, 
         memset(&tm, 0, sizeof tm);
         end = strptime(text, forms[i], &tm);
         if (end && !*end) {
+            struct tm asked = tm;
             tm.tm_isdst = -1;
             time_t t = mktime(&tm);
             if (t == (time_t)-1 || t < 0)
                 return bad(text, option, e);
-            *ns = (uint64_t)t * 1000000000ULL;
+            /* mktime makes 2026-02-30 into 2 March and 18:34:61 into 18:35:01: a date or time
+             * that does not exist is refused, never moved. */
+            if (tm.tm_mday != asked.tm_mday || tm.tm_mon != asked.tm_mon || tm.tm_year != asked.tm_year)
+                return no_such_day(text, option, &asked, e);
+            if (tm.tm_sec != asked.tm_sec || tm.tm_min != asked.tm_min || tm.tm_hour != asked.tm_hour) {
+                vgpu_err_set(e, VGPU_EXIT_USAGE, "%s '%s': there is no such local time that day (seconds go to 59, "
+                             "and a clock change may skip an hour)", option, text);
+                return -1;
+            }
+            /* CLOCK_REALTIME ns fit in 64 bits (signed, as the database keeps them) until 2262:
+             * a time past that is later than every record, not a wrapped number. */
+            *ns = (uint64_t)t > VGPU_ACCT_WHEN_LAST / 1000000000ULL ? VGPU_ACCT_WHEN_LAST
+                                                                    : (uint64_t)t * 1000000000ULL;
             return 0;
         }
     }

@@ -4,54 +4,54 @@
  * root, whose vgpu run --user jobs belong to the user they ran as. A reader gets its own user's
  * records only; root reads all. The database file is 0600 root's: no user opens it directly.
  *
- * Writes are inline: one record is ~0.5 ms, and the busy timeout is short (ARB_ACCT_BUSY_MS), so
- * another writer holding the file (root's sqlite3) delays the other clients by that at most; a
- * refused record goes to its user's own store and is handed over at the next read. */
+ * This is the scheduling thread's half: it settles what needs the schedules or the connections
+ * (who may send a job's record: acct_jobs.c; what the schedules charged: charged.c; a user's
+ * rate and size limits) and hands the request to the accounting thread (acct_worker.c), which
+ * owns the database and answers. Nothing here waits on the file. */
 #include "daemon/arbiter.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/acct_worker.h"
 #include "vgpu/acct.h"
-#include "vgpu/exitcode.h"
 #include "vgpu/log.h"
-
-#define ARB_ACCT_BUSY_MS 200
-#define ARB_ACCT_RETRY_NS 5000000000ULL   /* a database that cannot be opened: tried again after this */
 
 struct arb_acct {
     char path[PATH_MAX];
-    struct vgpu_acct_store *s;
-    uint64_t failed_at;                    /* the last failed open (monotonic), said once per retry */
-    char why[600];
+    bool started;                          /* the accounting thread runs */
 };
 
-static uint64_t mono_ns(void)
+static uint64_t clock_of(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* A daemon of a relocated machine-wide directory (VGPU_MACHINE_DIR: tests, a second instance)
+ * keeps its records there, not in the machine's own database. */
+void arb_acct_default_path(char *buf, size_t len)
+{
+    const char *md = getenv("VGPU_MACHINE_DIR");
+    if (md && *md)
+        snprintf(buf, len, "%s/%s", md, VGPU_ACCT_DB_NAME);
+    else
+        snprintf(buf, len, "%s", VGPU_ACCT_DAEMON_DB);
 }
 
 static struct arb_acct *state(struct arbiter *a)
 {
     if (!a->acct) {
         a->acct = calloc(1, sizeof *a->acct);
-        /* A daemon of a relocated machine-wide directory (VGPU_MACHINE_DIR: tests, a second
-         * instance) keeps its records there, not in the machine's own database. */
-        const char *md = getenv("VGPU_MACHINE_DIR");
-        if (a->acct && md && *md)
-            snprintf(a->acct->path, sizeof a->acct->path, "%s/%s", md, VGPU_ACCT_DB_NAME);
-        else if (a->acct)
-            snprintf(a->acct->path, sizeof a->acct->path, "%s", VGPU_ACCT_DAEMON_DB);
+        if (a->acct)
+            arb_acct_default_path(a->acct->path, sizeof a->acct->path);
     }
     return a->acct;
 }
@@ -66,72 +66,77 @@ int arb_acct_configure(struct arbiter *a, const char *path)
             return -1;
         snprintf(st->path, sizeof st->path, "%s", path);
     }
+    if (arb_acct_worker_start(st->path) < 0) {
+        vgpu_warn("cannot start the accounting thread: %s; the arbiter keeps no accounting records", strerror(errno));
+        return -1;
+    }
+    st->started = true;
     return 0;
 }
 
-/* The database's directory: made (0755) when missing, and it must be ours and closed to others'
- * writes, else someone could swap the file under us. */
-static int open_dir(const char *dir, struct vgpu_err *e)
+/* ---- a user's rate and size limits ------------------------------------------------------------- */
+
+/* Per user other than root: records and bytes a second, each with a burst, and the requests
+ * waiting in the accounting thread's queue (acct_worker.h). An honest user's vgpu run sends one
+ * record a job, and a hand-over 8 a request; a flood (1051 records/s, 7.7 MiB/s, issue 35) is
+ * refused with EBUSY and its records wait in its user's own store. */
+#define RATE_RECORDS_S     50
+#define RATE_RECORDS_BURST 400
+#define RATE_BYTES_S       (1ULL << 20)
+#define RATE_BYTES_BURST   (8ULL << 20)
+#define RATE_USERS         256
+
+struct bucket {
+    uid_t uid;
+    bool set;
+    uint64_t at;                   /* the last refill (monotonic) */
+    double records, bytes;         /* what may be sent now */
+};
+
+static struct bucket buckets[RATE_USERS];
+
+static struct bucket *bucket_of(uid_t uid, uint64_t now)
 {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        vgpu_err_set(e, 1, "cannot create %s: %s", dir, strerror(errno));
-        return -1;
+    struct bucket *spare = &buckets[0];
+    for (unsigned i = 0; i < RATE_USERS; i++) {
+        if (buckets[i].set && buckets[i].uid == uid)
+            return &buckets[i];
+        if (!buckets[i].set || (spare->set && buckets[i].at < spare->at))
+            spare = &buckets[i];
     }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        vgpu_err_set(e, 1, "cannot open %s: %s", dir, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (st.st_uid != geteuid() || (st.st_mode & 022)) {
-        vgpu_err_set(e, 1, "%s is not the daemon's own directory (owner uid %u, mode %04o): make it root's, 0755 or "
-                     "0700", dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-        close(fd);
-        return -1;
-    }
-    return fd;
+    /* A user not seen for longest is forgotten: it had refilled anyway (or it is the flood's). */
+    *spare = (struct bucket){ .uid = uid, .set = true, .at = now, .records = RATE_RECORDS_BURST,
+                              .bytes = (double)RATE_BYTES_BURST };
+    return spare;
 }
 
-static struct vgpu_acct_store *store(struct arbiter *a, struct vgpu_arb_rep *r)
+static bool within_rate(uid_t uid, uint64_t records, uint64_t bytes)
 {
-    struct arb_acct *st = state(a);
-    if (!st) {
-        arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
-        return NULL;
-    }
-    if (st->s)
-        return st->s;
-    uint64_t now = mono_ns();
-    if (st->failed_at && now - st->failed_at < ARB_ACCT_RETRY_NS) {
-        arb_refuse(a, r, EIO, st->why);
-        return NULL;
-    }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", st->path);
-    char *slash = strrchr(dir, '/');
-    const char *file = slash + 1;   /* the path is absolute (arb_acct_configure) */
-    *slash = 0;
-    struct vgpu_err e = { 0 };
-    int fd = open_dir(dir[0] ? dir : "/", &e);
-    if (fd >= 0) {
-        st->s = vgpu_acct_open(fd, dir[0] ? dir : "/", st->path + (file - dir), true, &e);
-        close(fd);
-    }
-    if (!st->s) {
-        st->failed_at = now;
-        snprintf(st->why, sizeof st->why, "the arbiter keeps no accounting records now: %s", e.msg);
-        vgpu_warn("accounting database %s: %s (records go to each user's own store meanwhile)", st->path, e.msg);
-        arb_refuse(a, r, EIO, st->why);
-        return NULL;
-    }
-    st->failed_at = 0;
-    vgpu_acct_busy_timeout(st->s, ARB_ACCT_BUSY_MS);
-    return st->s;
+    if (uid == 0)
+        return true;
+    uint64_t now = clock_of(CLOCK_MONOTONIC);
+    struct bucket *b = bucket_of(uid, now);
+    double dt = (now - b->at) / 1e9;
+    b->at = now;
+    b->records = b->records + dt * RATE_RECORDS_S;
+    b->bytes = b->bytes + dt * (double)RATE_BYTES_S;
+    if (b->records > RATE_RECORDS_BURST)
+        b->records = RATE_RECORDS_BURST;
+    if (b->bytes > (double)RATE_BYTES_BURST)
+        b->bytes = (double)RATE_BYTES_BURST;
+    if (b->records < (double)records || b->bytes < (double)bytes)
+        return false;
+    b->records -= (double)records;
+    b->bytes -= (double)bytes;
+    return true;
 }
+
+/* ---- records ------------------------------------------------------------------------------------ */
 
 /* GPU time of a job that the daemon's schedules charged (charged.c), against what its record says.
+ * A job this daemon saw start (acct_jobs.c) ran on its schedules from its first lease: its record
+ * stores the charge, whatever the record says (gpu_time_source stays "schedule" when the two agree
+ * within the tolerance below, else "arbiter"). For a job that started before the daemon:
  * A job's `vgpu run` (or any program of its user) writes the record; on a GPU where the arbiter
  * scheduled the job, the record's figure stands when it is at least the charge less one lease
  * (VGPU_SCHED_MAX_LEASE_NS, 100 ms) and 5 %: an honest job's own figure is less than the charge
@@ -150,7 +155,7 @@ static bool understated(uint64_t rec_ns, uint64_t charged)
     return rec_ns + VGPU_SCHED_MAX_LEASE_NS + charged / 100 * ARB_CHARGED_TOL_PCT < charged;
 }
 
-static void cross_check(struct arbiter *a, struct vgpu_acct_record *rec)
+static void cross_check(struct arbiter *a, struct vgpu_acct_record *rec, bool seen)
 {
     uint64_t key = arb_user_key(arb_job_key(rec->id, sizeof rec->id), rec->uid);
     for (unsigned i = 0; i < a->ngpus; i++) {
@@ -170,44 +175,88 @@ static void cross_check(struct arbiter *a, struct vgpu_acct_record *rec)
             snprintf(g->uuid, sizeof g->uuid, "%s", uuid);
             snprintf(g->core_policy, sizeof g->core_policy, "hard");
         }
-        if (g && understated(g->gpu_ns, charged)) {
+        if (!g)
+            continue;
+        bool agrees = !understated(g->gpu_ns, charged) && !understated(charged, g->gpu_ns);
+        if (!agrees && (seen || understated(g->gpu_ns, charged))) {
             vgpu_debug("job %s (uid %u): GPU %s charged %.3f s by the schedule (%.3f s reported), its record says "
                        "%.3f s: the charge is stored", rec->id, (unsigned)rec->uid, uuid, charged / 1e9,
                        reported / 1e9, g->gpu_ns / 1e9);
-            g->gpu_ns = charged;
             snprintf(g->gpu_time_source, sizeof g->gpu_time_source, "arbiter");
+            g->gpu_ns = charged;
+        } else if (seen) {
+            g->gpu_ns = charged;
         }
     }
 }
 
 /* The job's charges are in its stored record now: nothing more to keep. */
-static void forget_charges(struct arbiter *a, const struct vgpu_acct_record *rec)
+static void forget_charges(struct arbiter *a, const char *id, uid_t uid)
 {
-    uint64_t key = arb_user_key(arb_job_key(rec->id, sizeof rec->id), rec->uid);
+    uint64_t key = arb_user_key(arb_job_key(id, VGPU_JOB_ID_LEN), uid);
     for (unsigned i = 0; i < a->ngpus; i++)
         arb_charged_forget(a, i, key);
 }
 
-/* A store that failed mid-way (its file removed or damaged) is opened again at the next request. */
-static void refuse_store(struct arbiter *a, struct vgpu_arb_rep *r, const struct vgpu_err *e)
+
+/* What the accounting thread stored since the last look: those jobs' charges and entries go. */
+static void collect_stored(struct arbiter *a)
 {
-    arb_refuse(a, r, e->code == VGPU_EXIT_BUSY ? EBUSY : EIO, e->msg);   /* cut to fit the reply */
+    static char ids[64][VGPU_JOB_ID_LEN];
+    uid_t uids[64];
+    unsigned n;
+    while ((n = arb_acct_worker_stored(ids, uids, 64)) > 0)
+        for (unsigned i = 0; i < n; i++) {
+            forget_charges(a, ids[i], uids[i]);
+            arb_acct_job_done(ids[i], uids[i]);
+        }
 }
 
-static void do_record(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
-                      struct vgpu_arb_rep *r)
+/* An end after now is the sender's clock or a forgery: a record that ends in ten years is never
+ * pruned. Ends more than a minute ahead are stored as now (end_approximate), and a start after
+ * the end as the end. */
+#define ARB_ACCT_END_SLACK_NS 60000000000ULL
+
+static void bound_times(struct vgpu_acct_record *rec)
 {
-    struct vgpu_acct_store *s = store(a, r);
-    if (!s)
-        return;
+    uint64_t now = clock_of(CLOCK_REALTIME);
+    if (rec->end_ns > now + ARB_ACCT_END_SLACK_NS) {
+        vgpu_debug("job %s (uid %u): its record ends %.0f s from now: stored as ending now", rec->id,
+                   (unsigned)rec->uid, (rec->end_ns - now) / 1e9);
+        rec->end_ns = now;
+        rec->end_approximate = true;
+    }
+    if (rec->start_ns > rec->end_ns) {
+        rec->start_ns = rec->end_ns;
+        rec->bounded |= VGPU_ACCT_BOUND_TIME;
+    }
+}
+
+/* The record's figures cut to what the GPUs of this machine allow (vgpu/acct.h, issue 36 N13):
+ * by the memory NVML gives each GPU here, never the sender's word for it. */
+static void bound_figures(struct arbiter *a, struct vgpu_acct_record *rec)
+{
+    uint64_t mem[VGPU_REGION_MAX_DEVICES] = { 0 };
+    for (unsigned d = 0; d < rec->gpu_count && d < VGPU_REGION_MAX_DEVICES; d++)
+        mem[d] = arb_gpus_mem_total(a, rec->gpu[d].uuid);
+    unsigned cut = vgpu_acct_bound(rec, mem);
+    if (cut)
+        vgpu_debug("job %s (uid %u): its record is bounded (%#x) before it is stored", rec->id, (unsigned)rec->uid,
+                   cut);
+}
+
+/* Checks and fixes the records (who, when, how much GPU time) into w->buf. */
+static bool prepare_records(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+                            struct arb_acct_work *w, struct vgpu_arb_rep *r)
+{
     static struct vgpu_acct_record rec;
     size_t off = 0;
-    uint64_t added = 0;
+    w->len = 0;
     for (uint64_t i = 0; i < q->a[0]; i++) {
         size_t used = vgpu_acct_unpack((const char *)in + off, q->len - off, &rec);
         if (!used || !rec.id[0]) {
             arb_refuse(a, r, EINVAL, "not an accounting record");
-            return;
+            return false;
         }
         off += used;
         /* Who: the sender, whatever the record says; root's vgpu run --user jobs are the user's. */
@@ -215,147 +264,103 @@ static void do_record(struct arbiter *a, struct arb_client *c, const struct vgpu
             rec.uid = c->uid;
             rec.run_as_user = false;
         }
-        struct passwd *pw = getpwuid(rec.uid);
-        snprintf(rec.user, sizeof rec.user, "%s", pw ? pw->pw_name : "");
-        cross_check(a, &rec);
-        struct vgpu_err e = { 0 };
-        int rc = vgpu_acct_insert(s, &rec, &e);
+        const char *why = NULL;
+        int rc = arb_acct_job_may_record(c, rec.id, &why);
         if (rc < 0) {
-            refuse_store(a, r, &e);   /* its charges are kept: the record comes again (handed over) */
-            return;
+            arb_refuse(a, r, -rc, why);
+            return false;
         }
-        forget_charges(a, &rec);
-        added += rc == 0;
+        bound_times(&rec);
+        cross_check(a, &rec, arb_acct_job_seen(rec.id));
+        bound_figures(a, &rec);
+        size_t packed = vgpu_acct_pack(&rec, w->buf + w->len, sizeof w->buf - w->len);
+        if (!packed) {   /* a GPU the daemon added does not fit: the client sends fewer a request */
+            arb_refuse(a, r, E2BIG, "too many accounting records in one request");
+            return false;
+        }
+        w->len += (uint32_t)packed;
     }
     if (off != q->len) {
         arb_refuse(a, r, EINVAL, "not an accounting record");
-        return;
-    }
-    r->rc = (int32_t)added;
-}
-
-/* The caller's filter, narrowed to its own user unless it is root. */
-static bool filter_of(struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
-                      struct vgpu_acct_wire_filter *w, struct vgpu_acct_filter *f)
-{
-    if (q->len != sizeof *w)
         return false;
-    memcpy(w, in, sizeof *w);
-    vgpu_acct_filter_unpack(w, f);
-    if (c->uid != 0) {
-        f->by_uid = true;
-        f->uid = c->uid;
     }
+    w->count = q->a[0];
     return true;
 }
 
-struct page {
-    char *out;
-    size_t len, cap;
-    uint64_t n;
-    bool full;
-};
-
-static int put_record(const struct vgpu_acct_record *rec, void *arg)
+static void do_start(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+                     struct vgpu_arb_rep *r)
 {
-    struct page *p = arg;
-    size_t used = vgpu_acct_pack(rec, p->out + p->len, p->cap - p->len);
-    if (!used) {
-        p->full = true;
-        return 1;
+    char id[VGPU_JOB_ID_LEN];
+    if (q->len != sizeof id || !memchr(in, 0, sizeof id) || !((const char *)in)[0]) {
+        arb_refuse(a, r, EINVAL, "not a job id");
+        return;
     }
-    p->len += used;
-    p->n++;
-    return 0;
+    memcpy(id, in, sizeof id);
+    const char *why = NULL;
+    int rc = arb_acct_job_start(c, id, &why);
+    if (rc < 0)
+        arb_refuse(a, r, -rc, why);
 }
 
-static void do_query(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+bool arb_acct_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
                      struct vgpu_arb_rep *r, void *out)
 {
-    struct vgpu_acct_wire_filter w;
-    struct vgpu_acct_filter f;
-    if (!filter_of(c, q, in, &w, &f)) {
-        arb_refuse(a, r, EINVAL, "not an accounting filter");
-        return;
-    }
-    struct vgpu_acct_store *s = store(a, r);
-    if (!s)
-        return;
-    /* A page: as many one-GPU records as fit (jobs with more GPUs end it sooner: put_record). */
-    unsigned most = VGPU_ARB_MAX_PAYLOAD / (offsetof(struct vgpu_acct_record, gpu) + sizeof(struct vgpu_acct_gpu));
-    f.limit = f.limit && f.limit < most ? f.limit : most;
-    struct page p = { .out = out, .cap = VGPU_ARB_MAX_PAYLOAD };
-    struct vgpu_err e = { 0 };
-    if (vgpu_acct_query(s, &f, put_record, &p, &e) < 0) {
-        refuse_store(a, r, &e);
-        return;
-    }
-    r->len = (uint32_t)p.len;
-    r->v[0] = p.n;
-    r->v[1] = p.full || p.n == f.limit;
-}
-
-struct totals_page {
-    struct vgpu_acct_total *out;
-    size_t n, cap;
-    uint64_t skip;
-    bool full;
-};
-
-static int put_total(const struct vgpu_acct_total *t, void *arg)
-{
-    struct totals_page *p = arg;
-    if (p->skip) {
-        p->skip--;
-        return 0;
-    }
-    if (p->n == p->cap) {
-        p->full = true;
-        return 1;
-    }
-    p->out[p->n++] = *t;
-    return 0;
-}
-
-static void do_totals(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
-                      struct vgpu_arb_rep *r, void *out)
-{
-    struct vgpu_acct_wire_filter w;
-    struct vgpu_acct_filter f;
-    if (!filter_of(c, q, in, &w, &f)) {
-        arb_refuse(a, r, EINVAL, "not an accounting filter");
-        return;
-    }
-    struct vgpu_acct_store *s = store(a, r);
-    if (!s)
-        return;
-    struct totals_page p = { .out = out, .cap = VGPU_ARB_MAX_PAYLOAD / sizeof(struct vgpu_acct_total), .skip = q->a[0] };
-    struct vgpu_err e = { 0 };
-    if (vgpu_acct_totals(s, &f, put_total, &p, &e) < 0) {
-        refuse_store(a, r, &e);
-        return;
-    }
-    r->len = (uint32_t)(p.n * sizeof *p.out);
-    r->v[0] = p.n;
-    r->v[1] = p.full;
-}
-
-void arb_acct_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
-                     struct vgpu_arb_rep *r, void *out)
-{
+    (void)out;
     if (q->a[1] != sizeof(struct vgpu_acct_record)) {
         arb_refuse(a, r, EPROTO, "this arbiter is another vgpu's version (its records differ): use the same vgpu");
-        return;
+        return true;
     }
-    switch (q->op) {
-    case VGPU_ARB_ACCT_RECORD: do_record(a, c, q, in, r); break;
-    case VGPU_ARB_ACCT_QUERY: do_query(a, c, q, in, r, out); break;
-    case VGPU_ARB_ACCT_TOTALS: do_totals(a, c, q, in, r, out); break;
-    default: arb_refuse(a, r, ENOSYS, "no such accounting request"); break;
+    collect_stored(a);
+    if (q->op == VGPU_ARB_ACCT_START) {
+        do_start(a, c, q, in, r);
+        return true;
     }
+    if (q->op != VGPU_ARB_ACCT_RECORD && q->op != VGPU_ARB_ACCT_QUERY && q->op != VGPU_ARB_ACCT_TOTALS) {
+        arb_refuse(a, r, ENOSYS, "no such accounting request");
+        return true;
+    }
+    if (q->op != VGPU_ARB_ACCT_RECORD && q->len != sizeof(struct vgpu_acct_wire_filter)) {
+        arb_refuse(a, r, EINVAL, "not an accounting filter");
+        return true;
+    }
+    if (q->op == VGPU_ARB_ACCT_RECORD && !within_rate(c->uid, q->a[0], q->len)) {
+        arb_refuse(a, r, EBUSY, "your user sends accounting records faster than the arbiter takes them (50 a "
+                                "second, 1 MiB a second): they wait in your own store");
+        return true;
+    }
+    struct arb_acct_work *w = a->acct && a->acct->started ? arb_acct_worker_take(c->uid) : NULL;
+    if (!w) {
+        arb_refuse(a, r, EBUSY, a->acct && a->acct->started
+                                    ? "the arbiter's accounting queue is full for your user: try again"
+                                    : "the arbiter keeps no accounting records (its accounting thread is not running)");
+        return true;
+    }
+    w->client = c->id;
+    w->op = q->op;
+    if (q->op == VGPU_ARB_ACCT_RECORD) {
+        if (!prepare_records(a, c, q, in, w, r)) {
+            arb_acct_worker_drop(w);
+            return true;
+        }
+    } else {
+        memcpy(w->buf, in, q->len);
+        w->len = q->len;
+        w->count = q->a[0];
+    }
+    w->fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
+    if (w->fd < 0) {
+        arb_refuse(a, r, EMFILE, "the arbiter is out of descriptors: try again");
+        arb_acct_worker_drop(w);
+        return true;
+    }
+    arb_acct_worker_queue(w);
+    return false;   /* the accounting thread answers */
 }
 
 void arb_acct_client_gone(struct arbiter *a, struct arb_client *c)
 {
-    (void)a, (void)c;   /* a connection holds nothing here: every request is whole */
+    (void)a;
+    arb_acct_worker_client_gone(c->id);
+    arb_acct_jobs_client_gone(c->id);
 }

@@ -7,18 +7,25 @@
 #include "daemon/arbiter.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "vgpu/policy.h"
 #include "vgpu/proc.h"
 #include "vgpu/region.h"
 
 #define ARB_SKEW_NS 200000ULL   /* a client's clock reading, believed this far behind ours */
+/* A job none of whose processes is left: its entry (and its debt) is kept for a second more, for
+ * the job's next process, then is free for anyone. Kept for VGPU_SCHED_JOB_IDLE_NS, a user who
+ * makes and drops entries could hold the whole table with them. */
+#define ARB_LEFT_JOB_NS 1000000000ULL
 
 static uint64_t now_ns(void)
 {
@@ -61,6 +68,8 @@ static int find_or_add_gpu(struct arbiter *a, const char *uuid, struct vgpu_err 
     for (unsigned i = 0; i < a->ngpus; i++)
         if (!strcmp(a->gpus[i]->uuid, uuid))
             return (int)i;
+    if (!arb_gpus_known(a, uuid, e))   /* gpus.c: a GPU of the machine's, never one a request made up */
+        return -1;
     if (a->ngpus >= VGPU_ARB_MAX_GPUS) {
         vgpu_err_set(e, 1, "the arbiter serves %d GPUs at most", VGPU_ARB_MAX_GPUS);
         return -1;
@@ -99,31 +108,6 @@ static bool has_any_proc(const struct arb_gpu *g, const struct arb_client *c)
     return false;
 }
 
-/* Job entries of `uid` that are in use (a process in them, or used lately). */
-static unsigned user_jobs(const struct arb_gpu *g, uid_t uid, uint64_t now)
-{
-    unsigned n = 0;
-    for (unsigned j = 0; j < VGPU_SCHED_MAX_JOBS; j++) {
-        const struct vgpu_sched_job *e = &g->s.f->jobs[j];
-        if (!atomic_load(&e->key) || g->job_uid[j] != uid)
-            continue;
-        bool procs = false;
-        for (unsigned p = 0; p < VGPU_SCHED_MAX_PROCS && !procs; p++)
-            procs = g->proc_client[p] && atomic_load(&g->s.f->procs[p].job) == j;
-        uint64_t seen = atomic_load(&e->seen_ns);
-        n += procs || (seen <= now && now - seen < VGPU_SCHED_JOB_IDLE_NS);   /* its entry is not free yet */
-    }
-    return n;
-}
-
-static unsigned user_procs(const struct arb_gpu *g, uid_t uid)
-{
-    unsigned n = 0;
-    for (unsigned p = 0; p < VGPU_SCHED_MAX_PROCS; p++)
-        n += g->proc_client[p] && g->proc_uid[p] == uid;
-    return n;
-}
-
 /* The cap, policy and priority an administrator set for this GPU in a job's limits file that
  * root owns (vgpu run --user): those hold whatever the job's process says. false when the file
  * is not such a file or names no limit for this GPU. */
@@ -152,10 +136,61 @@ static bool admin_limits(int fd, const char *uuid, unsigned *cap, bool *soft, in
     return false;
 }
 
+static uint64_t key_secret;
+static pthread_once_t key_secret_once = PTHREAD_ONCE_INIT;
+
+static void make_key_secret(void)
+{
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) {
+        /* No entropy source: a clock and pid make a secret a reader cannot guess in practice
+         * (it still sees only products of it). */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 16) ^ now_ns();
+    }
+    key_secret = s | 1;
+}
+
 uint64_t arb_user_key(uint64_t key, uid_t uid)
 {
+    /* Both the scheduling and the accounting thread call this: the secret is made once. */
+    pthread_once(&key_secret_once, make_key_secret);
     uint64_t k = (key ^ ((uint64_t)uid * 0x9e3779b97f4a7c15ULL)) * 1099511628211ULL;
+    k = (k ^ key_secret) * 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
     return k ? k : 1;
+}
+
+/* The priority a job of `uid` is granted for the one it asked for (root's policy file,
+ * vgpu/policy.h): high only for root and the users and groups the policy names, and a normal
+ * request the policy's default. A policy that cannot be read grants nothing above normal. */
+static int granted_prio(uid_t uid, int asked)
+{
+    if (uid == 0 || asked == VGPU_PRIO_LOW)
+        return asked;
+    struct vgpu_policy pol;
+    struct vgpu_err e = { 0 };
+    if (vgpu_policy_read(&pol, &e) < 0)
+        return VGPU_PRIO_NORMAL;
+    if (asked == VGPU_PRIO_HIGH && vgpu_policy_may_high(&pol, uid))
+        return VGPU_PRIO_HIGH;
+    return pol.default_prio < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
+}
+
+/* Writes job entry `j`'s cap for a job held to a fair share: called at its JOB and at each of its
+ * ACQUIREs, since the share changes as other jobs come and go. Shares are per login (with its
+ * subordinate uids, as the quotas count), then per job of the login: one user's four uncapped jobs
+ * had four shares against another user's one. */
+static void fair_share(struct arb_gpu *g, int j, uint64_t now)
+{
+    const struct vgpu_sched_job *e = &g->s.f->jobs[j];
+    uint32_t login[VGPU_SCHED_MAX_JOBS];
+    for (unsigned k = 0; k < VGPU_SCHED_MAX_JOBS; k++)
+        login[k] = (uint32_t)g->job_login[k];
+    unsigned fair = vgpu_sched_fair_cap(&g->s, (unsigned)j, login);
+    if (atomic_load(&e->cap) != fair)
+        vgpu_sched_job(&g->s, atomic_load(&e->key), fair, true, atomic_load(&e->prio), now);
 }
 
 static int do_job(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, const struct vgpu_arb_req *q, int fd,
@@ -167,17 +202,54 @@ static int do_job(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, co
     int prio = p > 0 ? VGPU_PRIO_HIGH : p < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
     /* Cap 0 with a priority: an uncapped class (vgpu/sched.h, "Uncapped priority classes"). */
     unsigned cap = q->a[1] <= 100 && (q->a[1] >= 1 || prio != VGPU_PRIO_NORMAL) ? (unsigned)q->a[1] : 100;
-    if (c->uid != 0)
-        admin_limits(fd, g->uuid, &cap, &soft, &prio);
-    bool known = false;
-    for (unsigned j = 0; j < VGPU_SCHED_MAX_JOBS && !known; j++)
-        known = atomic_load(&g->s.f->jobs[j].key) == key;
-    if (!known && c->uid != 0 && user_jobs(g, c->uid, now) >= VGPU_ARB_USER_JOBS)
-        return arb_refuse(a, r, EDQUOT, "your user already has the most jobs a user may have in one GPU's schedule (8)");
+    int kept = -1;   /* the job's entry, when it has one already */
+    for (unsigned j = 0; j < VGPU_SCHED_MAX_JOBS && kept < 0; j++)
+        if (atomic_load(&g->s.f->jobs[j].key) == key)
+            kept = (int)j;
+    bool admin = false;
+    if (kept >= 0 && g->admin_set[kept]) {
+        /* The administrator's limits hold for the job's life, whatever a later request says. */
+        cap = g->admin_cap[kept];
+        soft = g->admin_soft[kept];
+        prio = g->admin_prio[kept];
+        admin = true;
+    } else {
+        admin = c->uid != 0 && admin_limits(fd, g->uuid, &cap, &soft, &prio);
+    }
+    unsigned asked_cap = cap;
+    bool asked_soft = soft;
+    /* Priority is a right, not a wish: the job's word is what it asks, the policy what it gets
+     * (an administrator's --user limits are root's word already). */
+    if (!admin)
+        prio = granted_prio(c->uid, prio);
+    /* An uncapped job that is not background preempts only within a fair share: its cap is
+     * that share, soft (it still uses what nobody else wants). Uncapped high once held
+     * another user's --core 30 job at 2 % of the GPU. */
+    bool fair = cap == 0 && prio != VGPU_PRIO_LOW;
+    if (fair) {
+        cap = 100;
+        soft = true;
+    }
+    bool known = kept >= 0;
+    const char *full = known ? NULL : arb_quota_job(a, g, c, now);   /* quota.c */
+    if (full)
+        return arb_refuse(a, r, EDQUOT, full);
     int j = vgpu_sched_job(&g->s, key, cap, soft, prio, now);
     if (j < 0)
         return arb_refuse(a, r, ENOSPC, "the GPU's schedule is full");
     g->job_uid[j] = c->uid;
+    g->job_login[j] = arb_login_of(a, c->uid);
+    if (!known)
+        arb_debt_apply(g, (unsigned)j, now);   /* debts.c: no fresh turn for a new key */
+    g->admin_set[j] = admin;
+    if (admin) {
+        g->admin_cap[j] = (uint8_t)asked_cap;
+        g->admin_soft[j] = asked_soft;
+        g->admin_prio[j] = (int8_t)prio;
+    }
+    g->fair_share[j] = fair;
+    if (fair)
+        fair_share(g, j, now);
     r->rc = j;
     return 0;
 }
@@ -188,8 +260,9 @@ static int do_attach(struct arbiter *a, struct arb_gpu *g, struct arb_client *c,
     uint64_t j = q->a[0];
     if (j >= VGPU_SCHED_MAX_JOBS || !atomic_load(&g->s.f->jobs[j].key) || g->job_uid[j] != c->uid)
         return arb_refuse(a, r, EPERM, "that job entry is not your user's");
-    if (c->uid != 0 && user_procs(g, c->uid) >= VGPU_ARB_USER_PROCS)
-        return arb_refuse(a, r, EDQUOT, "your user already has the most processes a user may have in one GPU's schedule (64)");
+    const char *full = arb_quota_proc(a, g, c);   /* quota.c */
+    if (full)
+        return arb_refuse(a, r, EDQUOT, full);
     uint64_t start = vgpu_proc_start_time(c->pid);
     int p = vgpu_sched_attach(&g->s, (unsigned)j, c->pid, start);
     if (p < 0)
@@ -197,25 +270,6 @@ static int do_attach(struct arbiter *a, struct arb_gpu *g, struct arb_client *c,
     g->proc_client[p] = c->id;
     g->proc_uid[p] = c->uid;
     r->rc = p;
-    return 0;
-}
-
-static int do_acquire(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, const struct vgpu_arb_req *q,
-                      struct vgpu_arb_rep *r)
-{
-    if (!owns_proc(g, c, q->proc))
-        return arb_refuse(a, r, EPERM, "not your process entry");
-    uint64_t now = now_ns(), lease, end;
-    if (!vgpu_sched_try_acquire(&g->s, q->proc, now, &lease, &end)) {
-        r->rc = 0;
-        return 0;
-    }
-    g->grant_at[q->proc] = now;
-    uint64_t ov = atomic_load(&g->s.f->overlap_until);
-    g->grant_preempted[q->proc] = ov > now;   /* a holder we took the lease from still drains */
-    r->rc = 1;
-    r->v[0] = lease;
-    r->v[1] = end;
     return 0;
 }
 
@@ -228,7 +282,10 @@ static uint64_t charge(const struct arb_gpu *g, int proc, uint64_t lease, uint64
     uint64_t start = g->grant_at[proc];
     uint64_t wall = t > start ? t - start : 0, least;
     if (atomic_load(&g->s.f->lease) != lease) {
-        least = wall / 2;   /* preempted (or revoked) */
+        /* Preempted: all of it up to the preemption, and at least half the overlap after it
+         * (vgpu_sched_used_preempted); half of it all when the moment is not known. */
+        uint64_t tp = g->taken_at[proc];
+        least = tp >= start && tp <= t ? (tp - start) + (t - tp) / 2 : wall / 2;
     } else if (g->grant_preempted[proc]) {
         uint64_t ov_end = g->drained_at > start ? g->drained_at : start + VGPU_SCHED_OVERLAP_NS;
         least = t > ov_end ? t - ov_end : 0;
@@ -238,31 +295,123 @@ static uint64_t charge(const struct arb_gpu *g, int proc, uint64_t lease, uint64
     return used < least ? least : used > wall ? wall : used;
 }
 
-static int do_release(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, const struct vgpu_arb_req *q,
-                      struct vgpu_arb_rep *r)
+/* Every end of a lease comes here, however it ends: a RELEASE (the client's `used`, believed
+ * within charge()'s bounds), the daemon revoking an overdue lease, a DETACH, a closed
+ * connection, a new grant to an entry whose last lease was taken from it and never given back
+ * (used 0: the floor). The lease is charged once: a later RELEASE of it is charged nothing.
+ * Before, only RELEASE charged, and ending each lease another way held it 75 % of the time for
+ * free. Returns whether the lease was still current (given back now). */
+static bool end_lease(struct arbiter *a, unsigned gi, int proc, uint64_t used, uint64_t t)
 {
-    int h = own_holder(g, c, q->a[0]);
-    if (h < 0)
-        return arb_refuse(a, r, EPERM, "not a lease of yours");
-    uint64_t t = believed(q->a[2], now_ns()), used = charge(g, h, q->a[0], q->a[1], t);
+    struct arb_gpu *g = a->gpus[gi];
+    uint64_t lease = g->grant_lease[proc];
+    if (!lease)
+        return false;
+    uint64_t ns = charge(g, proc, lease, used, t);
     /* Kept apart for the job's accounting record too (charged.c): what the job reports there is
      * checked against it. */
-    arb_charged_add(a, q->gpu, atomic_load(&g->s.f->procs[h].job), used, q->a[1]);
-    r->rc = vgpu_sched_release(&g->s, q->a[0], used, t) ? 1 : 0;
-    g->grant_at[h] = 0;
+    arb_charged_add(a, gi, atomic_load(&g->s.f->procs[proc].job), ns, used);
+    bool current = vgpu_sched_release(&g->s, lease, ns, t);
+    g->grant_lease[proc] = 0;
+    g->grant_at[proc] = 0;
+    g->taken_at[proc] = 0;
+    return current;
+}
+
+static int do_acquire(struct arbiter *a, unsigned gi, struct arb_client *c, const struct vgpu_arb_req *q,
+                      struct vgpu_arb_rep *r)
+{
+    struct arb_gpu *g = a->gpus[gi];
+    if (!owns_proc(g, c, q->proc))
+        return arb_refuse(a, r, EPERM, "not your process entry");
+    uint64_t now = now_ns(), lease = atomic_load(&g->s.f->lease), end;
+    /* An overdue lease is revoked here, charged first (try_acquire would only free it). */
+    unsigned h = vgpu_lease_holder(lease);
+    if (h && h <= VGPU_SCHED_MAX_PROCS && g->grant_lease[h - 1] == lease && vgpu_sched_overdue(&g->s, now))
+        end_lease(a, gi, (int)h - 1, 0, now);
+    unsigned jn = atomic_load(&g->s.f->procs[q->proc].job);
+    if (jn < VGPU_SCHED_MAX_JOBS && g->fair_share[jn])
+        fair_share(g, (int)jn, now);
+    /* A lease of ours taken by a preemptor and never given back: paid for before the next. */
+    if (g->grant_lease[q->proc] && g->grant_lease[q->proc] != atomic_load(&g->s.f->lease))
+        end_lease(a, gi, q->proc, 0, now);
+    uint64_t before = atomic_load(&g->s.f->lease);
+    unsigned hb = vgpu_lease_holder(before);
+    if (!vgpu_sched_try_acquire(&g->s, q->proc, now, &lease, &end)) {
+        r->rc = 0;
+        return 0;
+    }
+    /* Taken from a holder whose lease is not charged yet: a preemption, charged from here on
+     * as the overlap rules say (charge()). */
+    if (hb && hb <= VGPU_SCHED_MAX_PROCS && (int)hb - 1 != q->proc && g->grant_lease[hb - 1] == before) {
+        g->taken_at[hb - 1] = now;
+        g->drainer = 0;   /* a new overlap begins: an earlier holder's late DRAINED must not end it */
+    }
+    if (g->grant_lease[q->proc])
+        end_lease(a, gi, q->proc, 0, now);   /* cannot be current any more; defensive */
+    g->grant_lease[q->proc] = lease;
+    g->grant_at[q->proc] = now;
+    uint64_t ov = atomic_load(&g->s.f->overlap_until);
+    g->grant_preempted[q->proc] = ov > now;   /* a holder we took the lease from still drains */
+    r->rc = 1;
+    r->v[0] = lease;
+    r->v[1] = end;
     return 0;
 }
 
-/* Requests that get no reply: each is dropped when it names what is not the client's. */
-static void do_silent(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, const struct vgpu_arb_req *q)
+static int do_release(struct arbiter *a, unsigned gi, struct arb_client *c, const struct vgpu_arb_req *q,
+                      struct vgpu_arb_rep *r)
 {
+    struct arb_gpu *g = a->gpus[gi];
+    int h = own_holder(g, c, q->a[0]);
+    if (h < 0)
+        return arb_refuse(a, r, EPERM, "not a lease of yours");
+    /* Charged already (revoked, or taken and paid for at the next grant): nothing more. */
+    if (g->grant_lease[h] != q->a[0]) {
+        r->rc = 0;
+        g->drainer = (uint16_t)(h + 1);   /* its lease went: it says DRAINED next */
+        return 0;
+    }
+    r->rc = end_lease(a, gi, h, q->a[1], believed(q->a[2], now_ns())) ? 1 : 0;
+    /* Not current: the holder's work ran on past the preemption; it says DRAINED next. */
+    g->drainer = r->rc ? 0 : (uint16_t)(h + 1);
+    return 0;
+}
+
+/* Process entry `p` leaves (DETACH, or its connection closed): a lease it holds or was taken
+ * from it is charged (end_lease), and when it was its job's last process, the job keeps its
+ * debt but no credit (vgpu_sched_forfeit), and its entry is kept ARB_LEFT_JOB_NS more only. */
+static void proc_left(struct arbiter *a, unsigned gi, int p, uint64_t now)
+{
+    struct arb_gpu *g = a->gpus[gi];
+    end_lease(a, gi, p, 0, now);
+    unsigned j = atomic_load(&g->s.f->procs[p].job);
+    vgpu_sched_detach(&g->s, p);
+    g->proc_client[p] = 0;
+    if (g->drainer == p + 1)
+        g->drainer = 0;
+    if (j >= VGPU_SCHED_MAX_JOBS)
+        return;
+    for (unsigned o = 0; o < VGPU_SCHED_MAX_PROCS; o++)
+        if (g->proc_client[o] && atomic_load(&g->s.f->procs[o].job) == j)
+            return;
+    vgpu_sched_forfeit(&g->s, j, now);
+    arb_debt_keep(g, j, now);   /* debts.c: a new job key of the login's inherits what it owes */
+    uint64_t idle_from = now + ARB_LEFT_JOB_NS - VGPU_SCHED_JOB_IDLE_NS;
+    if (now > VGPU_SCHED_JOB_IDLE_NS && atomic_load(&g->s.f->jobs[j].seen_ns) > idle_from)
+        atomic_store(&g->s.f->jobs[j].seen_ns, idle_from);
+}
+
+/* Requests that get no reply: each is dropped when it names what is not the client's. */
+static void do_silent(struct arbiter *a, unsigned gi, struct arb_client *c, const struct vgpu_arb_req *q)
+{
+    struct arb_gpu *g = a->gpus[gi];
     uint64_t now = now_ns();
     bool mine = owns_proc(g, c, q->proc);
     switch (q->op) {
     case VGPU_ARB_DETACH:
         if (mine) {
-            vgpu_sched_detach(&g->s, q->proc);
-            g->proc_client[q->proc] = 0;
+            proc_left(a, gi, q->proc, now);
             return;
         }
         break;
@@ -296,13 +445,16 @@ static void do_silent(struct arbiter *a, struct arb_gpu *g, struct arb_client *c
         }
         break;
     case VGPU_ARB_DRAINING:
-        if (own_holder(g, c, q->a[0]) >= 0) {
+        /* Only the holder of the current lease drains (an old lease of its own is no lease). */
+        if (own_holder(g, c, q->a[0]) >= 0 && q->a[0] == atomic_load(&g->s.f->lease)) {
             vgpu_sched_draining(&g->s, q->a[0], now);
             return;
         }
         break;
     case VGPU_ARB_DRAINED:
-        if (has_any_proc(g, c)) {
+        /* Only from the holder whose RELEASE just found its lease gone, once. */
+        if (g->drainer && owns_proc(g, c, g->drainer - 1)) {
+            g->drainer = 0;
             vgpu_sched_drained(&g->s, now);
             g->drained_at = now;
             return;
@@ -343,7 +495,8 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
     if (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_PLACE_LAST) {
         arb_place_handle(a, c, q, in, r, out);
     } else if (q->op >= VGPU_ARB_ACCT_FIRST && q->op <= VGPU_ARB_ACCT_LAST) {
-        arb_acct_handle(a, c, q, in, r, out);
+        if (!arb_acct_handle(a, c, q, in, r, out))
+            return false;   /* queued: the accounting thread answers it (acct_worker.c) */
     } else if (q->op == VGPU_ARB_HELLO) {
         r->rc = VGPU_ARB_PROTO;
     } else if (q->op == VGPU_ARB_OPEN) {
@@ -369,9 +522,9 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
         switch (q->op) {
         case VGPU_ARB_JOB: do_job(a, g, c, q, passed_fd, r); break;
         case VGPU_ARB_ATTACH: do_attach(a, g, c, q, r); break;
-        case VGPU_ARB_ACQUIRE: do_acquire(a, g, c, q, r); break;
-        case VGPU_ARB_RELEASE: do_release(a, g, c, q, r); break;
-        default: do_silent(a, g, c, q); break;
+        case VGPU_ARB_ACQUIRE: do_acquire(a, q->gpu, c, q, r); break;
+        case VGPU_ARB_RELEASE: do_release(a, q->gpu, c, q, r); break;
+        default: do_silent(a, q->gpu, c, q); break;
         }
     }
     if (passed_fd >= 0)
@@ -379,36 +532,13 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
     return answered;
 }
 
-/* A job none of whose processes is left: its entry (and the credit in it) is kept for a second
- * more, for the job's next process, then is free for anyone. Kept for VGPU_SCHED_JOB_IDLE_NS, a
- * user who makes and drops entries could hold the whole table with them. */
-#define ARB_LEFT_JOB_NS 1000000000ULL
-
 void arb_client_gone(struct arbiter *a, struct arb_client *c)
 {
     arb_place_client_gone(a, c);
     arb_acct_client_gone(a, c);
     uint64_t now = now_ns();
-    for (unsigned i = 0; i < a->ngpus; i++) {
-        struct arb_gpu *g = a->gpus[i];
-        bool left[VGPU_SCHED_MAX_JOBS] = { false };
-        for (int p = 0; p < VGPU_SCHED_MAX_PROCS; p++) {
-            if (g->proc_client[p] != c->id)
-                continue;
-            unsigned j = atomic_load(&g->s.f->procs[p].job);
-            if (j < VGPU_SCHED_MAX_JOBS)
-                left[j] = true;
-            vgpu_sched_detach(&g->s, p);   /* gives back a lease it held */
-            g->proc_client[p] = 0;
-            g->grant_at[p] = 0;
-        }
-        for (unsigned j = 0; j < VGPU_SCHED_MAX_JOBS; j++) {
-            bool procs = false;
-            for (unsigned p = 0; p < VGPU_SCHED_MAX_PROCS && left[j] && !procs; p++)
-                procs = g->proc_client[p] && atomic_load(&g->s.f->procs[p].job) == j;
-            uint64_t idle_from = now + ARB_LEFT_JOB_NS - VGPU_SCHED_JOB_IDLE_NS;
-            if (left[j] && !procs && now > VGPU_SCHED_JOB_IDLE_NS && atomic_load(&g->s.f->jobs[j].seen_ns) > idle_from)
-                atomic_store(&g->s.f->jobs[j].seen_ns, idle_from);
-        }
-    }
+    for (unsigned i = 0; i < a->ngpus; i++)
+        for (int p = 0; p < VGPU_SCHED_MAX_PROCS; p++)
+            if (a->gpus[i]->proc_client[p] == c->id)
+                proc_left(a, i, p, now);
 }

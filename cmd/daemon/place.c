@@ -334,3 +334,13 @@ void arb_place_client_gone(struct arbiter *a, struct arb_client *c)
     drop_entries(p, c->id, COUNTED);
     unqueue(p, c->id);
 }
+
+void arb_place_free(struct arbiter *a)
+{
+    if (!a->place)
+        return;
+    free(a->place->e);
+    free(a->place->t);
+    free(a->place);
+    a->place = NULL;
+}

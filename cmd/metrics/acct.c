@@ -29,7 +29,7 @@ static int keep(const struct vgpu_acct_total *t, void *arg)
     return 0;
 }
 
-size_t vgpu_metrics_user_totals(struct vgpu_acct_total **out)
+size_t vgpu_metrics_user_totals(struct vgpu_acct_total **out, struct vgpu_acct_origin *from)
 {
     *out = NULL;
     struct vgpu_err e = { 0 };
@@ -39,6 +39,7 @@ size_t vgpu_metrics_user_totals(struct vgpu_acct_total **out)
     /* The arbiter's database when a daemon answers (root's scrape: every user's), else the own store. */
     if (vgpu_acct_read_totals(&f, keep, &c, &e) < 0)
         vgpu_debug("vgpu metrics: accounting totals: %s", e.msg);
+    vgpu_acct_origin(from);
     *out = c.t;
     return c.n;
 }

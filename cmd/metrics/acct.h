@@ -8,7 +8,8 @@
 
 /* The totals per user and GPU of every record in this user's store (root's: every job root
  * recorded, its --user jobs included), malloc'd in *out; 0 when there is no store yet or it
- * cannot be read now (said at debug level: a scrape never fails for it). */
-size_t vgpu_metrics_user_totals(struct vgpu_acct_total **out);
+ * cannot be read now (said at debug level: a scrape never fails for it); *from: where they came
+ * from (vgpu_acct_records_source). */
+size_t vgpu_metrics_user_totals(struct vgpu_acct_total **out, struct vgpu_acct_origin *from);
 
 #endif

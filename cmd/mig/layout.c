@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "common.h"
-#include "mig/mig.h"
+#include "mig/verbs.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/json.h"
 

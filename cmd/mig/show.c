@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common.h"
-#include "mig/mig.h"
+#include "mig/verbs.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/json.h"
 

@@ -195,6 +195,9 @@ int vgpu_run_child(struct vgpu_region *r, char **argv)
         _exit(missing ? VGPU_EXIT_RUN_NOTFOUND : VGPU_EXIT_RUN_NOEXEC);
     }
     child_pid = pid;
+    /* Before RUNNING: the job lives as long as its command does, even if we are killed
+     * (vgpu_region_job_alive), and a reader that sees RUNNING sees the command. */
+    vgpu_region_set_command(r, pid);
     vgpu_region_set_state(r, VGPU_JOB_RUNNING, 0, 0, &e);
     sigprocmask(SIG_SETMASK, &old, NULL);
     int status;

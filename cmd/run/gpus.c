@@ -1,5 +1,6 @@
 /* vgpu run --gpus N (see gpus.h). */
 #include "run/gpus.h"
+#include "vgpu/units.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +24,10 @@ int vgpu_run_gpus_parse(const char *arg, const char *gpu, const char *mem, unsig
         return -1;
     }
     /* Placement compares one size with each candidate's memory: a percentage or a per-GPU list
-     * describes GPUs not chosen yet. */
-    if (mem && strpbrk(mem, "%:")) {
-        vgpu_err_set(e, VGPU_EXIT_USAGE, "--gpus needs --mem SIZE (the memory on each of its GPUs, e.g. 20G), not "
-                     "'%s'", mem);
+     * describes GPUs not chosen yet (REQUEST:LIMIT places by its REQUEST). */
+    if (mem && (strchr(mem, '%') || vgpu_mem_per_gpu(mem))) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--gpus needs --mem SIZE or REQUEST:LIMIT (the memory on each of its GPUs, "
+                     "e.g. 20G or 20G:40G), not '%s'", mem);
         return -1;
     }
     *count = (unsigned)n;
@@ -58,9 +59,28 @@ void vgpu_run_gpus_say(const struct vgpu_gpu_list *list, const unsigned *pos, un
             if (topo->near[pos[j]][pos[k]] > far)
                 far = topo->near[pos[j]][pos[k]];
     }
+    /* Placement prefers GPUs of one model; when only a mixed group fits, say so, with the
+     * models: each step of the job waits for its slowest GPU. */
+    char models[512] = "";
+    size_t m = 0;
+    unsigned distinct = 0;
+    for (unsigned k = 0; k < n; k++) {
+        const char *name = list->gpu[pos[k]].name;
+        bool seen = false;
+        for (unsigned j = 0; j < k && !seen; j++)
+            seen = !strcmp(list->gpu[pos[j]].name, name);
+        if (seen)
+            continue;
+        int w = snprintf(models + m, sizeof models - m, "%s%s", distinct++ ? ", " : "", name);
+        if (w > 0 && (size_t)w < sizeof models - m)
+            m += (size_t)w;
+    }
+    bool mixed = distinct > 1;
     if (n == 1)
         fprintf(stderr, "vgpu run: placed on GPU %s (%s)\n", idx, uuids);
     else
-        fprintf(stderr, "vgpu run: placed on GPUs %s (%s): %s\n", idx, uuids,
-                topo ? vgpu_near_name((enum vgpu_near)far) : "topology not known");
+        fprintf(stderr, "vgpu run: placed on GPUs %s (%s): %s%s%s%s\n", idx, uuids,
+                topo ? vgpu_near_name((enum vgpu_near)far) : "topology not known",
+                mixed ? "; mixed models (" : "", mixed ? models : "",
+                mixed ? "): no GPUs of one model had room, and each step waits for the slowest" : "");
 }

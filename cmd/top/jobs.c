@@ -145,6 +145,9 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
         uint64_t lim = atomic_load(&h->dev[d].mem_limit);
         jb->mem_used += atomic_load(&r->use->dev[d].used);
         jb->mem_limit += lim;
+        jb->mem_request += vgpu_region_mem_request(r, d);
+        jb->mem_borrowed += vgpu_region_mem_borrowed(r, d);
+        jb->lending |= vgpu_region_lending(r, d, NULL);
         uint64_t share;
         if (d < TOP_JOB_DEVS) {
             jb->ndev = d + 1;

@@ -347,7 +347,10 @@ struct top_model *top_sampler_sample(struct top_sampler *s)
         if (!jb->nproc)
             jb->nproc = npid[j];
         if (!jb->share_valid && smv[j]) {
-            jb->share_pct = sm[j] > 100 ? 100 : sm[j];
+            /* Σ SM % of its processes over all its GPUs: the job's share is the mean over its
+             * GPUs, as the limiter's measure is (a 2-GPU job at --core 50 read "94/50%"). */
+            double pct = sm[j] / (jb->ndev > 1 ? jb->ndev : 1);
+            jb->share_pct = pct > 100 ? 100 : pct;
             jb->share_valid = true;
         }
     }

@@ -89,6 +89,8 @@ int top_ui_run(struct top_sampler *s, const struct top_ui_opts *o)
                 top_model_free(u->m);
                 u->m = nm;
                 ui_refresh_rows(u);
+                if (u->show_users)
+                    top_users_tick(&u->users);   /* a record that was on its way when it opened */
                 dirty = true;
                 if (o->count && ++refreshes >= o->count) {
                     ui_draw(u);

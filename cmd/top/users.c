@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "vgpu/acct.h"
+#include "vgpu/userjobs.h"
 
 static uint64_t realtime_ns(void)
 {
@@ -81,10 +82,23 @@ void top_users_free(struct top_users *v)
     v->n = 0;
 }
 
+/* The caller's jobs whose records are still being written, counted before the records are read
+ * so that one landing in between is read on the next tick rather than missed. */
+static int count_finishing(void)
+{
+    char dir[4096];
+    struct vgpu_err e = { 0 };
+    int n;
+    if (vgpu_statedir_or_none(dir, sizeof dir, &e) < 0 || (n = vgpu_jobs_await_records(dir, 0, &e)) < 0)
+        return 0;
+    return n;
+}
+
 void top_users_read(struct top_users *v)
 {
     top_users_free(v);
     v->msg[0] = 0;
+    v->finishing = count_finishing();
     v->read_ns = realtime_ns();
     v->since_ns = local_midnight_ns(v->read_ns);
     struct vgpu_acct_filter f;
@@ -93,8 +107,17 @@ void top_users_read(struct top_users *v)
     struct vgpu_err e = { 0 };
     if (vgpu_acct_read_query(&f, add, v, &e) < 0)
         snprintf(v->msg, sizeof v->msg, "cannot read the accounting records: %s", e.msg);
+    struct vgpu_acct_origin from;
+    vgpu_acct_origin(&from);
+    v->partial = from.source != VGPU_ACCT_FROM_ARBITER && from.partial;
     if (v->n)
         qsort(v->t, v->n, sizeof *v->t, by_gpu_hours);
+}
+
+void top_users_tick(struct top_users *v)
+{
+    if (v->finishing)
+        top_users_read(v);
 }
 
 void top_users_draw(const struct top_users *v, int y, int h, int cols)
@@ -111,9 +134,17 @@ void top_users_draw(const struct top_users *v, int y, int h, int cols)
     attron(A_BOLD);
     mvaddnstr(y, 0, line, cols);
     attroff(A_BOLD);
+    if (v->finishing && h >= 2) {
+        snprintf(line, sizeof line, "%d job%s of yours that just ended %s still writing %s record: read again as "
+                 "%s in", v->finishing, v->finishing == 1 ? "" : "s", v->finishing == 1 ? "is" : "are",
+                 v->finishing == 1 ? "its" : "their", v->finishing == 1 ? "it comes" : "they come");
+        mvaddnstr(y + 1, 0, line, cols);
+    } else if (v->partial && h >= 2)
+        mvaddnstr(y + 1, 0, "PARTIAL: the arbiter (vgpu daemon) does not answer; only your own store's records "
+                  "(jobs that ended while it was down) are added up", cols);
     if (h < 3)
         return;
-    snprintf(line, sizeof line, "%-16s %8s %12s %12s %14s", "USER", "JOBS", "GPU-HOURS", "GIB-HOURS", "ENERGY-KWH");
+    snprintf(line, sizeof line, "%-16s %8s %12s %12s %14s", "USER", "JOBS", "GPU-HOURS", "GIB-HOURS", "ENERGY-KJ");
     attron(A_REVERSE);
     mvaddnstr(y + 2, 0, line, cols);
     for (int k = (int)strlen(line); k < cols; k++)
@@ -125,12 +156,13 @@ void top_users_draw(const struct top_users *v, int y, int h, int cols)
         return;
     }
     if (!v->n && row < y + h)
-        mvaddnstr(row, 0, "no job has ended today", cols);
+        mvaddnstr(row, 0, v->partial ? "no job of your own store ended today (partial)" : "no job has ended today",
+                  cols);
     for (size_t i = 0; i < v->n && row < y + h; i++, row++) {
         const struct top_user_total *u = &v->t[i];
         char energy[32] = "-";
         if (u->energy_known)
-            snprintf(energy, sizeof energy, "%.3f", u->energy_j / 3.6e6);
+            snprintf(energy, sizeof energy, "%.3f", u->energy_j / 1000.0);
         snprintf(line, sizeof line, "%-16.16s %8llu %12.4f %12.4f %14s", u->user, (unsigned long long)u->jobs,
                  u->gpu_hours, u->gib_hours, energy);
         mvaddnstr(row, 0, line, cols);

@@ -21,11 +21,17 @@ struct top_users {
     size_t n;
     uint64_t since_ns, read_ns;     /* local midnight, and when read (CLOCK_REALTIME) */
     char msg[600];                  /* why nothing could be read ("" when it was) */
+    bool partial;                   /* the arbiter is down: the caller's own store only */
+    int finishing;                  /* the caller's jobs that ended but whose record vgpu run's
+                                     * finisher is still writing, as the read began: read again
+                                     * (top_users_tick) until none is left */
 };
 
 /* Reads today's totals into v (replacing what it held). */
 void top_users_read(struct top_users *v);
 void top_users_free(struct top_users *v);
+/* Called on each refresh while the view is open: reads again while a record was on its way. */
+void top_users_tick(struct top_users *v);
 /* Paints the view in rows y .. y+h-1, cols wide (curses). */
 void top_users_draw(const struct top_users *v, int y, int h, int cols);
 

@@ -20,8 +20,10 @@
  * CUDA_VISIBLE_DEVICES must not use GPUs the job was not given). */
 #include <errno.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "hook.h"
+#include "vgpu/lend.h"
 #include "vgpu/region.h"
 
 /* The job and this process's slot when CUDA device `dev` can be accounted, with its job device
@@ -65,7 +67,10 @@ enum vgpu_acct_answer vgpu_acct_try(int dev, uint64_t bytes, enum vgpu_acct_plac
         if (rc == 0)
             sp = vgpu_region_mark_spilled(r, slot, (unsigned)jdev, bytes);
     } else {
-        rc = vgpu_region_reserve_split(r, slot, (unsigned)jdev, bytes, how == VGPU_ACCT_SPILLABLE, &sp);
+        /* A borrower's managed memory is pageable by nature: past its REQUEST it is borrowed. */
+        bool pageable = how == VGPU_ACCT_SPILLABLE ||
+                        (how == VGPU_ACCT_PAGED && vgpu_region_lending(r, (unsigned)jdev, NULL));
+        rc = vgpu_region_reserve_split(r, slot, (unsigned)jdev, bytes, pageable, &sp);
     }
     if (rc == 0) {
         if (spilled)
@@ -97,6 +102,12 @@ bool vgpu_acct_mark_spilled(int dev, uint64_t bytes)
 bool vgpu_acct_oversub(int dev)
 {
     return vgpu_region_oversub(vgpu_job(), (unsigned)vgpu_job_dev(dev), NULL);
+}
+
+bool vgpu_acct_lending(int dev)
+{
+    int jdev = vgpu_job_dev(dev);
+    return jdev >= 0 && vgpu_region_lending(vgpu_job(), (unsigned)jdev, NULL);
 }
 
 void vgpu_acct_release(int dev, uint64_t bytes)
@@ -155,9 +166,44 @@ void vgpu_acct_view(int dev, uint64_t real_free, uint64_t real_total, uint64_t *
     vgpu_acct_view_job(vgpu_job_dev(dev), real_free, real_total, free_out, total_out, used_out);
 }
 
+/* The other jobs' unmet requests and borrowed bytes on job device jdev's GPU (vgpu_lend_others
+ * reads their files), looked at most every VGPU_REGION_REAP_NS: a view is asked for often
+ * (frameworks size their pools by it), the other jobs' use changes slowly next to that. */
+static struct vgpu_lend_others others_on(struct vgpu_region *r, int jdev)
+{
+    static _Atomic uint64_t at_ns[VGPU_REGION_MAX_DEVICES], unmet[VGPU_REGION_MAX_DEVICES],
+        borrowed[VGPU_REGION_MAX_DEVICES];
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);   /* not vgpu_now_ns: this layer is tested alone */
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, at = atomic_load(&at_ns[jdev]);
+    struct vgpu_lend_others o;
+    if (at && now - at < VGPU_REGION_REAP_NS) {
+        o.unmet = atomic_load(&unmet[jdev]);
+        o.borrowed = atomic_load(&borrowed[jdev]);
+        return o;
+    }
+    vgpu_lend_others(r, (unsigned)jdev, &o);
+    atomic_store(&unmet[jdev], o.unmet);
+    atomic_store(&borrowed[jdev], o.borrowed);
+    atomic_store(&at_ns[jdev], now);
+    return o;
+}
+
 void vgpu_acct_view_job(int jdev, uint64_t real_free, uint64_t real_total, uint64_t *free_out, uint64_t *total_out,
                         uint64_t *used_out)
 {
+    uint64_t request;
+    struct vgpu_region *job = vgpu_job();
+    if (jdev >= 0 && jdev < VGPU_REGION_MAX_DEVICES && vgpu_region_lending(job, (unsigned)jdev, &request)) {
+        /* A borrower (decision 13): LIMIT is the total; free is what it could get now. */
+        (void)vgpu_region_reap_maybe(job);
+        uint64_t limit = vgpu_acct_limit_job(jdev), used = used_job(jdev);
+        uint64_t fr = vgpu_lend_free(limit, request, used, real_free, others_on(job, jdev).unmet);
+        *free_out = fr;
+        *total_out = limit;
+        *used_out = limit - fr;
+        return;
+    }
     uint64_t limit = vgpu_acct_limit_job(jdev);
     /* Oversubscribed: the job's memory is its cap, whatever the GPU has (issue 15), so that
      * frameworks size their pools to it; what does not fit on the device is paged. */
@@ -172,8 +218,12 @@ void vgpu_acct_view_job(int jdev, uint64_t real_free, uint64_t real_total, uint6
     (void)vgpu_region_reap_maybe(vgpu_job());   /* a dead process's memory is not shown as used */
     uint64_t used = used_job(jdev);
     uint64_t fr = used < total ? total - used : 0;
-    if (fr > real_free && !virt)
-        fr = real_free;                 /* the device itself has less: never promise more */
+    if (fr > real_free && !virt) {
+        /* The device itself has less: never promise more, except what other jobs borrow there,
+         * which the driver evicts for this job's allocations (decision 13's safety net). */
+        fr = jdev < VGPU_REGION_MAX_DEVICES ? vgpu_lend_owner_free(total, used, real_free, others_on(vgpu_job(), jdev).borrowed)
+                                            : real_free;
+    }
     *free_out = fr;
     *total_out = total;
     *used_out = total - fr;

@@ -55,6 +55,23 @@ static void report_oom(struct vgpu_region *r, int dev, int jdev, uint64_t bytes,
                   vgpu_format_size(sp, off, sizeof off), vgpu_format_size(share, sh, sizeof sh), out, more);
         return;
     }
+    uint64_t request, u = vgpu_region_mem_used(r, (unsigned)jdev);
+    if (vgpu_region_lending(r, (unsigned)jdev, &request) && u + bytes >= u &&
+        u + bytes + outside <= vgpu_region_mem_limit(r, (unsigned)jdev)) {
+        /* Under the LIMIT but past the REQUEST: this path cannot borrow (decision 13). */
+        char rq[32], bo[32];
+        vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: it would pass the job's REQUEST "
+                  "(%s; %s in use, %s of it borrowed, LIMIT %s). Only cuMemAlloc (cudaMalloc) and managed memory "
+                  "borrow past the REQUEST: this path (VMM, memory pools, pitched memory, arrays, graph memory) cannot be paged off "
+                  "the GPU, so it stays within the REQUEST. PyTorch: set PYTORCH_CUDA_ALLOC_CONF="
+                  "expandable_segments:False (True allocates by VMM). Or raise the REQUEST with `vgpu limit JOB "
+                  "--mem REQUEST:`%s%s.",
+                  vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,
+                  vgpu_format_size(request, rq, sizeof rq), vgpu_format_size(u, used, sizeof used),
+                  vgpu_format_size(vgpu_region_mem_borrowed(r, (unsigned)jdev), bo, sizeof bo),
+                  vgpu_format_size(vgpu_region_mem_limit(r, (unsigned)jdev), lim, sizeof lim), out, more);
+        return;
+    }
     vgpu_warn("%s: %s of %s on GPU %d refused with CUDA_ERROR_OUT_OF_MEMORY: %s of its %s limit in use%s%s. "
               "Use less memory, or raise the limit with `vgpu limit`.",
               vgpu_job_label(), what, vgpu_format_size(bytes, req, sizeof req), dev,

@@ -24,6 +24,7 @@
 #include "gate.h"
 #include "hami.h"
 #include "hook.h"
+#include "vgpu/exitcode.h"
 #include "vgpu/region.h"
 #include "vgpu/trust.h"
 #include "vgpu/units.h"
@@ -35,6 +36,12 @@ static _Atomic pid_t slot_pid;             /* the process that owns `slot` (fork
 static char label[160] = "no job";
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+/* VGPU_REGION names a region that is damaged (corrupt, limits out of range): the process is
+ * refused the GPU as under VGPU_FAIL_CLOSED, never run unlimited (issue 36 N14). */
+static bool region_damaged;
+/* No process slot in the region (all taken): the process could not be limited, so it is refused
+ * the GPU the same way, never run "NOT limited" (issue 35). */
+static bool no_slot;
 
 static void set_label(void)
 {
@@ -61,8 +68,13 @@ static bool attach(void)
     set_prefix();                       /* again in a forked child: its own pid */
     int s = vgpu_region_attach(&region, &e);
     if (s < 0) {
-        vgpu_error("%s: cannot register this process in the job region %s: %s; its GPU memory is "
-                   "NOT limited. End idle processes of the job, or start it again.", label, region.path, e.msg);
+        /* At load (job not set yet) the process is refused; a forked child keeps the slot of the
+         * process it was forked from. */
+        vgpu_error("%s: cannot register this process in the job region %s: %s; %s End idle processes of the "
+                   "job, or start it again.", label, region.path, e.msg,
+                   job ? "it counts its memory in the slot of the process it was forked from."
+                       : "it could not be limited, so it is refused the GPU (its contexts fail with "
+                         "CUDA_ERROR_NOT_PERMITTED, its allocations with CUDA_ERROR_OUT_OF_MEMORY).");
         return false;
     }
     atomic_store(&slot, s);
@@ -80,8 +92,16 @@ static void load(void)
     if (path && *path) {
         /* A root process maps the region and takes its limits from it: only a file nobody else
          * can change or replace (vgpu/trust.h; vgpu run puts root's under /run/vgpu). */
-        if (vgpu_trust_path(path, "VGPU_REGION", 0, &e) != 0 ||
-            vgpu_region_open(&region, path, VGPU_REGION_JOB, &e) != 0) {
+        bool trusted = vgpu_trust_path(path, "VGPU_REGION", 0, &e) == 0;
+        bool opened = trusted && vgpu_region_open(&region, path, VGPU_REGION_JOB, &e) == 0;
+        if (trusted && !opened && e.code == VGPU_EXIT_STATE) {
+            region_damaged = true;
+            vgpu_error("the job region VGPU_REGION=%s is damaged: %s; this process is refused the GPU (its "
+                       "contexts fail with CUDA_ERROR_NOT_PERMITTED), as it cannot be limited. Start the job "
+                       "again.", path, e.msg);
+            return;
+        }
+        if (!opened) {
             vgpu_error("cannot open the job region VGPU_REGION=%s: %s; this process runs WITHOUT GPU limits. "
                        "Start the program with `vgpu run`, which sets VGPU_REGION.", path, e.msg);
             return;
@@ -95,6 +115,8 @@ static void load(void)
     set_label();
     if (attach())
         job = &region;
+    else
+        no_slot = true;
 }
 
 struct vgpu_region *vgpu_job(void)
@@ -124,6 +146,8 @@ bool vgpu_job_refused(void)
 {
     if (__builtin_expect(vgpu_job() != NULL, 1))
         return false;
+    if (region_damaged || no_slot)
+        return true;        /* said once by load() */
     pthread_once(&fail_once, read_fail_closed);
     if (!fail_closed)
         return false;

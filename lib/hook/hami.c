@@ -4,6 +4,10 @@
  *   CUDA_DEVICE_MEMORY_LIMIT, CUDA_DEVICE_MEMORY_LIMIT_<i>   a size (lib/core/base/units.c grammar:
  *        decimal, optional fraction, suffix B/K/M/G/T, KB..TB, KiB..TiB, Ki..Ti, any case, all
  *        binary; HAMi's device plugin writes "<MiB>m"); "0" means no limit, as in HAMi.
+ *   CUDA_DEVICE_MEMORY_REQUEST, CUDA_DEVICE_MEMORY_REQUEST_<i>  vgpu's own (HAMi has none): the
+ *        REQUEST of --mem REQUEST:LIMIT, a size as above, at most that device's LIMIT (then
+ *        CUDA_DEVICE_MEMORY_LIMIT is the LIMIT); unset or equal to the LIMIT: nothing is lent.
+ *        A REQUEST without a LIMIT, above it, or with CUDA_OVERSUBSCRIBE=true is an error.
  *   CUDA_DEVICE_SM_LIMIT, CUDA_DEVICE_SM_LIMIT_<i>           a percent 0..100; 0 and 100 mean none.
  *   CUDA_DEVICE_MEMORY_SHARED_CACHE                          the region file: one file = one job.
  *   CUDA_OVERSUBSCRIBE                                       "true": the memory limits are virtual
@@ -36,6 +40,7 @@
 
 struct hami_limits {
     uint64_t mem[VGPU_REGION_MAX_DEVICES];
+    uint64_t req[VGPU_REGION_MAX_DEVICES];   /* 0: all of mem (nothing lent) */
     unsigned sm[VGPU_REGION_MAX_DEVICES];
     bool oversub;
 };
@@ -50,13 +55,20 @@ static const char *env(const char *name)
 static bool parse(struct hami_limits *l, bool *any)
 {
     bool ok = true;
-    uint64_t mem_all = 0;
+    uint64_t mem_all = 0, req_all = 0;
     unsigned sm_all = 0;
     struct vgpu_err e = { 0 };
     const char *v;
     if ((v = env("CUDA_DEVICE_MEMORY_LIMIT"))) {
         *any = true;
         if (vgpu_parse_size(v, &mem_all, "CUDA_DEVICE_MEMORY_LIMIT", &e) != 0) {
+            vgpu_error("%s", e.msg);
+            ok = false;
+        }
+    }
+    if ((v = env("CUDA_DEVICE_MEMORY_REQUEST"))) {
+        *any = true;
+        if (vgpu_parse_size(v, &req_all, "CUDA_DEVICE_MEMORY_REQUEST", &e) != 0) {
             vgpu_error("%s", e.msg);
             ok = false;
         }
@@ -71,11 +83,20 @@ static bool parse(struct hami_limits *l, bool *any)
     for (int i = 0; i < VGPU_REGION_MAX_DEVICES; i++) {
         char name[48];
         l->mem[i] = mem_all;
+        l->req[i] = req_all;
         l->sm[i] = sm_all;
         snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_LIMIT_%d", i);
         if ((v = env(name))) {
             *any = true;
             if (vgpu_parse_size(v, &l->mem[i], name, &e) != 0) {
+                vgpu_error("%s", e.msg);
+                ok = false;
+            }
+        }
+        snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_REQUEST_%d", i);
+        if ((v = env(name))) {
+            *any = true;
+            if (vgpu_parse_size(v, &l->req[i], name, &e) != 0) {
                 vgpu_error("%s", e.msg);
                 ok = false;
             }
@@ -90,6 +111,20 @@ static bool parse(struct hami_limits *l, bool *any)
         }
         if (l->sm[i] >= 100)
             l->sm[i] = 0;
+        if (l->req[i] && (!l->mem[i] || l->req[i] > l->mem[i])) {
+            char a[32], b[32];
+            if (l->mem[i])
+                vgpu_error("CUDA_DEVICE_MEMORY_REQUEST (%s) on device %d is more than its CUDA_DEVICE_MEMORY_LIMIT "
+                           "(%s): the REQUEST is at most the LIMIT", vgpu_format_size(l->req[i], a, sizeof a), i,
+                           vgpu_format_size(l->mem[i], b, sizeof b));
+            else
+                vgpu_error("CUDA_DEVICE_MEMORY_REQUEST (%s) on device %d has no CUDA_DEVICE_MEMORY_LIMIT: set the "
+                           "LIMIT (the cap) too", vgpu_format_size(l->req[i], a, sizeof a), i);
+            ok = false;
+            break;
+        }
+        if (l->req[i] == l->mem[i])
+            l->req[i] = 0;
     }
     if (env("CUDA_DEVICE_MEMORY_SHARED_CACHE"))
         *any = true;
@@ -102,6 +137,13 @@ static bool parse(struct hami_limits *l, bool *any)
             ok = false;
         }
     }
+    for (int i = 0; l->oversub && i < VGPU_REGION_MAX_DEVICES; i++)
+        if (l->req[i]) {
+            vgpu_error("CUDA_DEVICE_MEMORY_REQUEST and CUDA_OVERSUBSCRIBE=true both let the job past what stays on "
+                       "the GPU: set one of them");
+            ok = false;
+            break;
+        }
     return ok;
 }
 
@@ -155,6 +197,7 @@ static int create_at(const char *path, const struct hami_limits *l, struct vgpu_
             atomic_store(&h->dev[d].mem_device, UINT64_MAX);
             atomic_store(&h->dev[d].flags, VGPU_DEV_OVERSUB);
         }
+        atomic_store(&h->mem_request[d], l->req[d]);
     }
     atomic_store(&h->state, VGPU_JOB_RUNNING);
     atomic_store_explicit(&h->magic, VGPU_REGION_MAGIC, memory_order_release);

@@ -121,6 +121,8 @@ void vgpu_acct_release_spilled(int dev, uint64_t bytes);
 bool vgpu_acct_mark_spilled(int dev, uint64_t bytes);
 /* Whether CUDA device `dev` is oversubscribed in this job. */
 bool vgpu_acct_oversub(int dev);
+/* Whether the job borrows on CUDA device `dev` (--mem REQUEST:LIMIT with REQUEST < LIMIT). */
+bool vgpu_acct_lending(int dev);
 /* Returns bytes reserved earlier (free, or the real call failed). */
 void vgpu_acct_release(int dev, uint64_t bytes);
 /* Charges bytes that are already in use whatever the limit says (context overhead, pool and

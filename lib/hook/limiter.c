@@ -236,6 +236,7 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
     if (d->ready)
         return d->ready > 0;
     d->ready = -1;
+    d->full = false;   /* set again below when it is the reason */
     char uuid[128];
     if (!device_uuid(r, dev, uuid, sizeof uuid)) {
         vgpu_error("%s: cannot tell which GPU device %d is (cuDeviceGetUuid failed); GPU time there is NOT "
@@ -263,11 +264,21 @@ static bool setup(struct dstate *d, const struct vgpu_region *r, int dev)
         d->proc = -1;
     }
     if (d->job < 0 || d->proc < 0) {
-        vgpu_error("%s: the GPU scheduler of %s is full (%d jobs, %d processes at most); GPU time of this "
-                   "process is NOT limited", vgpu_job_label(), uuid, VGPU_SCHED_MAX_JOBS, VGPU_SCHED_MAX_PROCS);
+        /* Never "NOT limited" (issue 35): the launch waits for room (slow_path), and joins again. */
+        if (!d->warned_full)
+            vgpu_error("%s: the GPU scheduler of %s has no room for this job now (%d jobs, %d processes at most; "
+                       "a user may hold %d jobs of it through the daemon): its launches wait until there is "
+                       "room, rather than run with GPU time not limited. End some of your jobs on this GPU",
+                       vgpu_job_label(), uuid, VGPU_SCHED_MAX_JOBS, VGPU_SCHED_MAX_PROCS, VGPU_ARB_USER_JOBS);
+        d->warned_full = true;
+        d->full = true;
+        d->ready = 0;   /* joined again at the next look */
         vgpu_sched_close(&d->s);
         return false;
     }
+    if (d->warned_full)
+        vgpu_warn("%s: the GPU scheduler of %s has room again: this job's launches go on", vgpu_job_label(), uuid);
+    d->full = d->warned_full = false;
     d->ready = 1;
     d->gang = vgpu_region_device_count(r) > 1;
     d->arb_look_at = vgpu_now_ns() + ARB_LOOK_NS;
@@ -602,6 +613,25 @@ static uint64_t stall_bound(unsigned cap)
     return 2 * repay > VGPU_SCHED_STALL_NS ? 2 * repay : VGPU_SCHED_STALL_NS;
 }
 
+/* After a join that failed: when it failed for want of room in the schedule (d->full), waits,
+ * sleeping, and joins again every FULL_LOOK_NS until it gets in; true then. false for any other
+ * failure (said by setup). A full table is never a reason to launch uncapped: the room comes back
+ * as the user's own other jobs end, or as other users' do (root always has room: the daemon keeps
+ * entries only root's jobs take). Called with d->mu held; it is let go while sleeping. */
+#define FULL_LOOK_NS 100000000ULL
+static bool wait_for_room(struct dstate *d, const struct vgpu_region *r, int dev)
+{
+    while (d->full) {
+        pthread_mutex_unlock(&d->mu);
+        struct timespec ts = { 0, (long)FULL_LOOK_NS };
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&d->mu);
+        if (d->ready == 1 || setup(d, r, dev))
+            return true;
+    }
+    return false;
+}
+
 /* Returns whether the launch was counted in d->inflight (it runs under our lease). Never inlined:
  * in vgpu_limiter_gate it made the fast path spill the stream to the stack and load it back. */
 __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstream stream, bool ptsz)
@@ -615,7 +645,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
      * the drain would look like new work, which may preempt (vgpu_sched_note_end). */
     uint64_t arrived = vgpu_now_ns();
     pthread_mutex_lock(&d->mu);
-    if (!setup(d, r, dev)) {
+    if (!setup(d, r, dev) && !wait_for_room(d, r, dev)) {
         pthread_mutex_unlock(&d->mu);
         return false;
     }
@@ -678,7 +708,7 @@ __attribute__((noinline)) static bool slow_path(int dev, struct dstate *d, CUstr
             vgpu_lim_drain_and_release(d, dev, true, 0);   /* expired: pass it on before asking again */
         if (schedule_moved(d, now)) {
             bool was_remote = d->s.remote;
-            if (!rejoin(d, r, dev))
+            if (!rejoin(d, r, dev) && !wait_for_room(d, r, dev))
                 break;                   /* said why; launches pass unscheduled */
             if (was_remote && !d->s.remote && !d->warned_lost)
                 vgpu_warn("%s: the arbiter (vgpu daemon) went away; this job keeps its cap on its user's own "

@@ -44,6 +44,8 @@ struct dstate {
     uint64_t bypass_until;       /* the schedule looked damaged: launch unscheduled until then */
     bool warned_stall;
     bool warned_lost;            /* said that the arbiter went away */
+    bool full;                   /* the last join found the schedule full (its launches wait for room) */
+    bool warned_full;            /* said so */
     uint64_t arb_look_at;        /* on our own user's schedule: look for the arbiter again then */
     CUcontext ctx;               /* the context current at the grant (for draining) */
     CUstream streams[MAX_STREAMS];

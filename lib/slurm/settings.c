@@ -21,6 +21,31 @@ static bool is_pct(const char *s)
     return n && s[n - 1] == '%';
 }
 
+static int mem_syntax(const char *v, const char *what, uint64_t *bytes, unsigned *pct, struct vgpu_err *e);
+
+/* --vgpu-mem=REQUEST:LIMIT (vgpu-run(1), lent memory): both parts' syntax, and REQUEST <= LIMIT
+ * where both are sizes or both shares; *bytes / *pct are the LIMIT's (what a site maximum caps). */
+static int mem_pair_syntax(const char *v, const char *what, uint64_t *bytes, unsigned *pct, struct vgpu_err *e)
+{
+    const char *colon = strchr(v, ':');
+    char req[32];
+    uint64_t rb;
+    unsigned rp;
+    if (colon == v || !colon[1] || strchr(colon + 1, ':') || (size_t)(colon - v) >= sizeof req) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s=%s: write REQUEST:LIMIT, two sizes (20G:100G), or one size", what, v);
+        return -1;
+    }
+    snprintf(req, sizeof req, "%.*s", (int)(colon - v), v);
+    if (mem_syntax(req, what, &rb, &rp, e) < 0 || mem_syntax(colon + 1, what, bytes, pct, e) < 0)
+        return -1;
+    if ((rb && *bytes && rb > *bytes) || (rp && *pct && rp > *pct)) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "%s=%s: REQUEST is more than LIMIT; REQUEST is what each task is promised "
+                     "and LIMIT its cap, so give REQUEST <= LIMIT", what, v);
+        return -1;
+    }
+    return 0;
+}
+
 /* A memory value's syntax, without a GPU: SIZE (>= 1 MiB) or PCT% (1..100). */
 static int mem_syntax(const char *v, const char *what, uint64_t *bytes, unsigned *pct, struct vgpu_err *e)
 {
@@ -126,7 +151,7 @@ int vgslurm_opt_parse(struct vgslurm_opts *o, const struct vgslurm_site *site, c
     if (strcmp(name, "vgpu-mem") == 0) {
         uint64_t b, mb;
         unsigned p, mp;
-        if (mem_syntax(val, what, &b, &p, e) < 0)
+        if ((strchr(val, ':') ? mem_pair_syntax(val, what, &b, &p, e) : mem_syntax(val, what, &b, &p, e)) < 0)
             return -1;
         if (site->max_mem[0] && mem_syntax(site->max_mem, "max_mem", &mb, &mp, e) == 0 &&
             ((b && mb && b > mb) || (p && mp && p > mp))) {
@@ -172,7 +197,8 @@ int vgslurm_task_limits(const struct vgslurm_site *site, const struct vgslurm_op
     bool by_shards = shards && site->shards_per_gpu;
     /* Memory: the option, else the shards' share, else the site default. */
     if (o->mem[0]) {
-        if (vgpu_mem_limit_value(o->mem, total, gpu_desc, false, mem, e) < 0)
+        uint64_t req;   /* vgslurm_task_request's */
+        if (vgpu_mem_request_limit(o->mem, total, gpu_desc, false, &req, mem, e) < 0)
             return -1;
     } else if (by_shards) {
         if (shards > site->shards_per_gpu) {
@@ -219,6 +245,20 @@ int vgslurm_task_limits(const struct vgslurm_site *site, const struct vgslurm_op
             return -1;
         }
     }
+    return 0;
+}
+
+int vgslurm_task_request(const struct vgslurm_opts *o, uint64_t total, const char *gpu_desc, uint64_t limit,
+                         uint64_t *request, struct vgpu_err *e)
+{
+    uint64_t lim;
+    *request = 0;
+    if (!o->mem[0] || !strchr(o->mem, ':'))
+        return 0;
+    if (vgpu_mem_request_limit(o->mem, total, gpu_desc, false, request, &lim, e) < 0)
+        return -1;
+    if (lim != limit || *request >= limit)
+        *request = 0;   /* the LIMIT was not the task's (a site maximum decided it): nothing lent */
     return 0;
 }
 

@@ -46,6 +46,12 @@ int vgslurm_task_limits(const struct vgslurm_site *site, const struct vgslurm_op
                       const char *gpu_desc, uint64_t *mem, unsigned *core, enum vgpu_core_policy *policy,
                       struct vgpu_err *e);
 
+/* --vgpu-mem=REQUEST:LIMIT: the task's REQUEST on a GPU of `total` bytes whose limit
+ * vgslurm_task_limits made `limit` (its LIMIT), else 0 (nothing lent: one size, or no option).
+ * 0, or -1 with e set. */
+int vgslurm_task_request(const struct vgslurm_opts *o, uint64_t total, const char *gpu_desc, uint64_t limit,
+                         uint64_t *request, struct vgpu_err *e);
+
 /* True when a task gets any limit at all (otherwise the plugin leaves it alone). */
 bool vgslurm_wants_limits(const struct vgslurm_site *site, const struct vgslurm_opts *o, unsigned shards);
 

@@ -55,7 +55,8 @@ enum { OPT_MEM = 1, OPT_CORE, OPT_POLICY };
 static int opt_cb(int val, const char *optarg, int remote);
 
 static struct spank_option options[] = {
-    { "vgpu-mem", "SIZE", "vgpu: GPU memory limit of each task on each of its GPUs (4G, 512MiB, or PCT% of the GPU)",
+    { "vgpu-mem", "SIZE", "vgpu: GPU memory limit of each task on each of its GPUs (4G, 512MiB, PCT% of the GPU, "
+      "or REQUEST:LIMIT to borrow up to LIMIT past a promised REQUEST)",
       1, OPT_MEM, opt_cb },
     { "vgpu-core", "PCT", "vgpu: cap each task's share of GPU time at PCT percent (1-100)", 1, OPT_CORE, opt_cb },
     { "vgpu-policy", "hard|soft", "vgpu: hard (never more than --vgpu-core) or soft (also GPU time nobody wants)", 1,
@@ -197,7 +198,9 @@ static int start_task(spank_t sp, bool as_root, uid_t uid, gid_t gid)
         snprintf(desc, sizeof desc, "GPU %u (%s)", g->index, g->uuid);
         enum vgpu_core_policy pol;
         if (vgslurm_task_limits(&site, &opts, shards, g->mem_total, desc, &spec->dev[d].mem_limit,
-                              &spec->dev[d].core_limit, &pol, &e) < 0) {
+                              &spec->dev[d].core_limit, &pol, &e) < 0 ||
+            vgslurm_task_request(&opts, g->mem_total, desc, spec->dev[d].mem_limit, &spec->dev[d].mem_request,
+                                 &e) < 0) {
             slurm_error("vgpu: %s", e.msg);
             goto out;
         }

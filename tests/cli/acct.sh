@@ -162,7 +162,10 @@ run vgpu acct --json
 assert_eq "version 1's record reads back, its GPU time marked as the schedule's, energy unknown" \
   "old-train 50 schedule null false" \
   "$(printf '%s' "$out" | jq -r '.jobs[0] | "\(.name) \(.gpus[0].gpu_seconds) \(.gpus[0].gpu_time_source) \(.gpus[0].energy_joules) \(.recovered)"')"
-assert_eq "the schema is now version 4" "4" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
+assert_eq "the schema is now version 6" "6" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
+# Version 6 (lent memory): an old record's request is its limit, promised over its life, nothing borrowed.
+assert_eq "... an old record's request is its memory limit, promised over its duration, nothing borrowed" "true true 0" \
+  "$(printf '%s' "$out" | jq -r '.jobs[0] | (.gpus[0].mem_limit_bytes // 0) as $l | "\(.gpus[0].mem_request_bytes == .gpus[0].mem_limit_bytes) \((.gpus[0].mem_requested_gib_hours * 1073741824 * 3600 - $l * .duration_seconds) | fabs < 1e6) \(.gpus[0].mem_borrowed_gib_hours)"')"
 assert_eq "... its totals by hour and day hold the old record (--totals adds them up)" "1 50 1|1" \
   "$(vgpu acct --totals --json | jq -r '.totals[0] | "\(.jobs) \(.gpu_hours * 3600 | round)"') $(sqlite3 "$VGPU_STATE_DIR/acct.db" \
     "SELECT (SELECT sum(jobs) FROM totals_by_hour), (SELECT sum(jobs) FROM totals_by_day)")"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The daemon checks a capped job's GPU time against its own charges (cmd/daemon/charged.c, acct.c):
-# the record of a job that ran capped on the daemon's schedule never says less than the schedule
-# charged it, whatever the job's user sends. nobody's honest capped job keeps its own figure
-# ("schedule"); nobody's hostile jobs, which send their record first saying 0 GPU-seconds (or no
-# GPU at all), are stored with what the schedule charged ("arbiter").
+# the record of a job that ran capped on the daemon's schedule stores what the schedule charged
+# it, whatever the job's user sends. nobody's honest capped job's figure agrees with the charge
+# ("schedule"); nobody's hostile jobs, which try to send their record first saying 0 GPU-seconds
+# (or no GPU at all), are refused (the daemon takes a job's record from its own vgpu run only,
+# cmd/daemon/acct_jobs.c), and the record their vgpu run sends is stored.
 # On the simulated GPU, --core 30 for 2 s of back-to-back 2 ms kernels is 0.6 GPU-seconds.
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip_all "needs root (the other user is nobody)"
@@ -39,14 +40,14 @@ near "nobody's honest --core 30 job keeps the schedule's figure its vgpu run mea
 # ---- a job that sends its own record first, saying it used no GPU time ----
 run as_nobody vgpu run --core 30 --name liar -- sh -c \
   "$LOOP >/dev/null && acct_forge --zero \"\$(basename \"\$VGPU_REGION\" .region)\" liar $UUID"
-assert_contains "the hostile job's own record (0 GPU-seconds) was taken first" "zero=1" "$out"
-near "... but the daemon stored what its schedule charged the job" "$(rec liar)" arbiter
+assert_contains "the hostile job's own record (0 GPU-seconds), sent first, is refused (EPERM)" "zero=-1" "$out"
+near "... and its vgpu run's record is stored, with the schedule's charge" "$(rec liar)" schedule
 
 # ---- ... or that leaves the GPU out of its record ----
 run as_nobody vgpu run --core 30 --name nogpu -- sh -c \
   "$LOOP >/dev/null && acct_forge --zero \"\$(basename \"\$VGPU_REGION\" .region)\" nogpu"
-assert_contains "a hostile record that names no GPU was taken first" "zero=1" "$out"
-near "... and the daemon added the GPU it charged, with the charge" "$(rec nogpu)" arbiter
+assert_contains "a hostile record that names no GPU, sent first, is refused" "zero=-1" "$out"
+near "... and its vgpu run's record is stored, with the charge" "$(rec nogpu)" schedule
 
 # ---- a forged record of a job the schedule never saw keeps its word (nothing to check it by) ----
 run as_nobody acct_forge --zero 0123456789ab ghost "$UUID"

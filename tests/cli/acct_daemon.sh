@@ -70,7 +70,7 @@ assert_eq "root's records do not show it" "rootjob" "$(printf '%s' "$out" | name
 
 # ---- paging: more records than one reply holds ----
 q "BEGIN; WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)
-   INSERT INTO jobs SELECT printf('b%011d', i), 'bulk', $NUID, 'nobody', 'x', i, 1000 + i, 0, 0, 0, 0, 0 FROM n;
+   INSERT INTO jobs SELECT printf('b%011d', i), 'bulk', $NUID, 'nobody', 'x', i, 1000 + i, 0, 0, 0, 0, 0, 0 FROM n;
    INSERT INTO job_gpus(job_id, ordinal, uuid, nvml_index, mem_limit_bytes, core_limit, core_policy, priority,
      oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes, mem_byte_seconds, gpu_time_source)
    SELECT id, 0, 'GPU-bulk', 0, 0, 0, 'hard', 0, 0, 1000000000, 0, 0, 0, 'schedule' FROM jobs WHERE name = 'bulk'; COMMIT;"

@@ -25,8 +25,11 @@ vgpu_port=$(free_port) prom_port=$(free_port) node_port=$(free_port)
 tf=$T_DIR/textfile
 mkdir -p "$tf" "$T_DIR/prom"
 
-# The capped job first, so that the first scrapes already see it: 1 GiB held, kernels for 8 s at 30 %.
-vgpu run --name prom-job --mem 4G --core 30 -- core_loop -a 1024 -k 2000 -t 8 > "$T_DIR/job.out" 2>&1 < /dev/null &
+# The capped job first, so that the first scrapes already see it: 1 GiB held, kernels at 30 %
+# until the test has seen what it needs and creates $T_DIR/stop (a fixed 8 s ended it before
+# Prometheus had started on a busy machine, issue 36 N18); 100 s at most.
+vgpu run --name prom-job --mem 4G --core 30 -- sh -c 'core_loop -a 1024 -k 2000 -t 100 & l=$!
+  wait_until 100 test -e "$0/stop"; kill "$l"; wait "$l"; exit 0' "$T_DIR" > "$T_DIR/job.out" 2>&1 < /dev/null &
 job=$!
 timeout 120 vgpu metrics --listen "127.0.0.1:$vgpu_port" 2> "$T_DIR/listen.err" &
 # The textfile form, rewritten every second as a cron job or a systemd timer would.
@@ -82,6 +85,7 @@ else
 fi
 
 # The job ends; its GPU time counter goes on being served at its last value: no reset.
+touch "$T_DIR/stop"
 wait $job
 ended=$(date +%s)
 wait_until 20 has "timestamp(up{job=\"vgpu\"}) > $((ended + 2))"

@@ -42,6 +42,22 @@ else
   skip "a full file system under the state directory" "needs root and a tmpfs mount"
 fi
 
+# ---- every process slot of the job region taken ---------------------------------------------------
+# slot_fill's 1024 processes take every slot (VGPU_REGION_MAX_SLOTS); a process of the job that then
+# reaches the GPU cannot be counted, so it is refused the GPU, saying why. It ran "NOT limited"
+# before (issue 35): a 2 GiB allocation under --mem 1G succeeded.
+n=1024
+vgpu run --name full --mem 1G -- bash -c 'slot_fill '$n' "$1" & f=$!
+  wait_until 120 test -s "$1" || exit 1
+  alloc_probe alloc 2G; echo "probe=$?"; kill $f' _ "$T_DIR/slots.ready" >"$T_DIR/full.out" 2>"$T_DIR/full.err"
+assert_eq "slot_fill's $n processes hold every slot" "$n" "$(awk '{ print $1 }' "$T_DIR/slots.ready" 2>/dev/null)"
+full_out=$(cat "$T_DIR/full.out") full_err=$(cat "$T_DIR/full.err")
+assert_not_contains "a process that finds no slot is not run unlimited: its 2 GiB under --mem 1G fails" \
+  "alloc rc=0" "$full_out"
+assert_not_contains "... nor says NOT limited" "NOT limited" "$full_err"
+assert_contains "it is refused the GPU, and says so" "could not be limited, so it is refused the GPU" "$full_err"
+assert_contains "... saying why and what to do" "End idle processes of the job" "$full_err"
+
 # ---- no file descriptors left --------------------------------------------------------------------
 run bash -c 'ulimit -n 4; exec vgpu run true'
 assert_rc "vgpu run without file descriptors: 125" 125

@@ -49,7 +49,9 @@ assert_match "no limit: cuMemGetInfo shows the real GPU" "meminfo rc=0 free=[0-9
 # job's free memory is capped at what the GPU really has free, never its limit's worth. A view
 # that ignored the device (free = limit - used) promised 40 GiB of which 9 GiB existed.
 use_scenario h100
-coproc HOLD { fakegpu-ctl hold 0 $((70 * 1024 * 1024 * 1024)); }
+# exec: HOLD_PID is fakegpu-ctl itself, which the kill below ends (a subshell around it was
+# killed and left it holding 70 GiB for the rest of the suite); 120 s at most all the same.
+coproc HOLD { exec fakegpu-ctl hold 0 $((70 * 1024 * 1024 * 1024)) 120; }
 read -r -t 20 ready <&"${HOLD[0]}"
 assert_match "a second tenant holds 70 GiB of the GPU" "^ready" "${ready:-}"
 # The driver's own numbers (raw: without libvgpu.so), each beside the view the job gets through

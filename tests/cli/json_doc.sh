@@ -26,6 +26,11 @@ assert_rc "vgpu ps --json: 0" 0
 assert_eq "the job has its process and limits" "1 4294967296 30" \
   "$(jq -r '.jobs[0] | "\(.processes | length) \(.gpus[0].mem_limit_bytes) \(.gpus[0].core_limit_percent)"' <<<"$out")"
 check_doc "vgpu ps --json" "$out"
+# ... and a damaged region (an empty file), for the damaged_jobs keys.
+: >"$VGPU_STATE_DIR/jobs/cccccccccccc.region"
+run vgpu ps --json
+check_doc "vgpu ps --json" "$out"
+rm -f "$VGPU_STATE_DIR/jobs/cccccccccccc.region"
 doc_all_seen "vgpu ps --json"
 run vgpu ps -q --json
 check_doc "vgpu ps -q --json" "$out"

@@ -8,9 +8,7 @@ n=300
 ready=$T_DIR/ready
 setsid vgpu run --name many -- slot_fill $n "$ready" </dev/null >/dev/null 2>"$T_DIR/run.err" &
 group=$!
-gone=0
-for _ in $(seq 600); do [ -s "$ready" ] && break; sleep 0.1; done
-if [ -s "$ready" ]; then ok "the job's $n processes took their slots"; else not_ok "the job's $n processes took their slots" "$(cat "$T_DIR/run.err")"; fi
+if poll_until 60 test -s "$ready"; then ok "the job's $n processes took their slots"; else not_ok "the job's $n processes took their slots" "$(cat "$T_DIR/run.err")"; fi
 assert_eq "every one has a slot" "$n" "$(awk '{ print $1 }' "$ready" 2>/dev/null)"
 
 run vgpu ps --json
@@ -23,12 +21,10 @@ assert_eq "top counts all $n processes" "$n" "$(jq '.jobs[0].processes' <<<"$out
 
 # The processes end: the job's slots are reaped and the job goes (its vgpu run ends with them).
 kill -- -"$group" 2>/dev/null
-for _ in $(seq 100); do kill -0 "$group" 2>/dev/null || { gone=1; break; }; sleep 0.1; done
-[ "$gone" = 1 ] && ok "the job ended" || not_ok "the job ended"
-for _ in $(seq 100); do
-  run vgpu ps --json
-  [ "$(jq '.jobs | map(select(.state == "running")) | length' <<<"$out")" = 0 ] && break
-  sleep 0.1
-done
+job_gone() { ! kill -0 "$group" 2>/dev/null; }
+if poll_until 10 job_gone; then ok "the job ended"; else not_ok "the job ended"; fi
+no_running_job() { [ "$(vgpu ps --json | jq '.jobs | map(select(.state == "running")) | length')" = 0 ]; }
+poll_until 10 no_running_job
+run vgpu ps --json
 assert_eq "no running job is left" "0" "$(jq '.jobs | map(select(.state == "running")) | length' <<<"$out")"
 done_testing

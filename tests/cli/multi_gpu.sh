@@ -33,9 +33,11 @@ in_band() { # desc value lo hi detail
 # (gang.c), 4 rank processes on 2 CPUs measured 42-43 % beside a neighbour and once 13 % alone (a
 # rank that waited for a CPU missed its turn on every GPU of the job); since, 48-51 % in 3 runs of
 # 4 on 2 CPUs, with the sanitized suite running beside them. Under ASan, 4 instrumented ranks and
-# a neighbour on 2 CPUs still cannot keep the simulated GPU's time.
-gang() { [ "${1:-2}" -lt 4 ] || [ "${VGPU_ASAN:-0}" != 1 ] || [ "$(nproc)" -ge 4 ]; }
-GANG_WHY="4 ranks on $(nproc) CPUs under ASan: the simulated collectives cannot keep time (measured without ASan, and on machines with 4 CPUs or more)"
+# a neighbour on 2 CPUs still cannot keep the simulated GPU's time, nor could 2 ranks beside a
+# single-GPU job (3 busy processes: 39 % in CI's make asan). gang N: N busy processes at once,
+# more than 2 of them under ASan only where there is a CPU for each.
+gang() { [ "${1:-2}" -le 2 ] || [ "${VGPU_ASAN:-0}" != 1 ] || [ "$(nproc)" -ge "${1:-2}" ]; }
+GANG_WHY="more busy processes than the $(nproc) CPUs under ASan: the simulated collectives cannot keep time (measured without ASan, and on machines with a CPU for each)"
 
 # -s 1: a host synchronize every step, as multi.py's loop; -j 200: each compute kernel takes
 # 2.5-2.9 ms, so the two GPUs' steps never end at exactly the same time, as on real GPUs. With
@@ -116,13 +118,17 @@ for c in 30 50 90; do
   fi
 done
 # vgpu ps and vgpu top show each GPU's share of a job of several GPUs (its cap holds on each).
-vgpu run --name rr2 --gpu 0,1 --core 50 collective -m rr -n 2 -t 4 >/dev/null 2>&1 &
+vgpu run --name rr2 --gpu 0,1 --core 50 collective -m rr -n 2 -t 6 >/dev/null 2>&1 &
 rrj=$!
 ps_shares() { vgpu ps | grep -E '^[^ ]+ +rr2 .* [0-9]+%,[0-9]+% '; }
 wait_until 10 ps_shares
 assert_match "vgpu ps: GPU% lists each GPU of a 2-GPU job" ' [0-9]+%,[0-9]+% ' "$(vgpu ps | grep ' rr2 ')"
 per=$(vgpu top --json -n 2 -d 1 | tail -n 1 | jq -c '.jobs[] | select(.name == "rr2") | .gpu_time_percent_per_gpu')
 assert_match "vgpu top --json: gpu_time_percent_per_gpu has a share for each GPU" '^\[[0-9.]+,[0-9.]+\]$' "$per"
+# The first frame has no measure of the limiter's yet (NVML's samples): still the mean over the
+# job's GPUs, not their sum (issue 36 N6: "94/50%").
+first=$(vgpu top --json -n 1 | jq '[.jobs[] | select(.name == "rr2") | .gpu_time_percent][0] // empty')
+in_band "vgpu top --json, first line: a 2-GPU job's share is the mean of its GPUs'" "${first%.*}" 0 60 "$first"
 wait $rrj
 for n in 2 4; do
   if gang $n; then
@@ -162,17 +168,28 @@ if [ "$(id -u)" = 0 ] && { [ "${VGPU_ASAN:-0}" != 1 ] || [ "$(nproc)" -ge 4 ]; }
     wait $j
     kill $dpid; wait $dpid 2>/dev/null
   }
+  # The reference goes through the same kill and restart, uncapped: what the kill itself costs
+  # (a lease lost with the daemon, the rejoin) is in both. Against an uncapped run without a
+  # kill, measured earlier, CI's idle 2-core machine once fell below 45 %. The lower bound is 30:
+  # the capped job's rejoin (its leases given back to the new daemon's schedule) costs it more
+  # than the uncapped one's, most on a busy machine: 37 % and 43-44 % of the reference beside a
+  # CPU hog on one of 2 cores, 48-51 % idle. A job that stopped at the kill for good would be
+  # under 20 %; one let loose by it would be above 55 (the rr rows).
+  through_kill "$T_DIR/arb_ref.out" vgpu run --gpu 0,1 collective -n 2 -t 4 $SHAPE
+  arb_ref=$(field "$(cat "$T_DIR/arb_ref.out")" steps_per_s)
   through_kill "$T_DIR/arb.out" vgpu run --gpu 0,1 --core 50 collective -n 2 -t 4 $SHAPE
   arb=$(cat "$T_DIR/arb.out")
   assert_contains "through the arbiter: a 2-rank job at --core 50 was told the daemon went away" "arbiter (vgpu daemon) went away" "$arb"
-  in_band "... and through the kill and restart it keeps 45 % of its uncapped rate" \
-    "$(ratio "$(field "$arb" steps_per_s)" "$base2")" 45 100 "$arb / $base2"
+  in_band "... and through the kill and restart it keeps 30 % of the rate of an uncapped job killed the same way" \
+    "$(ratio "$(field "$arb" steps_per_s)" "$arb_ref")" 30 100 "$arb / $arb_ref (uncapped without a kill: $base2)"
+  through_kill "$T_DIR/arb_rr_ref.out" vgpu run --gpu 0,1 collective -m rr -n 2 -t 4 $RR_SHAPE
+  arb_rr_ref=$(field "$(cat "$T_DIR/arb_rr_ref.out")" min_share)
   through_kill "$T_DIR/arb_rr.out" vgpu run --gpu 0,1 --core 50 collective -m rr -n 2 -t 4 $RR_SHAPE
   arb_rr=$(cat "$T_DIR/arb_rr.out")
   assert_contains "... one process on 2 GPUs at --core 50 was told too" "arbiter (vgpu daemon) went away" "$arb_rr"
   for g in 0 1; do
     in_band "... and through the kill and restart GPU $g keeps its cap" \
-      "$(ratio "$(field "$arb_rr" share$g)" "$rr_base")" 45 55 "$arb_rr / $rr_base"
+      "$(ratio "$(field "$arb_rr" share$g)" "$arb_rr_ref")" 40 55 "$arb_rr / uncapped through the same kill: $arb_rr_ref"
   done
 else
   skip "through the arbiter, killed mid-run: 2-GPU jobs keep their caps" \
@@ -182,7 +199,7 @@ fi
 # Beside a single-GPU job on GPU 0: each keeps its cap (the single job measured over the
 # collective job's run, from 1.5 s on).
 for n in 2 4; do
-  if gang $n; then
+  if gang $((n + 1)); then
     gpus=$(seq -s, 0 $((n - 1)))
     run core_loop -t 1 -k 2000 -s 8
     single_base=$(field "$out" share)

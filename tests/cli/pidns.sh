@@ -90,7 +90,11 @@ poll_until 20 grep -q ready "$T_DIR/holder" || not_ok "a process outside the job
 VGPU_FAKE_CTX_CREATE_MS=2000 vgpu run --name ctxns --mem 3G -- \
   unshare -pf --kill-child --mount-proc alloc_probe alloc 2600M hold > "$T_DIR/inner4" 2>&1 &
 runner=$!
-sleep 1; kill -TERM $holder; wait $holder 2>/dev/null   # an orderly exit: its memory is freed at once
+# The holder ends once the container process has begun creating its context (the first of the
+# fake's four steps is charged at once, the rest over the next 1.5 s).
+ctx_begun() { fakegpu-ctl show | jq -e --argjson h "$holder" 'any(.gpus[0].processes[]; .pid != $h and .memory > 0)'; }
+wait_until 20 ctx_begun
+kill -TERM $holder; wait $holder 2>/dev/null   # an orderly exit: its memory is freed at once
 poll_until 20 grep -q "alloc rc=\|holding" "$T_DIR/inner4"
 assert_contains "a container process charged its own context (512 MiB) is refused what would pass --mem 3G" \
   "alloc rc=2" "$(cat "$T_DIR/inner4")"

@@ -59,7 +59,7 @@ assert_contains "... saying so" "no 2 GPUs have 30 GiB each of memory not promis
 assert_contains "... with what each GPU has left" "19.65 GiB left of 79.65 GiB" "$err"
 run vgpu run --gpus 3 --mem 1G -- true
 assert_rc "--gpus 3 on a machine of 2: fails at once" 125
-assert_contains "... saying why" "--gpus 3: only 2 GPUs (or MIG instances) of this machine can hold --mem 1 GiB at all" "$err"
+assert_contains "... saying why" "--gpus 3: only 2 GPUs (or MIG instances) on this machine; ask for at most 2" "$err"
 run vgpu run --gpus 3 --mem 1G --wait -- true
 assert_rc "... even with --wait (it would never end)" 125
 vgpu run --gpus 2 --mem 30G --wait -- sh -c 'echo "$CUDA_VISIBLE_DEVICES" >"$0"' "$T_DIR/waited" 2>"$T_DIR/w.err" &

@@ -44,8 +44,9 @@ assert_contains "vgpu top --json showed the job before the truncation" "\"$id\""
 assert_not_contains "and not after it" "\"$id\"" "$(tail -n 2 <<<"$out")"
 run vgpu ps --json
 assert_rc "vgpu ps on the truncated region: exit 0" 0
-assert_not_contains "vgpu ps does not list it" "\"$id\"" "$out"
-assert_contains "vgpu ps says a job file could not be read" "could not be read" "$err"
+assert_eq "vgpu ps lists it among the damaged jobs, not as a job (issue 36 N14)" "0 1" \
+  "$(jq -r --arg i "$id" '"\(.jobs | map(select(.id == $i)) | length) \(.damaged_jobs | map(select(.id == $i)) | length)"' <<<"$out")"
+assert_contains "and says it is truncated" "truncated" "$(jq -r --arg i "$id" '.damaged_jobs[] | select(.id == $i) | .why' <<<"$out")"
 truncate -s 100 "$VGPU_STATE_DIR/jobs/$id.region"
 run vgpu ps
 assert_rc "vgpu ps on a 100-byte region: exit 0" 0

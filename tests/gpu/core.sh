@@ -14,7 +14,8 @@
 # Prints one table; PASS/FAIL with the issue's ±5-point bands.
 #   bash tests/gpu/core.sh [BUILD_DIR]      (needs nvcc and a GPU; GPU 0)
 #   CORE_SECONDS=30 CORE_SECTIONS=single,async bash tests/gpu/core.sh   (the 30 s window, ~8 min)
-# CORE_SECTIONS picks from single,async,pair,together,soft,rate (default: all). The table goes to
+# CORE_SECTIONS picks from single,async,pair,together,soft,rate (default: all); CORE_CAPS the caps
+# of the single section (default "10 30 50 70"); CORE_RESULTS=FILE the table's file. The table goes to
 # tests/gpu/RESULTS-core.md (5 s runs) or RESULTS-core-<N>s.md.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -62,7 +63,7 @@ F=$(( W < 5 ? W : 5 ))
 printf '%-12s %5s %10s %10s %10s %10s %8s  %s\n' workload cap "unc it/s" "cap it/s" "% first ${F}s" "% ${W}s" "NVML sm%" verdict
 for m in elementwise matmul graph; do
   want single || break
-  for n in 10 30 50 70; do
+  for n in ${CORE_CAPS:-10 30 50 70}; do
     sm=$(pmon_run "$T/o" vgpu run --gpu 0 --core $n -- "$T/core_bench" $m "$W" "$F")
     ips=$(get "$(cat "$T/o")" ips); p=$(pct "$ips" "${base[$m]}")
     ipsf=$(get "$(cat "$T/o")" ips_first); pf=$(pct "$ipsf" "${base[$m]}")
@@ -142,5 +143,5 @@ echo "core.sh: $pass PASS, $fail FAIL (first ${F} s and whole ${W} s of each run
 main | tee "$T/table"
 { echo "# Compute limiter on a real GPU"; echo
   echo "Latest run of \`bash tests/gpu/core.sh\`: $(date -u +%Y-%m-%d), $gpu, driver $driver."; echo
-  echo '```'; cat "$T/table"; echo '```'; } > "tests/gpu/RESULTS-core$([ "$W" = 5 ] || echo "-${W}s").md"
+  echo '```'; cat "$T/table"; echo '```'; } > "${CORE_RESULTS:-tests/gpu/RESULTS-core$([ "$W" = 5 ] || echo "-${W}s").md}"
 grep -q 'core.sh: [0-9]* PASS, 0 FAIL' "$T/table"

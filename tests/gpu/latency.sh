@@ -28,17 +28,19 @@ python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { ech
 cat > "$T/client.py" <<'PY'
 import sys, time, torch
 secs = float(sys.argv[1])
+warm = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0   # requests in the first WARM s not counted
 a = torch.randn(1024, 1024, device="cuda"); b = torch.randn(1024, 1024, device="cuda")
 for _ in range(50): c = a @ b
 torch.cuda.synchronize()
 lat = []
 t0 = time.perf_counter()
-while time.perf_counter() - t0 < secs:
+while time.perf_counter() - t0 < warm + secs:
     s = time.perf_counter()
     for _ in range(8): c = a @ b
     torch.cuda.synchronize()
-    lat.append(time.perf_counter() - s)
+    if s - t0 >= warm: lat.append(time.perf_counter() - s)
     time.sleep(0.005)
+t0 += warm
 lat.sort(); n = len(lat)
 busy = sum(lat) / (time.perf_counter() - t0)
 print(f"requests={n} p50_ms={lat[n//2]*1e3:.2f} p99_ms={lat[(n*99)//100]*1e3:.2f} max_ms={lat[-1]*1e3:.2f} busy={busy:.3f}")

@@ -27,6 +27,7 @@ T() { timeout "${TMO:-180}" "$@"; }
 have_py() { python3 -c "import $1" >/dev/null 2>&1; }
 # RUN_SKIP=a,b leaves sections out: alloc, frameworks, core, list, mig, policy, launchproc, launch,
 # latency, tenants, top (latency and tenants take about 2 minutes each; run them on their own).
+# RUN_RESULTS=FILE writes the table there instead of tests/gpu/RESULTS.md (regress.sh does).
 skip() { [[ ",${RUN_SKIP:-}," == *",$1,"* ]]; }
 
 command -v nvidia-smi >/dev/null || { echo "run.sh: no nvidia-smi: is this a GPU machine?" >&2; exit 2; }
@@ -242,6 +243,6 @@ table=$(printf '%s\n' "| check | result | detail |" "|---|---|---|" "${rows[@]}"
 printf '%s\n' "$table"
 { echo "# vgpu on a real GPU"; echo
   echo "Latest run of \`${ARBITER:+ARBITER=$ARBITER }bash tests/gpu/run.sh\`: $(date -u +%Y-%m-%d), $gpu, driver $driver."; echo
-  printf '%s\n' "$table"; } > "$src/tests/gpu/RESULTS.md"
-cat "$tmp/topsnap" >> "$src/tests/gpu/RESULTS.md" 2>/dev/null
+  printf '%s\n' "$table"; } > "${RUN_RESULTS:-$src/tests/gpu/RESULTS.md}"
+cat "$tmp/topsnap" >> "${RUN_RESULTS:-$src/tests/gpu/RESULTS.md}" 2>/dev/null
 ! printf '%s\n' "${rows[@]}" | grep -q '| FAIL |'

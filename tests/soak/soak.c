@@ -293,19 +293,25 @@ static void end_everything(struct soak *s)
 {
     settle(s, killed_reaped, 2 * SOAK_SEC);
     s->end_ns = soak_now();
-    /* Sent again every 100 ms to a worker that has not started yet (no heartbeat; it installs
-     * its handler first): one that is pid 1 of its own PID namespace ignores a SIGTERM that comes
-     * before its handler (the kernel drops the signals a namespace's init does not handle), and
-     * so does the worker `unshare` has not started yet. Under ASan a worker's start takes long
-     * enough: one ran on for 10 s, and was killed. */
+    /* Sent again every 100 ms to a worker that had not started when it was last sent (no
+     * heartbeat, read before the kill: it installs its handler before its first beat): one that
+     * is pid 1 of its own PID namespace ignores a SIGTERM that comes before its handler (the
+     * kernel drops the signals a namespace's init does not handle), and so does the worker
+     * `unshare` has not started yet. It used to be sent again only while the worker still had
+     * no heartbeat, so one that started within those 100 ms never got a SIGTERM it could see:
+     * it beat on in nanosleep for 10 s with SIGTERM caught and nothing pending, and was killed
+     * (once under ASan, once beside a CPU hog). */
     bool ended = false;
+    bool again[SOAK_MAX_PROCS] = { false };
     for (int round = 0; round < 100 && !ended; round++) {
-        for (unsigned i = 0; i < s->nprocs; i++) {
+        for (unsigned i = 0; i < s->nprocs && i < SOAK_MAX_PROCS; i++) {
             struct wproc *w = &s->procs[i];
-            if (!w->used || !w->alive || (round > 0 && atomic_load(&s->board->proc[i].hb_ns) != 0))
+            if (!w->used || !w->alive || (round > 0 && !again[i]))
                 continue;
+            again[i] = atomic_load(&s->board->proc[i].hb_ns) == 0;
             if (!w->target)
                 w->target = soak_ns_child(w->pid);
+            again[i] |= !w->target;         /* unshare has not made it yet: it got this one */
             kill(w->target ? w->target : w->pid, SIGTERM);
         }
         ended = settle(s, no_workers, SOAK_SEC / 10);
@@ -325,14 +331,19 @@ static void end_everything(struct soak *s)
             kill(s->jobs[k].run_pid, SIGTERM);
     if (!settle(s, no_jobs, 10 * SOAK_SEC))
         soak_violation(s, V_WORKER_FAILED, "some jobs' `vgpu run` did not end within 10 s of SIGTERM");
-    /* One listing per user removes the ended jobs (VGPU_EXITED_KEEP_S=0). */
+    /* One listing per user removes the ended jobs (VGPU_EXITED_KEEP_S=0). A job that ran kernels
+     * is kept while vgpu run's finisher writes its record (cmd/run/finisher.c), up to a second
+     * after vgpu run returned: `vgpu acct` first, which waits for those records, then `vgpu ps`. */
     for (unsigned u = 0; u < s->nusers; u++) {
-        char *argv[] = { (char *)s->users[u].vgpu, "ps", NULL };
-        pid_t pid = soak_spawn(s, &s->users[u], argv, NULL, false, true);
-        int st = 0;
-        if (pid > 0 && waitpid(pid, &st, 0) == pid && (!WIFEXITED(st) || WEXITSTATUS(st)))
-            soak_violation(s, V_TOOL_FAILED, "the final `vgpu ps` of user %s ended with status 0x%x", s->users[u].name,
-                           st);
+        static const char *const tools[] = { "acct", "ps" };
+        for (unsigned t = 0; t < 2; t++) {
+            char *argv[] = { (char *)s->users[u].vgpu, (char *)tools[t], NULL };
+            pid_t pid = soak_spawn(s, &s->users[u], argv, NULL, false, true);
+            int st = 0;
+            if (pid > 0 && waitpid(pid, &st, 0) == pid && (!WIFEXITED(st) || WEXITSTATUS(st)))
+                soak_violation(s, V_TOOL_FAILED, "the final `vgpu %s` of user %s ended with status 0x%x", tools[t],
+                               s->users[u].name, st);
+        }
     }
     soak_final_checks(s);
 }

@@ -85,6 +85,10 @@ struct wproc {
     uint64_t live_ns;               /* when a check first saw it past its context creation (0: not yet) */
     bool reclaimed, late_reported, stall_reported, drop_reported;
     int status;
+    /* The stall check's baseline: the heartbeat last seen, and the time the worker (wait_pid)
+     * had waited on a run queue for a CPU when it was seen (/proc/PID/schedstat). */
+    uint64_t hb_seen, wait_at_hb;
+    pid_t wait_pid;
 };
 
 struct stats {

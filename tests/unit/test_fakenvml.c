@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <json-c/json.h>
 
 #include "vgpu_nvml.h"
 
@@ -301,7 +302,57 @@ static void test_processes_in_pid_namespace(void **state)
     assert_int_equal(n, 0);                             /* the dead one is reaped */
 }
 
-/* ---- utilisation from another process's kernels ---- */
+/* ---- utilisation from another process's kernels ----
+ * Checked against the simulator's own clock and busy time, measured in the same run: a loaded
+ * machine slows the busy child (fewer kernels in a window), so fixed bands and fixed sleeps failed
+ * there ("busy 0.7 s" then a 300 ms sleep, 30..70 % after 350 ms). The simulator's clock is
+ * CLOCK_MONOTONIC (fs_now_ns); NVML's stamps are wall-clock µs. */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned long long wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+/* Waits (in 5 ms steps) until the simulator's clock has passed `t`: a point of its time, not a
+ * guess of how long the machine takes to get there. */
+static void until_mono(uint64_t t)
+{
+    while (mono_ns() < t)
+        nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
+}
+
+/* GPU 0's busy time as the simulator counts it (`fakegpu-ctl show`), and its clock then. */
+static uint64_t sim_gpu_busy(uint64_t *now)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "'%s/fakegpu-ctl' show", libdir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    assert_int_equal(pclose(f), 0);
+    json_object *root = json_tokener_parse(buf), *gpus, *v;
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "gpus", &gpus));
+    assert_true(json_object_object_get_ex(json_object_array_get_idx(gpus, 0), "busy_ns", &v));
+    uint64_t busy = (uint64_t)json_object_get_int64(v);
+    assert_true(json_object_object_get_ex(root, "now_ns", &v));
+    *now = (uint64_t)json_object_get_int64(v);
+    json_object_put(root);
+    return busy;
+}
+
+#define PERIOD_NS 200000000ULL   /* the scenario's sample period */
+
 static void test_utilisation_samples(void **state)
 {
     (void)state;
@@ -311,9 +362,9 @@ static void test_utilisation_samples(void **state)
     assert_int_equal(n, 72); /* the driver's buffer capacity, as observed */
     struct child c = ctl_start("busy", "0", "0.7", "100");
     assert_int_equal(ctl_wait(c), 0);
-    /* Let the sample period in which the work ended complete: until then its sample does not
+    /* The sample period in which the work ended must complete: until then its sample does not
      * exist yet, and would appear between the two queries below (as on a real driver). */
-    usleep(300000);
+    until_mono(mono_ns() + PERIOD_NS + 1000000);
     nvmlProcessUtilizationSample_t s[72];
     n = 72;
     assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, s, &n, 0), NVML_SUCCESS);
@@ -330,8 +381,8 @@ static void test_utilisation_samples(void **state)
     /* Only the process's newest window (the one its work ended in, partly busy), as an H200 on
      * driver 580 gives them: not one sample per window of its 0.7 s. */
     assert_int_equal(found, 1);
-    unsigned long long now_us = (unsigned long long)time(NULL) * 1000000ULL;
-    assert_true(newest > now_us - 5000000ULL && newest < now_us + 5000000ULL); /* wall-clock µs */
+    unsigned long long now_us = wall_us();
+    assert_true(newest > now_us - 5000000ULL && newest <= now_us); /* wall-clock µs, a completed window */
     n = 72;
     assert_int_equal(SYM(nvmlDeviceGetProcessUtilization)(d, s, &n, newest), NVML_ERROR_NOT_FOUND);
 
@@ -342,14 +393,30 @@ static void test_utilisation_samples(void **state)
     assert_int_equal(SYM(nvmlDeviceGetProcessesUtilizationInfo)(d, &info), NVML_SUCCESS);
     assert_true(info.processSamplesCount >= 1);
 
-    /* device utilisation follows the load: busy now, 0 a period after it stops */
-    c = ctl_start("busy", "0", "0.5", "50");
-    usleep(350000);
+    /* Device utilisation follows the load: over the last period, what the simulator counted busy
+     * in it. The period lies inside [t0, t1] of two readings of the simulator's busy time, with
+     * t0 a period or more before the query: at most their difference, and at least it less the
+     * time of [t0, t1] outside the period (which held at most that much busy time). */
+    c = ctl_start("busy", "0", "2", "50");
+    uint64_t t0, t1, b0, b1, tq;
+    do {   /* from the child's first kernel on (a loaded machine starts it late) */
+        b0 = sim_gpu_busy(&t0);
+    } while (b0 == 0 && mono_ns() < t0 + 5000000000ULL);
+    assert_true(b0 > 0);
+    until_mono(t0 + PERIOD_NS);
     nvmlUtilization_t u;
+    tq = mono_ns();
     assert_int_equal(SYM(nvmlDeviceGetUtilizationRates)(d, &u), NVML_SUCCESS);
-    assert_in_range(u.gpu, 30, 70);
+    b1 = sim_gpu_busy(&t1);
+    assert_true(t1 > tq && tq >= t0 + PERIOD_NS);
+    double hi = (double)(b1 - b0) * 100.0 / PERIOD_NS + 1.0;
+    double lo = ((double)(b1 - b0) - (double)(t1 - t0 - PERIOD_NS)) * 100.0 / PERIOD_NS - 1.0;
+    print_message("device utilisation %u %%, the simulator's busy time bounds it to %.1f..%.1f %%\n", u.gpu, lo, hi);
+    assert_true(u.gpu <= hi + 0.5 && u.gpu >= lo - 0.5);
+    assert_true(u.gpu <= 55);           /* a 50 % load is never seen above it (and a period's edge) */
     assert_int_equal(ctl_wait(c), 0);
-    usleep(250000);
+    /* A whole period after its last kernel (before its exit), the GPU was idle over all of it. */
+    until_mono(mono_ns() + PERIOD_NS + 1000000);
     assert_int_equal(SYM(nvmlDeviceGetUtilizationRates)(d, &u), NVML_SUCCESS);
     assert_int_equal(u.gpu, 0);
 }
@@ -361,22 +428,29 @@ static void test_device_samples(void **state)
     nvmlDevice_t d = dev0();
     nvmlValueType_t type = NVML_VALUE_TYPE_DOUBLE;
     unsigned n = 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long before = (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
-    /* 0.6 s of kernels spread over 1 s; then the period the work ended in completes */
+    uint64_t t0;
+    unsigned long long before = wall_us();
+    uint64_t b0 = sim_gpu_busy(&t0);
+    /* 0.6 s of kernels spread over 1 s (fewer on a loaded machine); then the period the work ended
+     * in completes */
     struct child c = ctl_start("busy", "0", "1", "60");
     assert_int_equal(ctl_wait(c), 0);
-    usleep(300000);
+    until_mono(mono_ns() + PERIOD_NS + 1000000);
+    uint64_t t1, b1 = sim_gpu_busy(&t1);   /* all the child's busy time: it has ended */
+    unsigned long long asked = wall_us();
     assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, before, &type, &n, NULL),
                      NVML_SUCCESS);  /* a NULL buffer: how many there are */
     assert_int_equal(type, NVML_VALUE_TYPE_UNSIGNED_INT);
-    assert_in_range(n, 6, 9);        /* 1.3 s of 200 ms periods, and the one it began in */
     nvmlSample_t s[130];
     unsigned want = n;
     n = 130;
     assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, before, &type, &n, s), NVML_SUCCESS);
     assert_int_equal(n, want);
+    /* Every period from the one `before` fell in to the last completed one, oldest first, a
+     * period apart: as many as the time between them holds, whatever the machine's load. */
+    assert_true(n >= 2 && n <= 120);
+    assert_true(s[0].timeStamp > before && s[0].timeStamp <= before + 201000);
+    assert_true(s[n - 1].timeStamp <= asked && s[n - 1].timeStamp + 201000 > asked);
     unsigned long long busy_ms = 0;
     for (unsigned i = 0; i < n; i++) {
         assert_true(s[i].sampleValue.uiVal <= 100);
@@ -385,12 +459,25 @@ static void test_device_samples(void **state)
             assert_in_range(s[i].timeStamp - s[i - 1].timeStamp, 199000, 201000);
         busy_ms += s[i].sampleValue.uiVal * 200ULL / 100;
     }
-    assert_in_range(busy_ms, 560, 640);   /* the 600 ms of kernels, to a percent a sample */
+    /* The samples add up to the busy time the simulator counted meanwhile (all of it in them:
+     * the GPU was idle before `before` and after the child), to a percent (2 ms) a sample. */
+    double sim_ms = (double)(b1 - b0) / 1e6;
+    print_message("samples: %u, busy %llu ms; the simulator counted %.1f ms\n", n, busy_ms, sim_ms);
+    assert_true(sim_ms > 0);
+    assert_true((double)busy_ms >= sim_ms - 2.0 * n && (double)busy_ms <= sim_ms + 2.0 * n);
+    /* Nothing newer than the last stamp, unless a period has ended since (a loaded machine took
+     * that long since the query above): then only newer ones. */
+    unsigned long long oldest = s[0].timeStamp, last = s[want - 1].timeStamp;
     n = 130;
-    assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, s[want - 1].timeStamp, &type, &n, s),
-                     NVML_ERROR_NOT_FOUND);
+    nvmlReturn_t r = SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &n, s);
+    if (r == NVML_SUCCESS) {
+        assert_true(wall_us() >= last + 199000);
+        for (unsigned i = 0; i < n; i++)
+            assert_true(s[i].timeStamp > last);
+    } else {
+        assert_int_equal(r, NVML_ERROR_NOT_FOUND);
+    }
     /* a buffer too small: the oldest that fit, so a reader resumes from the last stamp */
-    unsigned long long oldest = s[0].timeStamp;
     n = 2;
     assert_int_equal(SYM(nvmlDeviceGetSamples)(d, NVML_GPU_UTILIZATION_SAMPLES, before, &type, &n, s), NVML_SUCCESS);
     assert_int_equal(n, 2);
@@ -728,6 +815,69 @@ static void test_pcie_counters(void **state)
     unsetenv("VGPU_FAKE_PCIE_COUNTER");
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* PID's busy time on GPU 0 as `fakegpu-ctl show` gives it: its live records' plus its ended
+ * ones'. *live: whether a live record of it was listed. */
+static long long shown_busy(pid_t pid, bool *live)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "'%s/fakegpu-ctl' show", libdir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    assert_int_equal(pclose(f), 0);
+    json_object *root = json_tokener_parse(buf), *gpus, *g0, *list;
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "gpus", &gpus));
+    g0 = json_object_array_get_idx(gpus, 0);
+    long long busy = 0;
+    *live = false;
+    const char *keys[2] = { "processes", "ended_processes" };
+    for (int k = 0; k < 2; k++) {
+        if (!json_object_object_get_ex(g0, keys[k], &list))
+            continue;
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+            json_object *e = json_object_array_get_idx(list, i), *v;
+            if (!json_object_object_get_ex(e, "pid", &v) || json_object_get_int(v) != pid)
+                continue;
+            json_object_object_get_ex(e, "busy_ns", &v);
+            busy += json_object_get_int64(v);
+            *live |= k == 0;
+        }
+    }
+    json_object_put(root);
+    return busy;
+}
+
+/* A process's busy time never goes down, not even when it ends between two reads: its record is
+ * freed at exit, and the busy time went with it (core_preempt.sh printed "used -35 %" for a job
+ * that ended inside its window). */
+static void test_busy_time_outlives_the_process(void **state)
+{
+    (void)state;
+    struct child c = ctl_start("busy", "0", "3", NULL);   /* long enough to be seen under ASan */
+    bool live = false;
+    long long seen = 0;
+    double deadline = now_ms() + 10000;
+    while (now_ms() < deadline && !(live && seen > 0)) {
+        seen = shown_busy(c.pid, &live);
+        nanosleep(&(struct timespec){ 0, 20000000 }, NULL);
+    }
+    assert_true(live && seen > 0);               /* seen busy while it ran */
+    assert_int_equal(ctl_wait(c), 0);
+    long long after = shown_busy(c.pid, &live);
+    assert_false(live);                          /* ended: no live record */
+    assert_true(after >= seen);                  /* and its busy time is still there */
+}
+
 /* A process SIGKILLed while holding the state's lock must not wedge the others. */
 static void test_lock_owner_killed(void **state)
 {
@@ -802,6 +952,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_lock_owner_killed),
         cmocka_unit_test(test_mig_create_fail_after),
         cmocka_unit_test(test_pcie_counters),
+        cmocka_unit_test(test_busy_time_outlives_the_process),
     };
     return cmocka_run_group_tests_name("fakenvml", tests, setup, teardown);
 }

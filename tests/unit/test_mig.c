@@ -219,21 +219,21 @@ static void test_choose(void **state)
 {
     (void)state;
     const uint64_t G = 1ULL << 30;
-    struct vgpu_place_cand c[3] = { { 80 * G, 10 * G }, { 80 * G, 50 * G }, { 40 * G, 0 } };
+    struct vgpu_place_cand c[3] = { { 80 * G, 10 * G, 0 }, { 80 * G, 50 * G, 0 }, { 40 * G, 0, 0 } };
     assert_int_equal(vgpu_place_choose(c, 3, 20 * G, VGPU_PLACE_BINPACK, false), 1);  /* 30 left: fullest */
     assert_int_equal(vgpu_place_choose(c, 3, 20 * G, VGPU_PLACE_SPREAD, false), 0);   /* 70 left */
     assert_int_equal(vgpu_place_choose(c, 3, 35 * G, VGPU_PLACE_BINPACK, false), 2);  /* 40 left */
     assert_int_equal(vgpu_place_choose(c, 3, 75 * G, VGPU_PLACE_BINPACK, false), -1);
     assert_int_equal(vgpu_place_choose(c, 3, 75 * G, VGPU_PLACE_BINPACK, true), 0);   /* most room */
-    struct vgpu_place_cand t[2] = { { 80 * G, 0 }, { 80 * G, 0 } };
+    struct vgpu_place_cand t[2] = { { 80 * G, 0, 0 }, { 80 * G, 0, 0 } };
     assert_int_equal(vgpu_place_choose(t, 2, G, VGPU_PLACE_BINPACK, false), 0);       /* ties: lower */
     assert_int_equal(vgpu_place_choose(t, 2, G, VGPU_PLACE_SPREAD, false), 0);
-    struct vgpu_place_cand over[1] = { { 10 * G, 12 * G } };                          /* overcommitted */
+    struct vgpu_place_cand over[1] = { { 10 * G, 12 * G, 0 } };                          /* overcommitted */
     assert_int_equal(vgpu_place_choose(over, 1, 0, VGPU_PLACE_BINPACK, false), 0);
     assert_int_equal(vgpu_place_choose(over, 1, 1, VGPU_PLACE_BINPACK, false), -1);
     /* overcommit picks among GPUs large enough: two H100s with 70G jobs and an empty A100 40G,
      * a 70G job goes to an H100, not to the A100 where it could never fit (issue 13) */
-    struct vgpu_place_cand mixed[3] = { { 80 * G, 70 * G }, { 80 * G, 70 * G }, { 40 * G, 0 } };
+    struct vgpu_place_cand mixed[3] = { { 80 * G, 70 * G, 0 }, { 80 * G, 70 * G, 0 }, { 40 * G, 0, 0 } };
     assert_int_equal(vgpu_place_choose(mixed, 3, 70 * G, VGPU_PLACE_BINPACK, true), 0);
     assert_int_equal(vgpu_place_choose(mixed, 3, 90 * G, VGPU_PLACE_BINPACK, true), -1);   /* none large enough */
     assert_int_equal(vgpu_place_policy_parse("spread"), VGPU_PLACE_SPREAD);

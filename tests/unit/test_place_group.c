@@ -35,7 +35,7 @@ static void pcie(uint8_t *near)
 static void empty(struct vgpu_place_cand *c, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
-        c[i] = (struct vgpu_place_cand){ 80 * G, 0 };
+        c[i] = (struct vgpu_place_cand){ 80 * G, 0, 0 };
 }
 
 static void test_binpack_spread(void **state)
@@ -103,7 +103,7 @@ static void test_topology_first(void **state)
 static void test_all_or_nothing(void **state)
 {
     (void)state;
-    struct vgpu_place_cand c[2] = { { 80 * G, 60 * G }, { 80 * G, 0 } };
+    struct vgpu_place_cand c[2] = { { 80 * G, 60 * G, 0 }, { 80 * G, 0, 0 } };
     unsigned p[2];
     assert_int_equal(vgpu_place_choose_group(c, 2, 30 * G, VGPU_PLACE_BINPACK, false, 2, NULL, p), -1);
     assert_int_equal(vgpu_place_choose_group(c, 2, 30 * G, VGPU_PLACE_BINPACK, false, 1, NULL, p), 0);
@@ -113,8 +113,36 @@ static void test_all_or_nothing(void **state)
     assert_int_equal(vgpu_place_choose_group(c, 2, 30 * G, VGPU_PLACE_BINPACK, true, 2, NULL, p), 0);
     assert_int_equal(p[0], 0);
     assert_int_equal(p[1], 1);
-    struct vgpu_place_cand small[2] = { { 80 * G, 0 }, { 40 * G, 0 } };
+    struct vgpu_place_cand small[2] = { { 80 * G, 0, 0 }, { 40 * G, 0, 1 } };
     assert_int_equal(vgpu_place_choose_group(small, 2, 50 * G, VGPU_PLACE_BINPACK, true, 2, NULL, p), -1);
+}
+
+/* Issue 36 N16: two H100s and an A100 (scenario mixed.json: one CPU, no NVLink). binpack put
+ * an H100 with the A100 (the fuller) while both H100s were free; GPUs of one model come first,
+ * and a mixed group only when no group of one model fits. */
+static void test_one_model_first(void **state)
+{
+    (void)state;
+    struct vgpu_place_cand c[3] = { { 80 * G, 0, 0 }, { 80 * G, 0, 0 }, { 40 * G, 0, 2 } };
+    uint8_t near[9];
+    unsigned p[3];
+    for (unsigned i = 0; i < 9; i++)
+        near[i] = i % 4 == 0 ? VGPU_NEAR_SAME_GPU : VGPU_NEAR_CPU;
+    for (int pol = VGPU_PLACE_BINPACK; pol <= VGPU_PLACE_SPREAD; pol++) {
+        assert_int_equal(vgpu_place_choose_group(c, 3, 10 * G, pol, false, 2, near, p), VGPU_NEAR_CPU);
+        assert_int_equal(p[0], 0);
+        assert_int_equal(p[1], 1);
+    }
+    /* one model before nearness: the H100s one CPU apart, an H100 and the A100 on a switch */
+    near[0 * 3 + 2] = near[2 * 3 + 0] = VGPU_NEAR_PCIE_SWITCH;
+    assert_int_equal(vgpu_place_choose_group(c, 3, 10 * G, VGPU_PLACE_BINPACK, false, 2, near, p), VGPU_NEAR_CPU);
+    assert_int_equal(p[0], 0);
+    assert_int_equal(p[1], 1);
+    /* an H100 full: the mixed pair is the only one that fits */
+    c[1].promised = 75 * G;
+    assert_int_equal(vgpu_place_choose_group(c, 3, 10 * G, VGPU_PLACE_BINPACK, false, 2, near, p), VGPU_NEAR_PCIE_SWITCH);
+    assert_int_equal(p[0], 0);
+    assert_int_equal(p[1], 2);
 }
 
 int main(void)
@@ -123,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_binpack_spread),
         cmocka_unit_test(test_topology_first),
         cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_one_model_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

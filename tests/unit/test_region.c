@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/lend.h"
 #include "vgpu/region.h"
 #include "vgpu/statedir.h"
 
@@ -865,6 +866,103 @@ static void test_exited_kept(void **state)
     vgpu_region_close(&b);
 }
 
+/* Lent memory (--mem REQUEST:LIMIT, issue 37): REQUEST is stored in page 0's tail, 0 meaning all
+ * of the limit (so a region of an older vgpu, which has 0 there, lends nothing); reservations past
+ * REQUEST are borrowed (spilled) when pageable and refused otherwise; vgpu limit's setters keep
+ * REQUEST <= LIMIT at every moment. */
+static void test_lent_memory(void **state)
+{
+    (void)state;
+    struct vgpu_region r;
+    struct vgpu_job_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.cmdline = "test";
+    spec.device_count = 2;
+    for (unsigned d = 0; d < 2; d++) {
+        spec.dev[d].uuid = "GPU-00000000-0000-0000-0000-000000000000";
+        spec.dev[d].mem_total = 10000;
+        spec.dev[d].mem_limit = 4000;
+    }
+    spec.dev[0].mem_request = 1000;
+    struct vgpu_err e = { 0 };
+    if (vgpu_region_create(&r, statedir, &spec, &e) != 0)
+        fail_msg("create: %s", e.msg);
+    uint64_t req = 0;
+    assert_true(vgpu_region_lending(&r, 0, &req));
+    assert_int_equal(req, 1000);
+    assert_int_equal(vgpu_region_mem_request(&r, 0), 1000);
+    assert_false(vgpu_region_lending(&r, 1, NULL));              /* 0 in the tail: an older region's */
+    assert_int_equal(vgpu_region_mem_request(&r, 1), 4000);      /* ... reads as SIZE:SIZE */
+    int s = vgpu_region_attach(&r, &e);
+    assert_true(s >= 0);
+    bool sp = true;
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 800, true, &sp), 0);
+    assert_false(sp);                                            /* within REQUEST: on the device */
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 500, false, &sp), -1);
+    assert_int_equal(errno, ENOSPC);                             /* not pageable: stays within REQUEST */
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 2000, true, &sp), 0);
+    assert_true(sp);                                             /* pageable: borrowed */
+    assert_int_equal(vgpu_region_mem_borrowed(&r, 0), 1800);
+    assert_int_equal(vgpu_region_reserve_split(&r, s, 0, 1300, true, &sp), -1);   /* LIMIT is hard */
+    /* vgpu limit: REQUEST above LIMIT refused, nothing changed. */
+    struct vgpu_region a;
+    assert_int_equal(vgpu_jobs_find(statedir, r.info->id, VGPU_REGION_ADMIN, &a, &e), 0);
+    assert_int_equal(vgpu_region_set_mem(&a, 0, 5000, 4000, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_USAGE);
+    assert_int_equal(vgpu_region_mem_request(&r, 0), 1000);
+    /* Shrinking REQUEST below use: allowed, the excess borrowed. */
+    assert_int_equal(vgpu_region_set_mem(&a, 0, 500, 4000, &e), 0);
+    assert_int_equal(vgpu_region_mem_borrowed(&r, 0), 2300);
+    /* REQUEST == LIMIT stores 0: not lending. */
+    assert_int_equal(vgpu_region_set_mem(&a, 0, 3000, 3000, &e), 0);
+    assert_false(vgpu_region_lending(&r, 0, NULL));
+    assert_int_equal(vgpu_region_mem_borrowed(&r, 0), 0);
+    /* The LIMIT alone keeps a REQUEST below it and drops one at or above it. */
+    assert_int_equal(vgpu_region_set_mem(&a, 0, 1000, 4000, &e), 0);
+    assert_int_equal(vgpu_region_set_mem_limit(&a, 0, 3000, &e), 0);
+    assert_int_equal(vgpu_region_mem_request(&r, 0), 1000);
+    assert_int_equal(vgpu_region_set_mem_limit(&a, 0, 900, &e), 0);
+    assert_false(vgpu_region_lending(&r, 0, NULL));
+    assert_int_equal(vgpu_region_mem_request(&r, 0), 900);
+    /* A request above the limit in the file is damage, refused at open. */
+    atomic_store(&a.hdr_rw->mem_request[1], 9000);
+    struct vgpu_region b;
+    assert_int_equal(vgpu_region_open(&b, r.path, VGPU_REGION_JOB, &e), -1);
+    assert_non_null(strstr(e.msg, "memory request"));
+    vgpu_region_close(&a);
+    vgpu_region_close(&r);
+}
+
+/* A borrower's free view (decision 13): min(LIMIT - used, max(REQUEST - used, 0) + what the device
+ * has beyond every unmet request), the job's own unmet request counted once. */
+static void test_lend_free(void **state)
+{
+    (void)state;
+    const uint64_t G = 1ULL << 30;
+    /* Alone on a roomy GPU: all of LIMIT - used. */
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 1 * G, 70 * G, 0), 7 * G);
+    /* The GPU full (others borrow it all): still the unmet request, which is promised. */
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 1 * G, 0, 0), 1 * G);
+    /* Others' unmet requests are not lent: 70 free, 68 of it owed to others -> 2 (> our 1 owed). */
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 1 * G, 70 * G, 68 * G), 2 * G);
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 1 * G, 70 * G, 60 * G), 7 * G);
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 1 * G, 70 * G, 90 * G), 1 * G);   /* saturates */
+    /* Borrowing already (used past REQUEST): only what nobody's request needs. */
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 5 * G, 1 * G, 0), 1 * G);
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 5 * G, 10 * G, 0), 3 * G);
+    /* At or over the LIMIT (vgpu limit lowered it): nothing, never negative. */
+    assert_int_equal(vgpu_lend_free(8 * G, 2 * G, 8 * G, 70 * G, 0), 0);
+    assert_int_equal(vgpu_lend_free(4 * G, 2 * G, 6 * G, 70 * G, 0), 0);
+    /* REQUEST == LIMIT is the ordinary view's arithmetic bounded by the promise. */
+    assert_int_equal(vgpu_lend_free(4 * G, 4 * G, 1 * G, 0, 0), 3 * G);
+    /* A job that borrows nothing beside borrowers: their borrowed pages give way to it. */
+    assert_int_equal(vgpu_lend_owner_free(60 * G, 1 * G, 7 * G, 70 * G), 59 * G);
+    assert_int_equal(vgpu_lend_owner_free(60 * G, 1 * G, 7 * G, 10 * G), 17 * G);
+    assert_int_equal(vgpu_lend_owner_free(60 * G, 1 * G, 7 * G, 0), 7 * G);
+    assert_int_equal(vgpu_lend_owner_free(60 * G, 61 * G, 7 * G, 0), 0);
+    assert_int_equal(vgpu_lend_owner_free(60 * G, 0, UINT64_MAX, 1), 60 * G);   /* saturates */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -883,6 +981,8 @@ int main(void)
         cmocka_unit_test(test_truncated_fenced),
         cmocka_unit_test(test_truncated_fault),
         cmocka_unit_test(test_split_layout),
+        cmocka_unit_test(test_lent_memory),
+        cmocka_unit_test(test_lend_free),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -122,6 +122,32 @@ static void names(void **state)
     assert_true(vgpu_job_name_valid(b));                 /* the longest still a valid job name */
 }
 
+/* --vgpu-mem=REQUEST:LIMIT (issue 37): the site maximum caps the LIMIT, the REQUEST is the task's
+ * promise; REQUEST above LIMIT is refused before the job is queued. */
+static void request_limit(void **state)
+{
+    struct vgslurm_site s;
+    struct vgslurm_opts o = { .policy = -1 };
+    struct vgpu_err e = { 0 };
+    uint64_t mem, req;
+    unsigned core;
+    enum vgpu_core_policy pol;
+    assert_int_equal(site_of(&s, "max_mem=60G", &e), 0);
+    assert_int_equal(vgslurm_opt_parse(&o, &s, "vgpu-mem", "8G:2G", &e), -1);
+    assert_non_null(strstr(e.msg, "REQUEST is more than LIMIT"));
+    assert_int_equal(vgslurm_opt_parse(&o, &s, "vgpu-mem", "2G:70G", &e), -1);
+    assert_non_null(strstr(e.msg, "above this site's maximum, 60G"));
+    assert_int_equal(vgslurm_opt_parse(&o, &s, "vgpu-mem", "2G:", &e), -1);
+    assert_int_equal(vgslurm_opt_parse(&o, &s, "vgpu-mem", "2G:8G", &e), 0);
+    assert_int_equal(vgslurm_task_limits(&s, &o, 0, 80 * GIB, "GPU 0", &mem, &core, &pol, &e), 0);
+    assert_int_equal(mem, 8 * GIB);
+    assert_int_equal(vgslurm_task_request(&o, 80 * GIB, "GPU 0", mem, &req, &e), 0);
+    assert_int_equal(req, 2 * GIB);
+    assert_int_equal(vgslurm_opt_parse(&o, &s, "vgpu-mem", "4G", &e), 0);
+    assert_int_equal(vgslurm_task_request(&o, 80 * GIB, "GPU 0", 4 * GIB, &req, &e), 0);
+    assert_int_equal(req, 0);                            /* one size: nothing lent */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -129,6 +155,7 @@ int main(void)
         cmocka_unit_test(options_and_maxima),
         cmocka_unit_test(shards),
         cmocka_unit_test(names),
+        cmocka_unit_test(request_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -216,6 +216,44 @@ static void test_format(void **state)
     assert_string_equal(vgpu_format_duration(90000, b, sizeof b), "1d01h");
 }
 
+/* --mem REQUEST:LIMIT (issue 37): both parts by the --mem grammar, REQUEST <= LIMIT, one size is
+ * both; the per-GPU form is told apart by digits alone before the first ':'. */
+static void test_request_limit(void **state)
+{
+    (void)state;
+    struct vgpu_err e;
+    uint64_t r = 1, l = 1, total = 80ULL << 30;
+    assert_int_equal(vgpu_mem_request_limit("20G:40G", total, "GPU 0", false, &r, &l, &e), 0);
+    assert_true(r == 20ULL << 30 && l == 40ULL << 30);
+    assert_int_equal(vgpu_mem_request_limit("4G", total, "GPU 0", false, &r, &l, &e), 0);
+    assert_true(r == 4ULL << 30 && l == 4ULL << 30);
+    assert_int_equal(vgpu_mem_request_limit("25%:50%", total, "GPU 0", false, &r, &l, &e), 0);
+    assert_true(r == 20ULL << 30 && l == 40ULL << 30);
+    assert_int_equal(vgpu_mem_request_limit("4G:4G", total, "GPU 0", false, &r, &l, &e), 0);
+    assert_true(r == l);
+    r = l = 7;
+    assert_int_equal(vgpu_mem_request_limit("40G:20G", total, "GPU 0", false, &r, &l, &e), -1);
+    assert_int_equal(e.code, VGPU_EXIT_USAGE);
+    assert_non_null(strstr(e.msg, "REQUEST (40 GiB) is more than LIMIT (20 GiB)"));
+    assert_true(r == 7 && l == 7);                              /* nothing written on error */
+    assert_int_equal(vgpu_mem_request_limit("4G:", total, "GPU 0", false, &r, &l, &e), -1);
+    assert_int_equal(vgpu_mem_request_limit(":4G", total, "GPU 0", false, &r, &l, &e), -1);
+    assert_int_equal(vgpu_mem_request_limit("1G:2G:3G", total, "GPU 0", false, &r, &l, &e), -1);
+    assert_int_equal(vgpu_mem_request_limit("1G:100G", total, "GPU 0", false, &r, &l, &e), -1);
+    assert_non_null(strstr(e.msg, "--mem LIMIT"));
+    assert_int_equal(vgpu_mem_request_limit("1X:2G", total, "GPU 0", false, &r, &l, &e), -1);
+    assert_non_null(strstr(e.msg, "--mem REQUEST"));
+    assert_int_equal(vgpu_mem_request_limit("none", total, "GPU 0", true, &r, &l, &e), 0);
+    assert_true(r == 0 && l == 0);
+    assert_int_equal(vgpu_mem_request_limit("none:4G", total, "GPU 0", true, &r, &l, &e), -1);
+    assert_true(vgpu_mem_per_gpu("0:4G"));
+    assert_true(vgpu_mem_per_gpu("12:4G:8G,1:2G"));
+    assert_false(vgpu_mem_per_gpu("20G:100G"));
+    assert_false(vgpu_mem_per_gpu("4G"));
+    assert_false(vgpu_mem_per_gpu("50%:80%"));
+    assert_false(vgpu_mem_per_gpu(":4G"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_k_suffix),
         cmocka_unit_test(test_advice),
+        cmocka_unit_test(test_request_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,18 @@ int vgpu_acct_arb_insert(const struct vgpu_acct_record *rec, struct vgpu_err *e)
     return rc < 0 ? refused(rc, &r, "the job's accounting record", e) : 0;
 }
 
+void vgpu_acct_arb_start(const char *id)
+{
+    char buf[VGPU_JOB_ID_LEN] = { 0 };
+    snprintf(buf, sizeof buf, "%s", id);
+    uint64_t a[4] = { 0, LAYOUT };
+    struct vgpu_arb_rep r;
+    int64_t rc = vgpu_arb_call_data(VGPU_ARB_ACCT_START, a, buf, sizeof buf, NULL, 0, NULL, &r);
+    if (rc < 0 && rc != -EPIPE)
+        vgpu_debug("job %s: the arbiter did not take its start (%s): its record is taken as any of your user's",
+                   id, r.msg[0] ? r.msg : strerror((int)-rc));
+}
+
 /* ---- handing the own store over ------------------------------------------------------------- */
 
 #define BATCH 8    /* records per request: ~0.5 ms each in the daemon, which serves one at a time */
@@ -67,6 +79,14 @@ static int hand_over(struct vgpu_err *e)
             return vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) < 0 ? 1 : 0;
         *e = oe;
         return -1;
+    }
+    /* Records handed over are removed here, which a read-only file system refuses: they stay,
+     * and are handed over once it is writable again (the reader shows the own store meanwhile). */
+    if (vgpu_acct_is_read_only(s)) {
+        vgpu_acct_close(s);
+        vgpu_debug("accounting: your own store is on a read-only file system: its records are handed to the "
+                   "arbiter once it is writable");
+        return vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) < 0 ? 1 : 0;
     }
     struct batch *b = malloc(sizeof *b);
     struct vgpu_acct_filter f;
@@ -238,4 +258,11 @@ int vgpu_acct_read_totals(const struct vgpu_acct_filter *f, int (*fn)(const stru
     if (rc == 0 && (rc = arb_totals(f, fn, arg, e)) != 1)
         return rc;
     return own_store(true, f, NULL, fn, arg, e);
+}
+
+/* vgpu run, once the job's command has started (record.c): the own store's records to the
+ * daemon. 0 handed over (or none), 1 no daemon answers, -1 refused (e). */
+int vgpu_acct_hand_over(struct vgpu_err *e)
+{
+    return hand_over(e);
 }

@@ -51,9 +51,8 @@ void vgpu_acct_record_from_region(const struct vgpu_region *r, struct vgpu_acct_
         rec->exit_code = -1;
         rec->exit_signal = 0;
     }
-    if (rec->end_ns < rec->start_ns)
-        rec->end_ns = rec->start_ns;
     unsigned flags = atomic_load(&live->acct_flags);
+    uint64_t mem_total[VGPU_REGION_MAX_DEVICES] = { 0 };
     rec->gpu_count = vgpu_region_device_count(r);
     for (unsigned d = 0; d < rec->gpu_count; d++) {
         const struct vgpu_region_dev_limits *dl = &info->dev[d], *dlive = &live->dev[d];
@@ -83,14 +82,40 @@ void vgpu_acct_record_from_region(const struct vgpu_region *r, struct vgpu_acct_
         g->throttled_ns = atomic_load(&u->throttled_ns);
         g->mem_peak_bytes = atomic_load(&u->peak);
         g->mem_byte_seconds = (double)atomic_load(&dlive->acct_mem_byte_s);
+        g->mem_request_bytes = vgpu_region_mem_request(r, d);
+        g->mem_requested_byte_seconds = (double)atomic_load(&live->acct_request_byte_s[d]);
+        g->mem_borrowed_byte_seconds = (double)atomic_load(&live->acct_borrow_byte_s[d]);
         uint64_t mj = atomic_load(&dlive->acct_energy_mj);
         g->energy_known = (flags & VGPU_ACCT_ENERGY_KNOWN) && mj != VGPU_ACCT_ENERGY_UNKNOWN;
         g->energy_j = g->energy_known ? (double)mj / 1000.0 : 0.0;
+        mem_total[d] = dl->mem_total;
     }
+    /* What the region says can be damaged (issue 36 N13): cut to what the job's GPUs allow, and
+     * said so in the record. Among the bounds, one GPU gives a job at most its duration (N7: a
+     * recovered record ended when vgpu run died, and held more GPU time than its duration). */
+    vgpu_acct_bound(rec, mem_total);
 }
 
 /* The last sample's monotonic time, per process (vgpu run samples one job). */
 static uint64_t last_sample_ns, first_sample_ns;
+
+/* Records of the own store that no daemon took when they were written go to the daemon at the
+ * user's next vgpu run (issue 36), from its first look after the command started: never before
+ * it, so the command's start waits for nothing; only when the own store exists (one stat), so a
+ * user who never buffered a record pays nothing. */
+static void hand_over_once(void)
+{
+    static bool done;
+    char path[4200];
+    struct vgpu_err e = { 0 };
+    if (done)
+        return;
+    done = true;
+    if (vgpu_acct_own_store_path(path, sizeof path) < 0 || access(path, F_OK) < 0)
+        return;
+    if (vgpu_acct_hand_over(&e) < 0)
+        vgpu_debug("accounting: your own store's records stay there for now: %s", e.msg);
+}
 
 void vgpu_acct_sample(struct vgpu_region *r)
 {
@@ -104,10 +129,17 @@ void vgpu_acct_sample(struct vgpu_region *r)
          * at least as long as the command's start-up, so 250 ms steps miss little of it. */
         double dt = (double)(now - last_sample_ns) / 1e9;
         for (unsigned d = 0; d < vgpu_region_device_count(r); d++) {
-            double bytes = (double)vgpu_region_mem_used(r, d);
-            atomic_fetch_add(&r->hdr_rw->dev[d].acct_mem_byte_s, (uint64_t)(bytes * dt + 0.5));
+            double used = (double)vgpu_region_mem_used(r, d), request = (double)vgpu_region_mem_request(r, d);
+            double borrowed = (double)vgpu_region_mem_borrowed(r, d);
+            atomic_fetch_add(&r->hdr_rw->dev[d].acct_mem_byte_s, (uint64_t)(used * dt + 0.5));
+            /* Lent memory: what was promised (REQUEST, or the limit without one), and what was
+             * held past it (borrowed: 0 but for --mem REQUEST:LIMIT). */
+            atomic_fetch_add(&r->hdr_rw->acct_request_byte_s[d], (uint64_t)(request * dt + 0.5));
+            atomic_fetch_add(&r->hdr_rw->acct_borrow_byte_s[d], (uint64_t)(borrowed * dt + 0.5));
         }
     }
+    if (last_sample_ns)
+        hand_over_once();     /* the command runs (the first look is before it starts) */
     last_sample_ns = now;
     if (!first_sample_ns)
         first_sample_ns = now;

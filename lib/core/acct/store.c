@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,14 +22,13 @@
 struct vgpu_acct_store {
     sqlite3 *db;
     char path[4200];
+    bool read_only;                     /* on a read-only file system: opened to read only */
 };
 
 /* What to do about a failed SQLite call, by its result code. */
 static const char *advice(int rc)
 {
     switch (rc & 0xff) {
-    case SQLITE_FULL: return " (the file system is full: free space there; the job's record is kept in its region "
-                             "and written by the next vgpu acct)";
     case SQLITE_BUSY:
     case SQLITE_LOCKED: return " (another program holds the database's write lock: it is tried again by the next "
                                "vgpu acct)";
@@ -41,9 +41,36 @@ static const char *advice(int rc)
     }
 }
 
+/* SQLite says "disk I/O error" when a full file system stops it where it cannot tell (the WAL's
+ * shared memory of a new database, a write of its pages): a file system with no block left for
+ * a user is full, whatever SQLite called it. */
+static bool no_space_left(const char *path)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = 0;
+    struct statvfs v;
+    return statvfs(slash ? dir : ".", &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize < 64 * 1024;
+}
+
 static int fail(struct vgpu_acct_store *s, int rc, const char *what, struct vgpu_err *e)
 {
+    /* Not the file's owner or mode: nothing can be written on that file system (issue 36 N11). */
+    if (s->read_only) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "accounting database %s: %s: it is on a read-only file system: nothing can "
+                     "be written there until it is writable again (a job's record waits in its region meanwhile)",
+                     s->path, what);
+        return -1;
+    }
     int code = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? VGPU_EXIT_BUSY : VGPU_EXIT_FAIL;
+    if ((rc & 0xff) == SQLITE_FULL || ((rc & 0xff) == SQLITE_IOERR && no_space_left(s->path))) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "accounting database %s: the file system is full (%s failed): free space "
+                     "there; a job's record is kept in its region meanwhile and written by the next vgpu acct",
+                     s->path, what);
+        return -1;
+    }
     vgpu_err_set(e, code, "accounting database %s: %s: %s%s", s->path, what,
                  s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc), advice(rc));
     return -1;
@@ -99,21 +126,27 @@ static const char migrate_v2_v3[] =
     " nvml_index INTEGER NOT NULL, user TEXT NOT NULL, jobs INTEGER NOT NULL, gpu_ns INTEGER NOT NULL,"            \
     " mem_byte_seconds REAL NOT NULL, energy_mj INTEGER NOT NULL, energy_jobs INTEGER NOT NULL,"                    \
     " PRIMARY KEY(period, uid, uuid)) WITHOUT ROWID;"
+/* Version 5: user_jobs, the jobs counted for their user in a row: each job at its first GPU
+ * (the lowest ordinal: vgpu inserts a record's GPUs in that order, so the first row of a job the
+ * trigger sees is that GPU), so that a sum over a user's GPUs counts a job of several GPUs once. */
+#define FIRST_GPU(g) " (" g ".ordinal = (SELECT min(x.ordinal) FROM job_gpus x WHERE x.job_id = " g ".job_id))"
 /* Adds rows `g` (job_gpus columns) of job `j` (jobs columns) FROM `src` WHERE `where` to table T
  * of periods of P ns. */
 #define TOTALS_ADD(T, P, j, g, src, where)                                                                            \
     " INSERT INTO " T "(period, uid, uuid, nvml_index, user, jobs, gpu_ns, mem_byte_seconds, energy_mj,"            \
-    " energy_jobs) SELECT " j ".end_ns / " P ", " j ".uid, " g ".uuid, " g ".nvml_index, " j ".user, 1, "             \
-    g ".gpu_ns, " g ".mem_byte_seconds, coalesce(" g ".energy_mj, 0), " g ".energy_mj IS NOT NULL FROM " src         \
-    " WHERE " where " ON CONFLICT(period, uid, uuid) DO UPDATE SET user = max(user, excluded.user),"                 \
+    " energy_jobs, user_jobs) SELECT " j ".end_ns / " P ", " j ".uid, " g ".uuid, " g ".nvml_index, " j ".user, 1, " \
+    g ".gpu_ns, " g ".mem_byte_seconds, coalesce(" g ".energy_mj, 0), " g ".energy_mj IS NOT NULL," FIRST_GPU(g)    \
+    " FROM " src " WHERE " where " ON CONFLICT(period, uid, uuid) DO UPDATE SET user = max(user, excluded.user),"   \
     " nvml_index = max(nvml_index, excluded.nvml_index), jobs = jobs + 1, gpu_ns = gpu_ns + excluded.gpu_ns,"      \
     " mem_byte_seconds = mem_byte_seconds + excluded.mem_byte_seconds,"                                             \
-    " energy_mj = energy_mj + excluded.energy_mj, energy_jobs = energy_jobs + excluded.energy_jobs;"
+    " energy_mj = energy_mj + excluded.energy_mj, energy_jobs = energy_jobs + excluded.energy_jobs,"                \
+    " user_jobs = user_jobs + excluded.user_jobs;"
 /* Subtracts the GPUs of job OLD (a jobs row), and removes the periods of its user left empty. */
 #define TOTALS_SUB_JOB(T, P)                                                                                          \
     " UPDATE " T " SET jobs = jobs - 1, gpu_ns = " T ".gpu_ns - g.gpu_ns,"                                          \
     " mem_byte_seconds = " T ".mem_byte_seconds - g.mem_byte_seconds,"                                              \
-    " energy_mj = " T ".energy_mj - coalesce(g.energy_mj, 0), energy_jobs = energy_jobs - (g.energy_mj IS NOT NULL)" \
+    " energy_mj = " T ".energy_mj - coalesce(g.energy_mj, 0), energy_jobs = energy_jobs - (g.energy_mj IS NOT NULL),"\
+    " user_jobs = user_jobs -" FIRST_GPU("g")                                                                       \
     " FROM job_gpus g WHERE g.job_id = OLD.id AND " T ".period = OLD.end_ns / " P " AND " T ".uid = OLD.uid"          \
     " AND " T ".uuid = g.uuid;"                                                                                     \
     " DELETE FROM " T " WHERE period = OLD.end_ns / " P " AND uid = OLD.uid AND jobs <= 0;"
@@ -121,13 +154,14 @@ static const char migrate_v2_v3[] =
 #define TOTALS_SUB_GPU(T, P)                                                                                          \
     " UPDATE " T " SET jobs = jobs - 1, gpu_ns = gpu_ns - OLD.gpu_ns,"                                              \
     " mem_byte_seconds = mem_byte_seconds - OLD.mem_byte_seconds, energy_mj = energy_mj - coalesce(OLD.energy_mj, 0),"\
-    " energy_jobs = energy_jobs - (OLD.energy_mj IS NOT NULL)"                                                      \
+    " energy_jobs = energy_jobs - (OLD.energy_mj IS NOT NULL), user_jobs = user_jobs -" FIRST_GPU("OLD")            \
     " WHERE (period, uid) = (SELECT end_ns / " P ", uid FROM jobs WHERE id = OLD.job_id)"                           \
     " AND uuid = OLD.uuid;"                                                                                         \
     " DELETE FROM " T " WHERE jobs <= 0;"
 #define TOTALS_FILL(T, P)                                                                                             \
-    "INSERT INTO " T " SELECT j.end_ns / " P ", j.uid, g.uuid, max(g.nvml_index), max(j.user), count(*), sum(g.gpu_ns),"\
-    " sum(g.mem_byte_seconds), sum(coalesce(g.energy_mj, 0)), count(g.energy_mj)"                                   \
+    "INSERT INTO " T "(period, uid, uuid, nvml_index, user, jobs, gpu_ns, mem_byte_seconds, energy_mj, energy_jobs,"  \
+    " user_jobs) SELECT j.end_ns / " P ", j.uid, g.uuid, max(g.nvml_index), max(j.user), count(*), sum(g.gpu_ns),"  \
+    " sum(g.mem_byte_seconds), sum(coalesce(g.energy_mj, 0)), count(g.energy_mj), sum(" FIRST_GPU("g") ")"          \
     " FROM jobs j JOIN job_gpus g ON g.job_id = j.id GROUP BY 1, 2, 3;"
 #define TOTALS_BOTH(what) what("totals_by_hour", ACCT_HOUR_NS) what("totals_by_day", ACCT_DAY_NS)
 #define ADD_NEW_GPU(T, P) TOTALS_ADD(T, P, "j", "NEW", "jobs j", "j.id = NEW.job_id")
@@ -135,6 +169,48 @@ static const char migrate_v2_v3[] =
 #define REDO_GPU(T, P) TOTALS_SUB_GPU(T, P) ADD_NEW_GPU(T, P)
 static const char migrate_v3_v4[] =
     TOTALS_TABLE("totals_by_hour") TOTALS_TABLE("totals_by_day")
+    "UPDATE meta SET value = '4' WHERE key = 'schema_version';";
+/* Version 5 (issue 36): the bounds a record was cut to (jobs.bounded, VGPU_ACCT_BOUND_*), and the
+ * totals' user_jobs (FIRST_GPU). Its triggers replace version 4's (which version 3 databases get
+ * no more: the tables come from version 4, what fills them from here). The records already there
+ * are bounded as vgpu_acct_bound bounds a record whose GPUs' memory is unknown (a record of a
+ * damaged region stored by an older vgpu: a core limit of 1753333957 %), and the totals are
+ * added up again from the records (0.3 s for 100 000 records, once). */
+#define V5_BOUND_MEM "(1 << 50)"
+static const char migrate_v4_v5[] =
+    "DROP TRIGGER IF EXISTS totals_add; DROP TRIGGER IF EXISTS totals_sub; DROP TRIGGER IF EXISTS totals_move;"
+    "DROP TRIGGER IF EXISTS totals_regpu;"
+    "ALTER TABLE jobs ADD COLUMN bounded INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE totals_by_hour ADD COLUMN user_jobs INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE totals_by_day ADD COLUMN user_jobs INTEGER NOT NULL DEFAULT 0;"
+    /* SQLite keeps integers signed: a limit of 1.8e19 bytes reads as a negative one. */
+    "UPDATE jobs SET end_ns = start_ns, bounded = bounded | 1 WHERE end_ns < start_ns;"
+    "UPDATE jobs SET bounded = bounded | 2 WHERE id IN (SELECT job_id FROM job_gpus WHERE mem_limit_bytes < 0"
+    " OR mem_limit_bytes > " V5_BOUND_MEM " OR oversub_device_bytes < 0 OR oversub_device_bytes > " V5_BOUND_MEM ");"
+    "UPDATE jobs SET bounded = bounded | 4 WHERE id IN (SELECT job_id FROM job_gpus WHERE core_limit < 0"
+    " OR core_limit > 100);"
+    "UPDATE jobs SET bounded = bounded | 8 WHERE id IN (SELECT g.job_id FROM job_gpus g JOIN jobs j ON j.id = g.job_id"
+    " WHERE g.gpu_ns < 0 OR g.gpu_ns > j.end_ns - j.start_ns);"
+    "UPDATE jobs SET bounded = bounded | 16 WHERE id IN (SELECT job_id FROM job_gpus WHERE mem_peak_bytes < 0"
+    " OR mem_peak_bytes > " V5_BOUND_MEM ");"
+    "UPDATE jobs SET bounded = bounded | 32 WHERE id IN (SELECT g.job_id FROM job_gpus g JOIN jobs j ON j.id = g.job_id"
+    " WHERE NOT g.mem_byte_seconds >= 0"
+    " OR g.mem_byte_seconds > " V5_BOUND_MEM " * ((j.end_ns - j.start_ns) / 1e9 + 1));"
+    "UPDATE job_gpus SET"
+    " mem_limit_bytes = CASE WHEN mem_limit_bytes < 0 OR mem_limit_bytes > " V5_BOUND_MEM " THEN " V5_BOUND_MEM
+    " ELSE mem_limit_bytes END,"
+    " oversub_device_bytes = CASE WHEN oversub_device_bytes < 0 OR oversub_device_bytes > " V5_BOUND_MEM " THEN "
+    V5_BOUND_MEM " ELSE oversub_device_bytes END,"
+    " core_limit = CASE WHEN core_limit < 0 OR core_limit > 100 THEN 100 ELSE core_limit END,"
+    " gpu_ns = (SELECT CASE WHEN job_gpus.gpu_ns < 0 OR job_gpus.gpu_ns > j.end_ns - j.start_ns"
+    " THEN j.end_ns - j.start_ns ELSE job_gpus.gpu_ns END FROM jobs j WHERE j.id = job_gpus.job_id),"
+    " mem_peak_bytes = CASE WHEN mem_peak_bytes < 0 OR mem_peak_bytes > " V5_BOUND_MEM " THEN " V5_BOUND_MEM
+    " ELSE mem_peak_bytes END,"
+    " mem_byte_seconds = (SELECT CASE WHEN NOT job_gpus.mem_byte_seconds >= 0 THEN 0.0"
+    " WHEN job_gpus.mem_byte_seconds > " V5_BOUND_MEM " * ((j.end_ns - j.start_ns) / 1e9 + 1)"
+    " THEN " V5_BOUND_MEM " * ((j.end_ns - j.start_ns) / 1e9 + 1) ELSE job_gpus.mem_byte_seconds END"
+    " FROM jobs j WHERE j.id = job_gpus.job_id)"
+    " WHERE job_id IN (SELECT id FROM jobs WHERE bounded != 0);"
     "CREATE TRIGGER IF NOT EXISTS totals_add AFTER INSERT ON job_gpus BEGIN" TOTALS_BOTH(ADD_NEW_GPU) " END;"
     "CREATE TRIGGER IF NOT EXISTS totals_sub BEFORE DELETE ON jobs BEGIN" TOTALS_BOTH(TOTALS_SUB_JOB) " END;"
     /* What vgpu never does, but root's sqlite3 may: a record's end or user changed (tests move
@@ -143,9 +219,20 @@ static const char migrate_v3_v4[] =
     TOTALS_BOTH(MOVE_JOB) " END;"
     "CREATE TRIGGER IF NOT EXISTS totals_regpu AFTER UPDATE OF job_id, uuid, nvml_index, gpu_ns, mem_byte_seconds,"
     " energy_mj ON job_gpus BEGIN" TOTALS_BOTH(REDO_GPU) " END;"
-    /* The records already there (one pass each: 0.3 s for 100 000 on this machine, once). */
+    "DELETE FROM totals_by_hour; DELETE FROM totals_by_day;"
     TOTALS_BOTH(TOTALS_FILL)
-    "UPDATE meta SET value = '4' WHERE key = 'schema_version';";
+    "UPDATE meta SET value = '5' WHERE key = 'schema_version';";
+/* Version 6: lent memory (--mem REQUEST:LIMIT, issue 37): each GPU's REQUEST and the memory
+ * promised and borrowed over time. A record of an older vgpu had no REQUEST: its request is its
+ * limit (what --mem SIZE means), promised over the job's life as far as the record can say (the
+ * limit at the end, times the duration; no memory limit, nothing), and nothing borrowed. */
+static const char migrate_v5_v6[] =
+    "ALTER TABLE job_gpus ADD COLUMN mem_request_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE job_gpus ADD COLUMN mem_requested_byte_seconds REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE job_gpus ADD COLUMN mem_borrowed_byte_seconds REAL NOT NULL DEFAULT 0;"
+    "UPDATE job_gpus SET mem_request_bytes = mem_limit_bytes, mem_requested_byte_seconds ="
+    " (SELECT mem_limit_bytes * ((j.end_ns - j.start_ns) / 1e9) FROM jobs j WHERE j.id = job_gpus.job_id);"
+    "UPDATE meta SET value = '6' WHERE key = 'schema_version';";
 
 static int schema_version(struct vgpu_acct_store *s, int *v, struct vgpu_err *e)
 {
@@ -190,6 +277,10 @@ static int migrate(struct vgpu_acct_store *s, struct vgpu_err *e)
         goto undo;
     if (v < 4 && exec(s, migrate_v3_v4, "updating its schema from version 3 to 4", e) < 0)
         goto undo;
+    if (v < 5 && exec(s, migrate_v4_v5, "updating its schema from version 4 to 5", e) < 0)
+        goto undo;
+    if (v < 6 && exec(s, migrate_v5_v6, "updating its schema from version 5 to 6", e) < 0)
+        goto undo;
     if (exec(s, "COMMIT", "updating its schema", e) < 0)
         goto undo;
     return 0;
@@ -232,6 +323,52 @@ static int check_file(int dirfd, const char *dirpath, const char *file, bool cre
     return 0;
 }
 
+/* A database on a read-only file system (a state directory mounted read-only, issue 36 N11): read
+ * as it is. SQLite cannot make the WAL's shared-memory file beside it there, so when the last
+ * writer left none, the file is opened immutable (nobody can change it while it is read-only).
+ * Its schema cannot be updated there: an older one is refused, saying so. */
+static int open_read_only(struct vgpu_acct_store *s, struct vgpu_err *e)
+{
+    s->read_only = true;
+    static const char *const how[] = { "mode=ro", "immutable=1" };
+    int rc = SQLITE_CANTOPEN, v = 0;
+    for (size_t i = 0; i < sizeof how / sizeof how[0]; i++) {
+        char uri[4200 * 3 + 32], esc[4200 * 3], *o = esc;
+        /* a URI's path: '%', '?' and '#' escaped */
+        for (const char *p = s->path; *p && o < esc + sizeof esc - 4; p++)
+            o += strchr("%?#", *p) ? sprintf(o, "%%%02X", (unsigned char)*p) : (*o = *p, 1);
+        *o = 0;
+        snprintf(uri, sizeof uri, "file:%s?%s", esc, how[i]);
+        if (s->db)
+            sqlite3_close_v2(s->db);
+        s->db = NULL;
+        rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW |
+                             SQLITE_OPEN_NOMUTEX, NULL);
+        struct vgpu_err ve = { 0 };
+        if (rc == SQLITE_OK && schema_version(s, &v, &ve) == 0 && v > 0)
+            break;
+        rc = rc == SQLITE_OK ? SQLITE_CANTOPEN : rc;
+    }
+    if (rc != SQLITE_OK) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "accounting database %s: cannot be read on its read-only file system: %s",
+                     s->path, sqlite3_errstr(rc));
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, VGPU_ACCT_BUSY_TIMEOUT_MS);
+    if (v != VGPU_ACCT_SCHEMA_VERSION) {
+        vgpu_err_set(e, VGPU_EXIT_STATE, "accounting database %s: its schema is version %d, this vgpu's %d: it is "
+                     "updated at its next open on a writable file system, and this one is read-only", s->path, v,
+                     VGPU_ACCT_SCHEMA_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+bool vgpu_acct_is_read_only(const struct vgpu_acct_store *s)
+{
+    return s->read_only;
+}
+
 struct vgpu_acct_store *vgpu_acct_open(int dirfd, const char *dirpath, const char *file, bool create,
                                        struct vgpu_err *e)
 {
@@ -248,6 +385,16 @@ struct vgpu_acct_store *vgpu_acct_open(int dirfd, const char *dirpath, const cha
     /* By path, as SQLite must name its -wal and -shm files: the directory is checked (the
      * caller's, not writable by others), and SQLITE_OPEN_NOFOLLOW refuses a symlink put in the
      * file's place since. */
+    struct statvfs fs;
+    if (fstatvfs(dirfd, &fs) == 0 && (fs.f_flag & ST_RDONLY)) {
+        if (create) {
+            s->read_only = true;
+            fail(s, SQLITE_READONLY, "writing a record", e);
+            free(s);
+            return NULL;
+        }
+        return open_read_only(s, e) < 0 ? (vgpu_acct_close(s), NULL) : s;
+    }
     int rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
                              NULL);
     if (rc != SQLITE_OK) {
@@ -273,17 +420,6 @@ struct vgpu_acct_store *vgpu_acct_open(int dirfd, const char *dirpath, const cha
         vgpu_acct_close(s);
         return NULL;
     }
-    return s;
-}
-
-struct vgpu_acct_store *vgpu_acct_open_user(bool create, struct vgpu_err *e)
-{
-    struct vgpu_statedir sd;
-    if (vgpu_statedir_open(&sd, create, e) < 0)
-        return NULL;
-    /* The state directory's handle is O_PATH: openat through it works, and the checks held. */
-    struct vgpu_acct_store *s = vgpu_acct_open(sd.fd, sd.path, VGPU_ACCT_DB_NAME, create, e);
-    vgpu_statedir_close(&sd);
     return s;
 }
 
@@ -405,8 +541,8 @@ static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_recor
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(s->db,
                                 "INSERT OR IGNORE INTO jobs(id, name, uid, user, command, start_ns, end_ns, exit_code,"
-                                " exit_signal, run_as_user, recovered, end_approximate)"
-                                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL);
+                                " exit_signal, run_as_user, recovered, end_approximate, bounded)"
+                                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &st, NULL);
     if (rc != SQLITE_OK)
         return fail(s, rc, "writing a record", e);
     sqlite3_bind_text(st, 1, rec->id, -1, SQLITE_STATIC);
@@ -421,6 +557,7 @@ static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_recor
     sqlite3_bind_int(st, 10, rec->run_as_user);
     sqlite3_bind_int(st, 11, rec->recovered);
     sqlite3_bind_int(st, 12, rec->end_approximate);
+    sqlite3_bind_int(st, 13, (int)rec->bounded);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
@@ -430,13 +567,24 @@ static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_recor
     rc = sqlite3_prepare_v2(s->db,
                             "INSERT INTO job_gpus(job_id, ordinal, uuid, nvml_index, mem_limit_bytes, core_limit,"
                             " core_policy, priority, oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes,"
-                            " mem_byte_seconds, gpu_time_source, energy_mj, migrated_bytes)"
-                            " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            " mem_byte_seconds, gpu_time_source, energy_mj, migrated_bytes, mem_request_bytes,"
+                            " mem_requested_byte_seconds, mem_borrowed_byte_seconds)"
+                            " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                             -1, &st, NULL);
     if (rc != SQLITE_OK)
         return fail(s, rc, "writing a record's GPUs", e);
-    for (unsigned d = 0; d < rec->gpu_count; d++) {
-        const struct vgpu_acct_gpu *g = &rec->gpu[d];
+    /* In ordinal order: the totals count the job for its user at the first GPU row they see
+     * (FIRST_GPU), which must be its lowest ordinal (the daemon appends GPUs a record left out). */
+    unsigned order[VGPU_REGION_MAX_DEVICES], n = rec->gpu_count < VGPU_REGION_MAX_DEVICES ? rec->gpu_count
+                                                                                         : VGPU_REGION_MAX_DEVICES;
+    for (unsigned d = 0; d < n; d++) {
+        unsigned k = d;
+        for (; k > 0 && rec->gpu[order[k - 1]].ordinal > rec->gpu[d].ordinal; k--)
+            order[k] = order[k - 1];
+        order[k] = d;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        const struct vgpu_acct_gpu *g = &rec->gpu[order[i]];
         sqlite3_reset(st);
         sqlite3_bind_text(st, 1, rec->id, -1, SQLITE_STATIC);
         sqlite3_bind_int(st, 2, (int)g->ordinal);
@@ -460,6 +608,9 @@ static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_recor
             sqlite3_bind_int64(st, 16, (sqlite3_int64)g->migrated_bytes);
         else
             sqlite3_bind_null(st, 16);
+        sqlite3_bind_int64(st, 17, (sqlite3_int64)g->mem_request_bytes);
+        sqlite3_bind_double(st, 18, g->mem_requested_byte_seconds);
+        sqlite3_bind_double(st, 19, g->mem_borrowed_byte_seconds);
         if ((rc = sqlite3_step(st)) != SQLITE_DONE) {
             sqlite3_finalize(st);
             return fail(s, rc, "writing a record's GPUs", e);
@@ -469,7 +620,7 @@ static int insert_locked(struct vgpu_acct_store *s, const struct vgpu_acct_recor
     return 0;
 }
 
-int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e)
+static int insert_bounded(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e)
 {
     /* IMMEDIATE: take the write lock first (waiting up to the busy timeout for another writer),
      * so the transaction never has to give up half-way for a lock. */
@@ -480,6 +631,22 @@ int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *r
         sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         return -1;
     }
+    return rc;
+}
+
+int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *given, struct vgpu_err *e)
+{
+    /* Never an impossible figure in the store, whoever wrote the record (issue 36 N13). */
+    struct vgpu_acct_record *rec = malloc(sizeof *rec);
+    if (!rec) {
+        vgpu_err_set(e, VGPU_EXIT_FAIL, "out of memory writing an accounting record");
+        return -1;
+    }
+    *rec = *given;
+    if (vgpu_acct_bound(rec, NULL))
+        vgpu_debug("job %s: its record is bounded (%#x) before it is stored", rec->id, rec->bounded);
+    int rc = insert_bounded(s, rec, e);
+    free(rec);
     return rc;
 }
 
@@ -531,7 +698,8 @@ int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
              "SELECT j.id, j.name, j.uid, j.user, j.command, j.start_ns, j.end_ns, j.exit_code, j.exit_signal,"
              " j.run_as_user, j.recovered, j.end_approximate, g.ordinal, g.uuid, g.nvml_index, g.mem_limit_bytes,"
              " g.core_limit, g.core_policy, g.priority, g.oversub_device_bytes, g.gpu_ns, g.gpu_time_source,"
-             " g.throttled_ns, g.mem_peak_bytes, g.mem_byte_seconds, g.energy_mj, g.migrated_bytes"
+             " g.throttled_ns, g.mem_peak_bytes, g.mem_byte_seconds, g.energy_mj, g.migrated_bytes, j.bounded,"
+             " g.mem_request_bytes, g.mem_requested_byte_seconds, g.mem_borrowed_byte_seconds"
              " FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id"
              " WHERE j.id IN (SELECT DISTINCT j.id FROM jobs j LEFT JOIN job_gpus g ON g.job_id = j.id%s%s)"
              " ORDER BY j.end_ns, j.id, g.ordinal", where, limit);
@@ -570,6 +738,7 @@ int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
             rec->run_as_user = sqlite3_column_int(st, 9);
             rec->recovered = sqlite3_column_int(st, 10);
             rec->end_approximate = sqlite3_column_int(st, 11);
+            rec->bounded = (unsigned)sqlite3_column_int(st, 27) & VGPU_ACCT_BOUND_ALL;
             have = true;
         }
         if (sqlite3_column_type(st, 12) == SQLITE_NULL || rec->gpu_count >= VGPU_REGION_MAX_DEVICES)
@@ -592,6 +761,9 @@ int vgpu_acct_query(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f,
         g->energy_j = (double)sqlite3_column_int64(st, 25) / 1000.0;
         g->migrated_known = sqlite3_column_type(st, 26) != SQLITE_NULL;
         g->migrated_bytes = (uint64_t)sqlite3_column_int64(st, 26);
+        g->mem_request_bytes = (uint64_t)sqlite3_column_int64(st, 28);
+        g->mem_requested_byte_seconds = sqlite3_column_double(st, 29);
+        g->mem_borrowed_byte_seconds = sqlite3_column_double(st, 30);
     }
     if (have && !stop)
         fn(rec, arg);
@@ -610,13 +782,16 @@ static int totals_stmt(struct vgpu_acct_store *s, const struct vgpu_acct_filter 
 {
     static const char cols[] =
         "SELECT uid, max(user), uuid, max(nvml_index), sum(jobs), sum(gpu_ns) / 1e9, sum(mbs) / 1073741824.0,"
-        " sum(emj) / 1000.0, sum(en) FROM (";
+        " sum(emj) / 1000.0, sum(en), sum(uj) FROM (";
     static const char tail[] = ") GROUP BY uid, uuid ORDER BY uid, uuid";
     static const char rows[] =
         "SELECT j.uid, j.user, g.uuid, g.nvml_index, 1 AS jobs, g.gpu_ns, g.mem_byte_seconds AS mbs,"
-        " coalesce(g.energy_mj, 0) AS emj, g.energy_mj IS NOT NULL AS en FROM jobs j JOIN job_gpus g ON g.job_id = j.id";
+        " coalesce(g.energy_mj, 0) AS emj, g.energy_mj IS NOT NULL AS en,"
+        /* the job's first GPU among those the filter keeps (a window over the filtered rows) */
+        " g.ordinal = min(g.ordinal) OVER (PARTITION BY j.id) AS uj FROM jobs j JOIN job_gpus g ON g.job_id = j.id";
     static const char sums[] =
-        "SELECT uid, user, uuid, nvml_index, jobs, gpu_ns, mem_byte_seconds AS mbs, energy_mj AS emj, energy_jobs AS en";
+        "SELECT uid, user, uuid, nvml_index, jobs, gpu_ns, mem_byte_seconds AS mbs, energy_mj AS emj,"
+        " energy_jobs AS en, user_jobs AS uj";
     char sql[3000];
     if (f->gpu || f->name || f->id || f->after_id) {
         char where[700];
@@ -676,6 +851,7 @@ int vgpu_acct_totals(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f
         t.mem_gib_seconds = sqlite3_column_double(st, 6);
         t.energy_j = sqlite3_column_double(st, 7);
         t.energy_known = sqlite3_column_int(st, 8) > 0;
+        t.user_jobs = (uint64_t)sqlite3_column_int64(st, 9);
         if (fn(&t, arg))
             break;
     }

@@ -18,7 +18,8 @@ size_t vgpu_acct_pack(const struct vgpu_acct_record *rec, void *buf, size_t cap)
     if (len > cap)
         return 0;
     memcpy(buf, rec, FIXED);
-    ((struct vgpu_acct_record *)buf)->gpu_count = n;
+    /* buf may sit anywhere in a message: the count is copied, not stored through a cast */
+    memcpy((char *)buf + offsetof(struct vgpu_acct_record, gpu_count), &n, sizeof n);
     memcpy((char *)buf + FIXED, rec->gpu, n * sizeof rec->gpu[0]);
     return len;
 }
@@ -47,6 +48,7 @@ size_t vgpu_acct_unpack(const void *buf, size_t len, struct vgpu_acct_record *re
     rec->run_as_user = ((const unsigned char *)&rec->run_as_user)[0] != 0;
     rec->recovered = ((const unsigned char *)&rec->recovered)[0] != 0;
     rec->end_approximate = ((const unsigned char *)&rec->end_approximate)[0] != 0;
+    rec->bounded &= VGPU_ACCT_BOUND_ALL;
     for (unsigned d = 0; d < rec->gpu_count; d++) {
         rec->gpu[d].energy_known = ((const unsigned char *)&rec->gpu[d].energy_known)[0] != 0;
         rec->gpu[d].migrated_known = ((const unsigned char *)&rec->gpu[d].migrated_known)[0] != 0;

@@ -2,6 +2,7 @@
  * cmd/, so that the core's own messages (an unknown MIG profile) can suggest too. */
 #include "vgpu/closest.h"
 
+#include <ctype.h>
 #include <string.h>
 
 /* Edit distance (Damerau-style transpositions count as one), for "did you mean". */
@@ -30,16 +31,31 @@ size_t vgpu_edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+/* s in lower case into buf (cut at len - 1). */
+static const char *lower(const char *s, char *buf, size_t len)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < len; i++)
+        buf[i] = (char)tolower((unsigned char)s[i]);
+    buf[i] = 0;
+    return buf;
+}
+
 const char *vgpu_closest(const char *bad, const char *const *cands, size_t n)
 {
     const char *best = NULL;
     size_t bestd = (size_t)-1;
+    /* Case is no slip worth counting: HIGH is 'high' (issue 36 L3), not four edits from it. */
+    char lbad[64], lcand[64];
+    if (strlen(bad) >= sizeof lbad)
+        return NULL;   /* as vgpu_edit_distance: too long to be a typo of a word */
+    lower(bad, lbad, sizeof lbad);
     for (size_t i = 0; i < n; i++) {
         if (!cands[i])
             continue;
-        size_t dd = vgpu_edit_distance(bad, cands[i]);
+        size_t dd = vgpu_edit_distance(lbad, lower(cands[i], lcand, sizeof lcand));
         /* A prefix of a candidate is as good as a typo of it. */
-        if (strncmp(cands[i], bad, strlen(bad)) == 0 && *bad)
+        if (strncmp(lcand, lbad, strlen(lbad)) == 0 && *bad)
             dd = dd < 1 ? dd : 1;
         if (dd < bestd) {
             bestd = dd;

@@ -1,6 +1,7 @@
 /* Logging and error helpers shared by vgpu and libvgpu.so (libc only). */
 #include "vgpu/log.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -60,13 +61,22 @@ size_t vgpu_escape_controls(const char *in, size_t len, char *out, size_t size, 
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
+    bool quoted = false;
     if (!size)
         return 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)in[i];
         char esc[5];
         size_t el = 0;
-        if ((ch >= 0x20 && ch != 0x7f) || (ch == '\n' && keep_newlines)) {
+        if (ch == '\'') {
+            bool word_before = i > 0 && isalnum((unsigned char)in[i - 1]);
+            bool word_after = i + 1 < len && isalnum((unsigned char)in[i + 1]);
+            if (!quoted && !word_before)
+                quoted = true;
+            else if (quoted && !word_after)
+                quoted = false;
+        }
+        if ((ch >= 0x20 && ch != 0x7f) || (ch == '\n' && keep_newlines && !quoted)) {
             esc[el++] = (char)ch;
         } else {
             esc[el++] = '\\';
@@ -102,8 +112,8 @@ static void vlog(enum vgpu_log_level lvl, const char *fmt, va_list ap)
         ml--;
     /* A message echoes what it was given (a job name, a path, an option's value): control bytes
      * in it would reach the terminal raw (an escape sequence could recolour or retitle it, or
-     * hide the message), so they are written as \t, \r or \xHH. Newlines stay: some messages
-     * are several lines (a list of the GPUs). */
+     * hide the message), so they are written as \t, \r or \xHH. Newlines stay, but for those in
+     * a quoted value: some messages are several lines (a list of the GPUs). */
     n += (int)vgpu_escape_controls(msg, ml, buf + n, sizeof buf - 1 - (size_t)n, true);
     buf[n++] = '\n';
     fwrite(buf, 1, (size_t)n, stderr);

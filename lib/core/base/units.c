@@ -224,6 +224,50 @@ int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc,
     return vgpu_mem_value("--mem", text, total, gpu_desc, allow_none, out, e);
 }
 
+int vgpu_mem_request_limit(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *request,
+                           uint64_t *limit, struct vgpu_err *e)
+{
+    const char *colon = strchr(text, ':');
+    if (!colon) {
+        if (vgpu_mem_limit_value(text, total, gpu_desc, allow_none, limit, e) < 0)
+            return -1;
+        *request = *limit;
+        return 0;
+    }
+    char req_text[64];
+    size_t n = (size_t)(colon - text);
+    if (n == 0 || !colon[1] || strchr(colon + 1, ':') || n >= sizeof req_text) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem '%s': write REQUEST:LIMIT, two sizes (20G:100G), or one size", text);
+        return -1;
+    }
+    memcpy(req_text, text, n);
+    req_text[n] = 0;
+    uint64_t req, lim;
+    if (vgpu_mem_value("--mem REQUEST", req_text, total, gpu_desc, false, &req, e) < 0 ||
+        vgpu_mem_value("--mem LIMIT", colon + 1, total, gpu_desc, false, &lim, e) < 0)
+        return -1;
+    if (req > lim) {
+        char a[64], b[64];
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "--mem %s: REQUEST (%s) is more than LIMIT (%s) on %s; REQUEST is what the "
+                     "job is promised and LIMIT its cap, so give REQUEST <= LIMIT (e.g. 20G:100G)", text,
+                     vgpu_format_size_near(req, lim, a, sizeof a), vgpu_format_size_near(lim, req, b, sizeof b),
+                     gpu_desc);
+        return -1;
+    }
+    *request = req;
+    *limit = lim;
+    return 0;
+}
+
+bool vgpu_mem_per_gpu(const char *text)
+{
+    if (*text < '0' || *text > '9')
+        return false;
+    while (*text >= '0' && *text <= '9')
+        text++;
+    return *text == ':';
+}
+
 const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len)
 {
     size_t n = strlen(text);
@@ -277,6 +321,11 @@ char *vgpu_format_size_short(uint64_t bytes, char *buf, size_t len)
     else
         snprintf(buf, len, "%.2g%s", v, unit[u]);
     return buf;
+}
+
+const char *vgpu_priority_name(int priority)
+{
+    return priority > 0 ? "high" : priority < 0 ? "low" : "normal";
 }
 
 char *vgpu_format_duration(uint64_t s, char *buf, size_t len)

@@ -65,8 +65,9 @@ int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want
     return best;
 }
 
-/* A group grown from a seed: each step adds the candidate nearest to the group so far, then
- * the one the policy prefers, then the lowest position. Returns its farthest closeness. */
+/* A group grown from a seed: each step adds a candidate of the seed's model before one of
+ * another, then the one nearest to the group so far, then the one the policy prefers, then
+ * the lowest position. Returns its farthest closeness. */
 static int grow(const struct vgpu_place_cand *c, unsigned n, const bool *ok, enum vgpu_place_policy pol,
                 unsigned count, const uint8_t *near, unsigned seed, unsigned *g)
 {
@@ -85,8 +86,11 @@ static int grow(const struct vgpu_place_cand *c, unsigned n, const bool *ok, enu
             for (unsigned k = 0; k < have && near; k++)
                 if (near[g[k] * n + j] > far)
                     far = near[g[k] * n + j];
-            if (best < 0 || far < best_far ||
-                (far == best_far && (pol == VGPU_PLACE_BINPACK ? room(&c[j]) < room(&c[best])
+            bool other = c[j].model != c[seed].model;
+            bool best_other = best >= 0 && c[best].model != c[seed].model;
+            if (best < 0 || (!other && best_other) ||
+                (other == best_other && far < best_far) ||
+                (other == best_other && far == best_far && (pol == VGPU_PLACE_BINPACK ? room(&c[j]) < room(&c[best])
                                                                : room(&c[j]) > room(&c[best])))) {
                 best = (int)j;
                 best_far = far;
@@ -99,6 +103,14 @@ static int grow(const struct vgpu_place_cand *c, unsigned n, const bool *ok, enu
             worst = best_far;
     }
     return worst;
+}
+
+static bool one_model(const struct vgpu_place_cand *c, const unsigned *g, unsigned count)
+{
+    for (unsigned k = 1; k < count; k++)
+        if (c[g[k]].model != c[g[0]].model)
+            return false;
+    return true;
 }
 
 static uint64_t group_room(const struct vgpu_place_cand *c, const unsigned *g, unsigned count)
@@ -148,6 +160,7 @@ int vgpu_place_choose_group(const struct vgpu_place_cand *c, unsigned n, uint64_
     }
     int best = -1;
     uint64_t best_room = 0;
+    bool best_uniform = false;
     unsigned g[VGPU_PLACE_MAX_CANDS];
     for (unsigned seed = 0; seed < n; seed++) {
         if (!ok[seed])
@@ -157,9 +170,12 @@ int vgpu_place_choose_group(const struct vgpu_place_cand *c, unsigned n, uint64_
             continue;
         uint64_t r = group_room(c, g, count);
         sort_picks(g, count);
-        bool better = best < 0 || far < best ||
-                      (far == best && (pol == VGPU_PLACE_BINPACK ? r < best_room : r > best_room));
-        if (!better && far == best && r == best_room)
+        bool uniform = one_model(c, g, count);
+        bool better = best < 0 || (uniform && !best_uniform) ||
+                      (uniform == best_uniform && far < best) ||
+                      (uniform == best_uniform && far == best &&
+                       (pol == VGPU_PLACE_BINPACK ? r < best_room : r > best_room));
+        if (!better && uniform == best_uniform && far == best && r == best_room)
             for (unsigned k = 0; k < count; k++)
                 if (g[k] != pick[k]) {
                     better = g[k] < pick[k];
@@ -168,6 +184,7 @@ int vgpu_place_choose_group(const struct vgpu_place_cand *c, unsigned n, uint64_
         if (better) {
             best = far;
             best_room = r;
+            best_uniform = uniform;
             memcpy(pick, g, count * sizeof *g);
         }
     }
@@ -227,6 +244,13 @@ static int fill_cands(struct ledger *l, const struct vgpu_gpu_list *list, unsign
             continue;
         out->pos[out->n] = sel.pos[k];
         out->c[out->n].total = totals[out->n] = g->mem_total;
+        /* The model: the first candidate of the same name (a MIG device's name has its profile). */
+        out->c[out->n].model = out->n;
+        for (unsigned i = 0; i < out->n; i++)
+            if (!strcmp(list->gpu[out->pos[i]].name, g->name)) {
+                out->c[out->n].model = out->c[i].model;
+                break;
+            }
         uuids[out->n++] = g->uuid;
     }
     if (ledger_look(l, uuids, totals, out->n, ticket, promised, ahead, e) < 0)
@@ -328,6 +352,14 @@ int vgpu_place(const char *statedir, const struct vgpu_gpu_list *list, const str
         if (!cs->n) {
             ledger_close(&l);
             vgpu_err_set(e, VGPU_EXIT_NO_GPU, "placement: no GPU reports its memory, so none can be chosen; use --gpu");
+            break;
+        }
+        /* More GPUs than the machine has: say so, not that the memory (maybe none asked) does
+         * not fit. */
+        if (cs->n < count) {
+            ledger_close(&l);
+            vgpu_err_set(e, VGPU_EXIT_USAGE, "--gpus %u: only %u GPU%s (or MIG instance%s) on this machine; ask for "
+                         "at most %u", count, cs->n, cs->n > 1 ? "s" : "", cs->n > 1 ? "s" : "", cs->n);
             break;
         }
         /* A request no GPU could ever hold fails now: waiting for it would never end. */

@@ -16,10 +16,16 @@
 #include "vgpu/statedir.h"
 
 static vgpu_jobs_ended_fn ended_hook;
+static vgpu_jobs_orphan_fn orphan_hook;
 
 void vgpu_jobs_on_ended(vgpu_jobs_ended_fn fn)
 {
     ended_hook = fn;
+}
+
+void vgpu_jobs_on_orphan(vgpu_jobs_orphan_fn fn)
+{
+    orphan_hook = fn;
 }
 
 static int by_creation(const void *a, const void *b)
@@ -52,10 +58,13 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Reaps a readable region and tells whether it is stale. A running job is stale when its
- * `vgpu run` is gone and no process of the job is alive, so nobody will ever use or remove
- * it. An ended one (EXITED) is kept `keep` ns after it ended, for vgpu wait and ps, whether
- * its `vgpu run` is still there or not (it exits right after recording the status). */
+/* Reaps a readable region and tells whether it is stale. A running job is stale when no
+ * process of the job is alive (vgpu_region_job_alive: its `vgpu run`, its slots, its command,
+ * or a process carrying its region), so nobody will ever use or remove it: not merely when its
+ * vgpu run is gone (a `kill -9` of vgpu run left the command running, and ending the job then
+ * let it run unlimited). An ended one (EXITED) is kept `keep` ns after it ended, for vgpu wait
+ * and ps, whether its `vgpu run` is still there or not (it exits right after recording the
+ * status). */
 static bool reap_is_stale(struct vgpu_region *r, uint64_t now, uint64_t keep)
 {
     vgpu_region_reap(r);
@@ -64,7 +73,7 @@ static bool reap_is_stale(struct vgpu_region *r, uint64_t now, uint64_t keep)
         /* A clock stepped back by more than `keep` must not keep it forever either. */
         return ended == 0 || (now >= ended ? now - ended >= keep : ended - now > keep);
     }
-    return !vgpu_region_creator_alive(r) && vgpu_region_pids(r, NULL, NULL, 0) == 0;
+    return !vgpu_region_job_alive(r);
 }
 
 /* Removes a stale job: its region, and its output log (vgpu run --detach) beside it. By name
@@ -184,12 +193,16 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
                 (*corrupt)++;
             if (damaged) {
                 ref->damaged = true;
+                ref->misnamed = true;
                 snprintf(ref->damaged_why, sizeof ref->damaged_why, "%s", why);
                 n++;
             }
             continue;
         }
-        if (reap_is_stale(&r, now, keep)) {
+        /* Ended, and vgpu run's finisher (its adopter) still writing its record: listed as
+         * finishing (vgpu_jobs_await_records waits for it), never removed meanwhile. */
+        bool finishing = atomic_load(&r.hdr->state) == VGPU_JOB_EXITED && vgpu_region_adopted(&r);
+        if (reap_is_stale(&r, now, keep) && !finishing) {
             /* Its accounting record first, when vgpu run could not write it (vgpu/acct.h): only
              * the region's owner, whose database it goes to. Kept until that works. */
             if (ended_hook && st.st_uid == geteuid() && ended_hook(&r) < 0) {
@@ -200,14 +213,23 @@ static int list_jobs(const char *statedir, struct vgpu_job_ref **out, size_t *co
             vgpu_region_close(&r);
             continue;
         }
+        /* Running, its vgpu run dead (kill -9), its processes alive: someone must watch it as
+         * vgpu run did, and write its record when its last process ends. Its owner (root for a
+         * split job, whose region file is root's) hands it to the adopter unless one lives. */
+        if (orphan_hook && st.st_uid == geteuid() && atomic_load(&r.hdr->state) != VGPU_JOB_EXITED &&
+            !vgpu_region_creator_alive(&r) &&
+            !vgpu_region_adopted(&r))
+            orphan_hook(ref->path);
         /* Ended, and its vgpu run gone without recording it (a full disk, a locked database):
-         * recorded now, not only when the job is removed VGPU_EXITED_KEEP_S later. */
+         * recorded now, not only when the job is removed VGPU_EXITED_KEEP_S later. Not while
+         * an adopter lives: vgpu run's finisher, writing it (cmd/run/finisher.c). */
         if (ended_hook && st.st_uid == geteuid() && atomic_load(&r.hdr->state) == VGPU_JOB_EXITED &&
-            !vgpu_region_creator_alive(&r))
+            !vgpu_region_creator_alive(&r) && !vgpu_region_adopted(&r))
             (void)ended_hook(&r);
         ref->readable = true;
         ref->owner = vgpu_region_job_uid(&r);   /* a split region is root's file, the job the user's */
         ref->state = atomic_load(&r.hdr->state);
+        ref->finishing = finishing;
         /* Bounded: the file is the job user's, and may have changed since it was validated; a
          * name without its NUL must not make us read past it. */
         snprintf(ref->name, sizeof ref->name, "%.*s", (int)sizeof r.info->name - 1, r.info->name);
@@ -229,6 +251,12 @@ int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *coun
                    struct vgpu_err *e)
 {
     return list_jobs(statedir, out, count, corrupt, false, e);
+}
+
+int vgpu_jobs_list_damaged(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                           struct vgpu_err *e)
+{
+    return list_jobs(statedir, out, count, corrupt, true, e);
 }
 
 /* The lookup order (vgpu-limit(1), vgpu-wait(1)): exact id, then name, then unique id prefix.

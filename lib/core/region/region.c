@@ -20,7 +20,15 @@
 
 _Static_assert(sizeof(struct vgpu_region_header) <= VGPU_REGION_LIMITS_SIZE, "the header must fit in page 0");
 /* The layout of version 1: exited_realtime_ns took one of the reserved words. */
-_Static_assert(sizeof(struct vgpu_region_header) == 3424 && offsetof(struct vgpu_region_header, dev) == 736 &&
+_Static_assert(offsetof(struct vgpu_region_header, cmd_pid) == 3424 && offsetof(struct vgpu_region_header, adopter) == 3440,
+               "the job's command and adopter were appended after dev[]");
+/* Lent memory was appended after the adopter, in page 0's tail (zero in older regions). */
+_Static_assert(offsetof(struct vgpu_region_header, mem_request) == 3448, "mem_request was appended");
+/* ... and its accounting after it. */
+_Static_assert(offsetof(struct vgpu_region_header, acct_request_byte_s) == 3448 + 8 * VGPU_REGION_MAX_DEVICES &&
+               sizeof(struct vgpu_region_header) == 3448 + 24 * VGPU_REGION_MAX_DEVICES,
+               "lent memory's accounting was appended");
+_Static_assert(offsetof(struct vgpu_region_header, dev) == 736 &&
                offsetof(struct vgpu_region_header, exited_realtime_ns) == 672,
                "the region header layout of version 1 must not change");
 /* Oversubscription took reserved words, so regions of older and newer vgpu read each other. */
@@ -117,6 +125,9 @@ static void fill_header(struct vgpu_region_header *h, const char *id, const stru
             atomic_store(&dl->mem_device, spec->dev[d].mem_device);
             atomic_store(&dl->flags, VGPU_DEV_OVERSUB);
         }
+        /* REQUEST equal to LIMIT is stored as 0, as an older vgpu wrote it: nothing is lent. */
+        uint64_t req = spec->dev[d].mem_request;
+        atomic_store(&h->mem_request[d], req && req < spec->dev[d].mem_limit ? req : 0);
     }
 }
 
@@ -139,7 +150,8 @@ int vgpu_region_create(struct vgpu_region *r, const char *statedir, const struct
         if (spec->dev[d].core_limit > 100 ||
             (spec->dev[d].mem_total && spec->dev[d].mem_limit > spec->dev[d].mem_total && !spec->dev[d].oversub) ||
             (spec->dev[d].oversub && (spec->dev[d].mem_device > spec->dev[d].mem_limit ||
-                                      (spec->dev[d].mem_total && spec->dev[d].mem_device > spec->dev[d].mem_total)))) {
+                                      (spec->dev[d].mem_total && spec->dev[d].mem_device > spec->dev[d].mem_total))) ||
+            (spec->dev[d].mem_request && (spec->dev[d].mem_request > spec->dev[d].mem_limit || spec->dev[d].oversub))) {
             vgpu_err_set(e, VGPU_EXIT_USAGE, "job device %u: limit larger than the device", d);
             return -1;
         }
@@ -280,7 +292,39 @@ bool vgpu_region_oversub(const struct vgpu_region *r, unsigned dev, uint64_t *de
 
 uint64_t vgpu_region_mem_spilled(const struct vgpu_region *r, unsigned dev)
 {
+    /* A borrower's managed memory is counted in `spilled` too (what reservations compare with its
+     * REQUEST), but it is prefetched onto the GPU: not off the device (vgpu_region_mem_borrowed). */
+    if (!vgpu_region_oversub(r, dev, NULL))
+        return 0;
     return r && r->use && region_dev_ok(r, dev) ? atomic_load(&r->use->dev[dev].spilled) : 0;
+}
+
+uint64_t vgpu_region_mem_request(const struct vgpu_region *r, unsigned dev)
+{
+    uint64_t req;
+    return vgpu_region_lending(r, dev, &req) ? req : vgpu_region_mem_limit(r, dev);
+}
+
+bool vgpu_region_lending(const struct vgpu_region *r, unsigned dev, uint64_t *request)
+{
+    if (!r || !r->hdr || !region_dev_ok(r, dev))
+        return false;
+    uint64_t req = atomic_load(&r->hdr->mem_request[dev]), limit = atomic_load(&r->hdr->dev[dev].mem_limit);
+    if (!req || !limit || req >= limit)
+        return false;
+    if (request)
+        *request = req;
+    return true;
+}
+
+uint64_t vgpu_region_mem_borrowed(const struct vgpu_region *r, unsigned dev)
+{
+    uint64_t req;
+    if (!vgpu_region_lending(r, dev, &req) || !r->use)
+        return 0;
+    uint64_t used = atomic_load(&r->use->dev[dev].used), out = atomic_load(&r->use->dev[dev].outside_bytes);
+    uint64_t all = used + out < used ? UINT64_MAX : used + out;
+    return all > req ? all - req : 0;
 }
 
 /* ---- changing ---------------------------------------------------------------------------------- */
@@ -308,7 +352,39 @@ int vgpu_region_set_mem_limit(struct vgpu_region *r, unsigned dev, uint64_t byte
 {
     if (admin_dev(r, dev, e) < 0)
         return -1;
+    /* A REQUEST at or above the new limit goes (the job borrows nothing more), before the limit
+     * is stored: no reader ever sees a request above the cap. */
+    uint64_t req = atomic_load(&r->hdr->mem_request[dev]);
+    if (req && (!bytes || req >= bytes))
+        atomic_store(&r->hdr_rw->mem_request[dev], 0);
     atomic_store(&r->hdr_rw->dev[dev].mem_limit, bytes);
+    atomic_fetch_add(&r->hdr_rw->limits_seq, 1);
+    return 0;
+}
+
+int vgpu_region_set_mem(struct vgpu_region *r, unsigned dev, uint64_t request, uint64_t limit, struct vgpu_err *e)
+{
+    if (admin_dev(r, dev, e) < 0)
+        return -1;
+    if (limit && request > limit) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "a memory REQUEST is at most its LIMIT (REQUEST:LIMIT)");
+        return -1;
+    }
+    if (atomic_load(&r->hdr->dev[dev].flags) & VGPU_DEV_OVERSUB && request && request < limit) {
+        vgpu_err_set(e, VGPU_EXIT_USAGE, "the job runs with --oversubscribe, which has a device share of its own: it "
+                     "cannot also borrow (REQUEST:LIMIT); give one size");
+        return -1;
+    }
+    /* The request first: a reader between the two stores sees a request that is at most the old
+     * limit or the new one, never a borrower with a request above its cap. */
+    uint64_t req = request && limit && request < limit ? request : 0;
+    if (req && req > atomic_load(&r->hdr->dev[dev].mem_limit)) {
+        atomic_store(&r->hdr_rw->dev[dev].mem_limit, limit);
+        atomic_store(&r->hdr_rw->mem_request[dev], req);
+    } else {
+        atomic_store(&r->hdr_rw->mem_request[dev], req);
+        atomic_store(&r->hdr_rw->dev[dev].mem_limit, limit);
+    }
     atomic_fetch_add(&r->hdr_rw->limits_seq, 1);
     return 0;
 }

@@ -26,6 +26,34 @@ static bool has_nul(const char *s, size_t n)
 }
 
 /* Checks a header read with pread (before mapping, so a truncated file cannot SIGBUS us). */
+/* Limits no `vgpu run` or `vgpu limit` can write (issue 36 N13/N14: a damaged region read as a
+ * core limit of 1753333957 % and a memory limit of 1.8e19 bytes, which the library took as "no
+ * limit"). NULL when they are sane, else which one is not. */
+static const char *limits_insane(const struct vgpu_region_dev_limits *l)
+{
+    uint64_t mem = atomic_load(&l->mem_limit);
+    uint32_t flags = atomic_load(&l->flags);
+    if (atomic_load(&l->core_limit) > 100)
+        return "core limit";
+    if (atomic_load(&l->core_policy) > VGPU_CORE_SOFT)
+        return "core policy";
+    int32_t p = atomic_load(&l->priority);
+    if (p < -1 || p > 1)
+        return "priority";
+    if (flags & ~VGPU_DEV_OVERSUB)
+        return "device flags";
+    /* --mem is at most the GPU's memory; an oversubscribed cap, a few times that (vgpu run
+     * bounds it); 2^50 bytes (1 PiB) is past both for any GPU. */
+    if (mem > (1ULL << 50))
+        return "memory limit";
+    /* UINT64_MAX: no fixed device share (HAMi's CUDA_OVERSUBSCRIBE, lib/hook/hami.c: spill when
+     * the GPU itself is full). */
+    uint64_t dev = atomic_load(&l->mem_device);
+    if ((flags & VGPU_DEV_OVERSUB) && mem && dev != UINT64_MAX && dev > mem)
+        return "device part of the memory limit";
+    return NULL;
+}
+
 static int check_header(const struct vgpu_region_header *h, const struct stat *st, const char *path,
                         struct vgpu_err *e)
 {
@@ -61,11 +89,20 @@ static int check_header(const struct vgpu_region_header *h, const struct stat *s
                      h->device_count, fix);
         return -1;
     }
-    for (unsigned d = 0; d < h->device_count; d++)
+    for (unsigned d = 0; d < h->device_count; d++) {
         if (!has_nul(h->dev[d].uuid, sizeof h->dev[d].uuid)) {
             vgpu_err_set(e, VGPU_EXIT_STATE, "%s is corrupt (device %u's UUID is unterminated); %s", path, d, fix);
             return -1;
         }
+        const char *bad = limits_insane(&h->dev[d]);
+        uint64_t req = atomic_load(&h->mem_request[d]);
+        if (!bad && req && (req > atomic_load(&h->dev[d].mem_limit) || (atomic_load(&h->dev[d].flags) & VGPU_DEV_OVERSUB)))
+            bad = "memory request";
+        if (bad) {
+            vgpu_err_set(e, VGPU_EXIT_STATE, "%s is corrupt (device %u's %s is out of range); %s", path, d, bad, fix);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -170,10 +207,11 @@ static int region_copy(struct vgpu_region *r, struct vgpu_err *e)
 
 /* The usage part needs a writable descriptor; page 0 (r->fd) stays read-only in JOB mode. The
  * second open is by path, so it must be the same file as the first (not one renamed in between). */
-static int open_rw_again(const struct vgpu_region *r, const struct stat *st, struct vgpu_err *e)
+static int open_rw_again(const struct vgpu_region *r, const struct stat *st, int *errp, struct vgpu_err *e)
 {
     int fd = open(r->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     struct stat st2;
+    *errp = fd < 0 ? errno : 0;
     if (fd < 0) {
         int err = errno;
         vgpu_err_set(e, (err == EACCES || err == EPERM) ? VGPU_EXIT_PERMISSION : VGPU_EXIT_FAIL,
@@ -322,7 +360,15 @@ int vgpu_region_open(struct vgpu_region *r, const char *path, enum vgpu_region_m
             goto fail;
         rw_fd = r->use_fd;
     } else {
-        rw_fd = mode == VGPU_REGION_ADMIN || copy ? r->fd : open_rw_again(r, &st, e);
+        int err = 0;
+        rw_fd = mode == VGPU_REGION_ADMIN || copy ? r->fd : open_rw_again(r, &st, &err, e);
+        /* A state directory on a read-only file system (issue 36 N11): the file is intact, and a
+         * tool that only looks reads it by copy, as it reads another user's (nobody can reap or
+         * account there anyway). Calling it damaged sent users to remove good files. */
+        if (rw_fd < 0 && err == EROFS && mode == VGPU_REGION_VIEW) {
+            copy = true;
+            rw_fd = r->fd;
+        }
         if (rw_fd < 0)
             goto fail;
     }
@@ -365,6 +411,11 @@ static void refresh_info(struct vgpu_region *r)
     if (seq == atomic_load_explicit(&r->info->limits_seq, memory_order_relaxed) &&
         atomic_load_explicit(&h->state, memory_order_relaxed) == atomic_load(&r->info->state))
         return;
+    /* Damaged limits are not taken: the process keeps the last sane ones it saw (fails closed,
+     * never open). vgpu_jobs_find calls such a region damaged, so vgpu limit cannot be misled. */
+    for (unsigned d = 0; d < r->info->device_count && d < VGPU_REGION_MAX_DEVICES; d++)
+        if (limits_insane(&h->dev[d]))
+            return;
     for (unsigned d = 0; d < r->info->device_count && d < VGPU_REGION_MAX_DEVICES; d++) {
         struct vgpu_region_dev_limits *k = &r->info->dev[d];
         const struct vgpu_region_dev_limits *l = &h->dev[d];
@@ -374,6 +425,7 @@ static void refresh_info(struct vgpu_region *r)
         atomic_store(&k->priority, atomic_load(&l->priority));
         atomic_store(&k->flags, atomic_load(&l->flags));
         atomic_store(&k->mem_device, atomic_load(&l->mem_device));
+        atomic_store(&r->info->mem_request[d], atomic_load(&h->mem_request[d]));
     }
     atomic_store(&r->info->state, atomic_load(&h->state));
     atomic_store(&r->info->limits_seq, seq);

@@ -237,8 +237,10 @@ int vgpu_region_reserve_split(struct vgpu_region *r, int slot, unsigned dev, uin
     *spilled = false;
     if (vgpu_region_reserve(r, slot, dev, bytes) < 0)
         return -1;
+    /* The device part: --oversubscribe's device share, or a borrower's REQUEST (past it, what can
+     * be paged is borrowed: managed memory, lib/hook/spill.c; what cannot fails at REQUEST). */
     uint64_t share;
-    if (!vgpu_region_oversub(r, dev, &share))
+    if (!vgpu_region_oversub(r, dev, &share) && !vgpu_region_lending(r, dev, &share))
         return 0;
     /* The device part after this reservation: concurrent reservations are all in `used` already,
      * so two processes can only both decide to spill, never both pass the share. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
@@ -145,14 +146,16 @@ int vgpu_statedir_or_none(char *buf, size_t len, struct vgpu_err *e)
     return 0;
 }
 
-int vgpu_jobs_list_all(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
-                       struct vgpu_err *e)
+static int list_all(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt, bool damaged,
+                    struct vgpu_err *e)
 {
+    int (*list)(const char *, struct vgpu_job_ref **, size_t *, unsigned *, struct vgpu_err *) =
+        damaged ? vgpu_jobs_list_damaged : vgpu_jobs_list;
     *out = NULL;
     *count = 0;
     if (corrupt)
         *corrupt = 0;
-    if (statedir[0] && vgpu_jobs_list(statedir, out, count, corrupt, e) < 0)
+    if (statedir[0] && list(statedir, out, count, corrupt, e) < 0)
         return -1;
     char (*dirs)[4096];
     size_t nd = vgpu_userjobs_dirs(&dirs);
@@ -161,7 +164,7 @@ int vgpu_jobs_list_all(const char *statedir, struct vgpu_job_ref **out, size_t *
         size_t nm;
         unsigned bad = 0;
         struct vgpu_err de;
-        if (vgpu_jobs_list(dirs[i], &more, &nm, &bad, &de) < 0) {
+        if (list(dirs[i], &more, &nm, &bad, &de) < 0) {
             vgpu_debug("jobs started by root as this user, in %s: %s", dirs[i], de.msg);
             continue;
         }
@@ -183,6 +186,40 @@ int vgpu_jobs_list_all(const char *statedir, struct vgpu_job_ref **out, size_t *
     if (*count)
         qsort(*out, *count, sizeof **out, by_creation);
     return 0;
+}
+
+int vgpu_jobs_list_all(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                       struct vgpu_err *e)
+{
+    return list_all(statedir, out, count, corrupt, false, e);
+}
+
+int vgpu_jobs_await_records(const char *statedir, int timeout_ms, struct vgpu_err *e)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct vgpu_job_ref *refs = NULL;
+        size_t n = 0;
+        if (list_all(statedir, &refs, &n, NULL, false, e) < 0)
+            return -1;
+        int waiting = 0;
+        for (size_t i = 0; i < n; i++)
+            waiting += refs[i].readable && refs[i].finishing && refs[i].owner == geteuid();
+        free(refs);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
+        if (!waiting || ms >= timeout_ms)
+            return waiting;
+        const struct timespec tick = { 0, 10 * 1000000L };
+        nanosleep(&tick, NULL);
+    }
+}
+
+int vgpu_jobs_list_all_damaged(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                               struct vgpu_err *e)
+{
+    return list_all(statedir, out, count, corrupt, true, e);
 }
 
 int vgpu_jobs_find_all(const char *statedir, const char *key, enum vgpu_region_mode mode, struct vgpu_region *r,

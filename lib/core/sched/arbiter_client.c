@@ -62,15 +62,26 @@ void vgpu_arb_put_fd(struct msghdr *m, union vgpu_arb_cmsg *room, int fd)
     memcpy(CMSG_DATA(c), &fd, sizeof(int));
 }
 
+/* Every descriptor of every SCM_RIGHTS message is looked at: the first is kept, the rest closed.
+ * A peer may send several in one control message, or several control messages, and each one the
+ * kernel installed here is ours to close (the daemon kept those of a 2-descriptor message open
+ * for its life: 508 such HELLOs took 1023 of its 1024 descriptors). */
 int vgpu_arb_take_fd(struct msghdr *m)
 {
     int fd = -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-            if (fd >= 0)
-                close(fd);
-            memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+            continue;
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (fd < 0)
+                fd = got;
+            else if (got >= 0)
+                close(got);
         }
+    }
     return fd;
 }
 

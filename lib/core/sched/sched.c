@@ -522,6 +522,52 @@ int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, 
     return idx;
 }
 
+void vgpu_sched_forfeit(struct vgpu_sched *s, unsigned job, uint64_t now)
+{
+    if (!s->f || s->remote || job >= VGPU_SCHED_MAX_JOBS)
+        return;
+    struct vgpu_sched_job *j = &s->f->jobs[job];
+    if (ld_uncapped(j))
+        return;   /* owes nothing and is owed nothing: its credit is its burst by definition */
+    unsigned cap = ld_cap(j);
+    int64_t c;
+    uint64_t ct;
+    ld_credit(j, cap, now, &c, &ct);
+    int64_t at = vgpu_sched_credit_at(c, ct, cap, now);
+    atomic_store(&j->credit, at < 0 ? at : 0);
+    atomic_store(&j->credit_t, now);
+}
+
+unsigned vgpu_sched_fair_cap(struct vgpu_sched *s, unsigned job, const uint32_t *owner)
+{
+    const struct vgpu_sched_file *f = s->f;
+    if (job >= VGPU_SCHED_MAX_JOBS)
+        return 100;
+    bool live[VGPU_SCHED_MAX_JOBS] = { false };
+    for (unsigned i = 0; i < VGPU_SCHED_MAX_PROCS; i++) {
+        unsigned j = atomic_load(&f->procs[i].job);
+        if (atomic_load(&f->procs[i].pid) && j < VGPU_SCHED_MAX_JOBS)
+            live[j] = true;
+    }
+    /* Shares go to owners first, then to each owner's jobs: four jobs of one user get one share
+     * between them, not four against another user's one. */
+    unsigned counted[VGPU_SCHED_MAX_JOBS], owners = 0, mine = 0;
+    for (unsigned j = 0; j < VGPU_SCHED_MAX_JOBS; j++) {
+        if (!(live[j] || j == job) || !atomic_load(&f->jobs[j].key) || ld_background(&f->jobs[j]))
+            continue;
+        uint32_t o = owner ? owner[j] : j;
+        mine += o == (owner ? owner[job] : job);
+        bool seen = false;
+        for (unsigned k = 0; k < owners && !seen; k++)
+            seen = counted[k] == o;
+        if (!seen)
+            counted[owners++] = o;
+    }
+    unsigned share = owners > 1 ? 100 / owners : 100;
+    share = mine > 1 ? share / mine : share;
+    return share ? share : 1;
+}
+
 int vgpu_sched_attach(struct vgpu_sched *s, unsigned job, pid_t pid, uint64_t start)
 {
     if (s->remote) {   /* the daemon attaches the calling process itself, as it sees it */

@@ -32,25 +32,34 @@ static void wake_all(struct vgpu_sched_file *f)
     futex_wake(&f->seq);
 }
 
-/* Frees the lease of a holder that is past its deadline + grace (dead, stopped, or idle), or
- * whose lease word or deadline no valid grant could have written. */
-static void revoke_overdue(struct vgpu_sched_file *f, uint64_t now)
+bool vgpu_sched_overdue(struct vgpu_sched *s, uint64_t now)
 {
+    struct vgpu_sched_file *f = s->f;
     uint64_t lease = atomic_load(&f->lease);
     unsigned h = vgpu_lease_holder(lease);
     if (!h)
-        return;
+        return false;
     uint64_t end = atomic_load(&f->lease_end), start = atomic_load(&f->lease_start);
     bool invalid = h > VGPU_SCHED_MAX_PROCS || end < start || end - start > VGPU_SCHED_MAX_LEASE_NS ||
                    start > now + VGPU_SCHED_MAX_LEASE_NS || !atomic_load(&f->procs[h - 1].pid);
     if (!invalid && now < end + VGPU_SCHED_GRACE_NS)
-        return;
+        return false;
     /* A holder past its deadline that said it is draining (vgpu_sched_draining) is waiting for
      * the work it queued, however long its kernels: believed for VGPU_SCHED_OVERLAP_NS. Taking
      * the lease from it then made the next job overlap the drain, pay for it, and wait to be
      * eligible again with the GPU idle (H100, 15 ms kernels: 17 % of the time). */
     uint64_t ov = atomic_load(&f->overlap_until);
-    if (!invalid && ov > now && ov - now <= VGPU_SCHED_OVERLAP_NS)
+    return invalid || !(ov > now && ov - now <= VGPU_SCHED_OVERLAP_NS);
+}
+
+/* Frees the lease of a holder that is past its deadline + grace (dead, stopped, or idle), or
+ * whose lease word or deadline no valid grant could have written. Through the arbiter, the daemon
+ * ends such a lease first and charges it (cmd/daemon/arbiter.c, end_lease). */
+static void revoke_overdue(struct vgpu_sched *s, uint64_t now)
+{
+    struct vgpu_sched_file *f = s->f;
+    uint64_t lease = atomic_load(&f->lease);
+    if (!vgpu_sched_overdue(s, now))
         return;
     uint64_t freed = lease & ~(uint64_t)0xffff;
     if (atomic_compare_exchange_strong(&f->lease, &lease, freed))
@@ -87,8 +96,22 @@ void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now)
         vgpu_arb_send(s->gen, VGPU_ARB_DRAINING, s->handle, -1, lease, now, 0);
         return;
     }
-    if (atomic_load(&s->f->lease) == lease)
-        atomic_store(&s->f->overlap_until, now + VGPU_SCHED_OVERLAP_NS);
+    /* A drain is bounded: one lease's overrun at most (believed until the lease's own length past
+     * its deadline, at most VGPU_SCHED_OVERLAP_NS), however often it is said: the grant and the
+     * deadline are the grant's, which the holder cannot move. Said again every 100 ms, it once
+     * kept the lease from every waiter for 3.1 s. Past it the lease is revoked, and through the
+     * daemon charged its wall time. */
+    struct vgpu_sched_file *f = s->f;
+    uint64_t end = atomic_load(&f->lease_end), start = atomic_load(&f->lease_start);
+    if (atomic_load(&f->lease) != lease || end < start || end - start > VGPU_SCHED_MAX_LEASE_NS)
+        return;
+    uint64_t overrun = end - start < VGPU_SCHED_OVERLAP_NS ? end - start : VGPU_SCHED_OVERLAP_NS;
+    uint64_t until = now + VGPU_SCHED_OVERLAP_NS, bound = end + overrun;
+    if (until > bound)
+        until = bound;
+    uint64_t ov = atomic_load(&f->overlap_until);
+    if (until > now && (until > ov || ov > now + VGPU_SCHED_OVERLAP_NS))
+        atomic_store(&f->overlap_until, until);
 }
 
 /* Whether a waiter of job `w` may preempt a holder of job `h` whose lease began at `start` (see
@@ -227,7 +250,7 @@ bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64
     atomic_compare_exchange_strong(&me->want_since, &zero, now);
     atomic_store(&me->polled, now);
 
-    revoke_overdue(f, now);
+    revoke_overdue(s, now);
     uint64_t lease = atomic_load(&f->lease);
     if (vgpu_lease_holder(lease))
         return preempt_or_ask(f, proc, lease, now, lease_out, end);

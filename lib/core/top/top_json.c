@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "vgpu/json.h"
+#include "vgpu/units.h"
 
 static struct json_object *gpu_json(const struct top_model *m, const struct top_gpu *g)
 {
@@ -83,10 +84,14 @@ static struct json_object *job_json(const struct top_job *j)
         vgpu_json_null(o, "gpu_time_percent_per_gpu");
     }
     vgpu_json_u64(o, "throttled_ns", j->throttled_ns);
-    vgpu_json_i64(o, "priority", j->priority);
+    vgpu_json_i64(o, "priority", j->priority);   /* a number before priority_name: kept as it was */
+    vgpu_json_str(o, "priority_name", vgpu_priority_name(j->priority));
     vgpu_json_u64(o, "processes", j->nproc);
     vgpu_json_u64(o, "outside_bytes", j->mem_outside);
     vgpu_json_u64(o, "outside_processes", j->outside_count);
+    vgpu_json_u64_or_null(o, "mem_request_bytes", j->mem_limit != 0, j->mem_request);
+    vgpu_json_u64(o, "mem_borrowed_bytes", j->mem_borrowed);
+    vgpu_json_u64(o, "mem_demoted_bytes", 0);   /* demotion is not built yet: 0, present */
     vgpu_json_bool(o, "oversubscribed", j->oversub);
     vgpu_json_u64(o, "mem_on_device_bytes", j->mem_used > j->mem_off_device ? j->mem_used - j->mem_off_device : 0);
     vgpu_json_u64(o, "mem_off_device_bytes", j->mem_off_device);

@@ -137,7 +137,7 @@ char *top_row_mig(char *buf, size_t len, int width, const struct top_model *m, c
 }
 
 /* name owner gpus mem [bar] share [bar] throttled prio procs */
-#define JOB_FIXED (12 + 1 + 8 + 1 + 5 + 1 + 11 + 1 + 2 + 1 + 8 + 1 + 2 + 1 + 6 + 1 + 4 + 1 + 5)
+#define JOB_FIXED (12 + 1 + 8 + 1 + 5 + 1 + 11 + 1 + 2 + 1 + 8 + 1 + 2 + 1 + 6 + 1 + 6 + 1 + 5)
 
 static int job_bar_width(int width)
 {
@@ -148,7 +148,7 @@ static int job_bar_width(int width)
 char *top_row_job_title(char *buf, size_t len, int width)
 {
     int bw = job_bar_width(width);
-    snprintf(buf, len, "%-12s %-8s %-5s %-*s %-*s %6s %4s %5s", "JOB", "OWNER", "GPUS", 11 + 3 + bw, "MEM USED/LIMIT",
+    snprintf(buf, len, "%-12s %-8s %-5s %-*s %-*s %6s %-6s %5s", "JOB", "OWNER", "GPUS", 11 + 3 + bw, "MEM USED/LIMIT",
              8 + 3 + bw, "GPU-TIME/CORE", "THROTL", "PRIO", "PROCS");
     return clip(buf, len, width);
 }
@@ -165,6 +165,11 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
         char sz[32];
         snprintf(flag, sizeof flag, "  ! %s outside the limiter (pid %d%s)", vgpu_format_size(j->mem_outside, sz, sizeof sz),
                  (int)j->outside_pid, j->outside_count > 1 ? ", ..." : "");
+    } else if (j->lending) {
+        /* Lent memory: what is promised, and how much of the figure is borrowed past it. */
+        char rq[32], bo[32];
+        snprintf(flag, sizeof flag, "  + %s borrowed past its request of %s",
+                 vgpu_format_size(j->mem_borrowed, bo, sizeof bo), vgpu_format_size(j->mem_request, rq, sizeof rq));
     } else if (j->oversub) {
         /* Virtual device memory: how much of the figure lives off the GPU, and how fast it
          * migrates while that is high (vgpu/migration.h). */
@@ -188,9 +193,9 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
     vgpu_format_duration(j->throttled_ns / 1000000000, thr, sizeof thr);
     /* A cut name or owner ends in '+', so it never passes for a whole one. */
     char nm[16], ow[16], gp[16];
-    snprintf(buf, len, "%-12s %-8s %-5s %-11s [%s] %-8s [%s] %6s %4d %5u%s", vgpu_fit_text(j->name, 12, nm, sizeof nm),
+    snprintf(buf, len, "%-12s %-8s %-5s %-11s [%s] %-8s [%s] %6s %-6s %5u%s", vgpu_fit_text(j->name, 12, nm, sizeof nm),
              vgpu_fit_text(j->owner, 8, ow, sizeof ow), vgpu_fit_text(j->gpus, 5, gp, sizeof gp), mem, membar, share,
-             sharebar, thr, j->priority, j->nproc, flag);
+             sharebar, thr, vgpu_priority_name(j->priority), j->nproc, flag);
     return clip(buf, len, width);
 }
 

@@ -21,7 +21,7 @@
 #include "vgpu/region.h"
 
 #define VGPU_ACCT_DB_NAME            "acct.db"
-#define VGPU_ACCT_SCHEMA_VERSION     4
+#define VGPU_ACCT_SCHEMA_VERSION     6
 #define VGPU_ACCT_RETENTION_DEFAULT  400     /* days */
 #define VGPU_ACCT_BUSY_TIMEOUT_MS    5000
 
@@ -51,6 +51,13 @@ struct vgpu_acct_gpu {
     uint64_t throttled_ns;              /* launches' waits for the schedule */
     uint64_t mem_peak_bytes;
     double mem_byte_seconds;            /* memory integrated over time (sampled every 250 ms) */
+    /* Lent memory (--mem REQUEST:LIMIT, issue 37): REQUEST at the end (0: no memory limit; the
+     * limit itself without a REQUEST), the memory promised integrated over time (REQUEST, or the
+     * limit, as vgpu limit changed it), and the memory held past REQUEST (borrowed) integrated
+     * over time. Byte-seconds, sampled with mem_byte_seconds; 0 in records of an older vgpu. */
+    uint64_t mem_request_bytes;
+    double mem_requested_byte_seconds;
+    double mem_borrowed_byte_seconds;
     bool energy_known;
     double energy_j;                    /* the GPU's energy apportioned by GPU-time share */
     bool migrated_known;                /* --oversubscribe, measured by vgpu run (not recovered) */
@@ -69,9 +76,40 @@ struct vgpu_acct_record {
     bool run_as_user;                   /* vgpu run --user (root set the limits) */
     bool recovered;                     /* written from the region after vgpu run could not */
     bool end_approximate;               /* vgpu run died: end is its last look (<= 250 ms early) */
+    unsigned bounded;                   /* VGPU_ACCT_BOUND_*: what vgpu_acct_bound cut to its bound */
     unsigned gpu_count;
     struct vgpu_acct_gpu gpu[VGPU_REGION_MAX_DEVICES];
 };
+
+/* --- sanity bounds (bounds.c, issue 36 N13) ------------------------------------------------
+ * A damaged job region (or a forged record) must not put impossible figures into the permanent
+ * records and everyone's totals (it did: a memory limit of 1.8e19 bytes, a core limit of
+ * 1753333957 %, 1.2 million GiB-hours for a 4 s job). Before a record is stored, each figure past
+ * what the job could have had is cut to that bound, and the record says which (the `bounded`
+ * column; vgpu acct's NOTE, "bounded" in --json and --csv): the rest of the record is kept, as it
+ * may be right. The bounds, per GPU of the job:
+ *  - the end not before the start (TIME: the end is set to the start);
+ *  - a memory limit, the peak and, without --oversubscribe, what may stay on the GPU at most the
+ *    GPU's memory (1 PiB when it is not known, or oversubscribed: host memory then backs it);
+ *  - a core limit at most 100 %;
+ *  - GPU time at most the job's duration (so a job of N GPUs has at most N x its duration);
+ *  - memory integrated over time at most that memory bound x (the duration + 1 s: vgpu run's last
+ *    sample is taken just after the command's end). */
+#define VGPU_ACCT_BOUND_TIME      1u    /* the end was before the start */
+#define VGPU_ACCT_BOUND_MEM_LIMIT 2u    /* memory limit (or --oversubscribe's device part) */
+#define VGPU_ACCT_BOUND_CORE      4u    /* core limit */
+#define VGPU_ACCT_BOUND_GPU_TIME  8u    /* GPU seconds */
+#define VGPU_ACCT_BOUND_MEM_PEAK  16u   /* peak memory */
+#define VGPU_ACCT_BOUND_MEM_TIME  32u   /* GiB-hours */
+#define VGPU_ACCT_BOUND_ALL       63u
+#define VGPU_ACCT_MEM_UNKNOWN_MAX (1ULL << 50)   /* 1 PiB: no GPU has more */
+
+/* Cuts rec's figures to their bounds, mem_total[d] the memory of rec->gpu[d]'s GPU as the
+ * caller knows it (NULL, or 0 in it: unknown). Adds what it cut to rec->bounded, and returns
+ * that (0: nothing). Running it again changes nothing. */
+unsigned vgpu_acct_bound(struct vgpu_acct_record *rec, const uint64_t *mem_total);
+/* "memory limit", "core limit", ... for bit `bit` of VGPU_ACCT_BOUND_*; json: "mem_limit", ... */
+const char *vgpu_acct_bound_name(unsigned bit, bool json);
 
 struct vgpu_acct_store;
 
@@ -82,12 +120,22 @@ struct vgpu_acct_store;
  * NULL with e set (VGPU_EXIT_NOT_FOUND when !create and it does not exist). */
 struct vgpu_acct_store *vgpu_acct_open(int dirfd, const char *dirpath, const char *file, bool create,
                                        struct vgpu_err *e);
-/* The per-user store in the caller's state directory. */
+/* The caller's own store (own_store.c): $XDG_STATE_HOME/vgpu/acct.db, else
+ * ~/.local/state/vgpu/acct.db, /var/lib/vgpu/own/acct.db for root (places a logout leaves), or
+ * STATEDIR/acct.db when VGPU_STATE_DIR is set. The records an older vgpu kept in the runtime
+ * state directory are moved into it at its first open. path: where it is (0, or -1). */
 struct vgpu_acct_store *vgpu_acct_open_user(bool create, struct vgpu_err *e);
+int vgpu_acct_own_store_path(char *buf, size_t len);
 void vgpu_acct_close(struct vgpu_acct_store *s);
+/* A store on a read-only file system (a state directory mounted read-only) opens to be read
+ * (not created, not migrated: an older schema is refused there); what would write fails saying
+ * the file system is read-only, never blaming the file's owner (issue 36 N11). */
+bool vgpu_acct_is_read_only(const struct vgpu_acct_store *s);
 
 /* Inserts one record (and prunes records past the retention) in one transaction. A record whose
- * id is already there is left as it is (1 returned), else 0; -1 with e set. */
+ * id is already there is left as it is (1 returned), else 0; -1 with e set. The record is
+ * bounded first (vgpu_acct_bound, its GPUs' memory unknown here: the writers that know it,
+ * vgpu run and the daemon, bounded it by that already). */
 int vgpu_acct_insert(struct vgpu_acct_store *s, const struct vgpu_acct_record *rec, struct vgpu_err *e);
 
 /* Retention in days: what vgpu acct --retention kept in the database, else root's policy
@@ -121,7 +169,11 @@ struct vgpu_acct_total {
     char user[64];
     char uuid[VGPU_REGION_UUID_LEN];
     int nvml_index;                     /* of the latest job there */
-    uint64_t jobs;
+    uint64_t jobs;                      /* the jobs that used this GPU */
+    /* Of those, the jobs counted for their user here: a job of several GPUs counts at its first
+     * GPU (the lowest ordinal that matches the filter) only, so that the sum over a user's rows
+     * counts each job once (issue 36: a 2-GPU job counted twice in a user's jobs). */
+    uint64_t user_jobs;
     double gpu_seconds, mem_gib_seconds, energy_j;
     bool energy_known;                  /* some job there had its energy measured */
 };
@@ -165,6 +217,15 @@ void vgpu_acct_filter_unpack(struct vgpu_acct_wire_filter *w, struct vgpu_acct_f
 /* vgpu run: the record to the daemon (arb.c). 0 written (or there already), 1 no daemon
  * answers, -1 refused (e says why). */
 int vgpu_acct_arb_insert(const struct vgpu_acct_record *rec, struct vgpu_err *e);
+/* Tells the daemon (when one answers) that job `id` starts, on this process's connection: from
+ * then on it takes the job's record from this process (or root) only. Quiet: without a daemon,
+ * or refused, the record is taken as before (said at debug level). */
+void vgpu_acct_arb_start(const char *id);
+
+/* The own store's records to the daemon, removed from the own store once it has them: what
+ * readers do first, and vgpu run once its command has started (vgpu_acct_sample). 0 handed
+ * over (or none there), 1 no daemon answers, -1 refused (e). */
+int vgpu_acct_hand_over(struct vgpu_err *e);
 
 /* What readers use (read.c): the daemon's records when one answers (after handing it the own
  * store's), else the caller's own store; nothing and 0 when neither has any. */
@@ -172,6 +233,19 @@ int vgpu_acct_read_query(const struct vgpu_acct_filter *f, int (*fn)(const struc
                          void *arg, struct vgpu_err *e);
 int vgpu_acct_read_totals(const struct vgpu_acct_filter *f, int (*fn)(const struct vgpu_acct_total *t, void *arg),
                           void *arg, struct vgpu_err *e);
+
+/* Where the records a reader shows come from (origin.c), asked just after it read them: the
+ * arbiter when it answers; else the caller's own store (or none), partial when an arbiter ran
+ * on this machine (its database holds the rest, out of reach while it is down). */
+enum vgpu_acct_source { VGPU_ACCT_FROM_NONE, VGPU_ACCT_FROM_OWN, VGPU_ACCT_FROM_ARBITER };
+struct vgpu_acct_origin {
+    enum vgpu_acct_source source;
+    bool partial;
+    bool own_read_only;                 /* the own store is on a read-only file system */
+    char own_path[4200];                /* the own store's path (for messages), "" if unknown */
+};
+void vgpu_acct_origin(struct vgpu_acct_origin *o);
+const char *vgpu_acct_source_name(enum vgpu_acct_source s);   /* "arbiter", "own", "none" */
 
 /* --- records from job regions (record.c) -------------------------------------------------- */
 
@@ -190,6 +264,15 @@ void vgpu_acct_sample(struct vgpu_region *r);
  * window the job ended in and reads it. */
 void vgpu_acct_nvml_poll(struct vgpu_region *r);
 void vgpu_acct_nvml_finish(struct vgpu_region *r);
+/* The first half of finish, at the job's end: reads the counters that end with the job (energy)
+ * and returns how long (µs, at most 1 s) the last look must wait for the job's last sampling
+ * window; 0: it need not wait. finish (vgpu_acct_record_job) then waits only what is left, so
+ * vgpu run can leave that wait to a finisher process (cmd/run/finisher.c). */
+uint64_t vgpu_acct_nvml_end(struct vgpu_region *r);
+/* vgpu run hands over the NVML handle it found the GPUs with (owned from then on): the first look
+ * uses it instead of initialising NVML a second time (an nvmlShutdown and nvmlInit fewer). */
+struct vgpu_nvml;
+void vgpu_acct_nvml_adopt(struct vgpu_nvml *nv);
 /* How often vgpu run should read the samples between its walks: every half sampling window of
  * the sampled GPUs (the driver keeps only each process's newest window), in ms; -1 while none
  * is sampled. vgpu_acct_sample_nvml reads them alone (the region checked as vgpu_acct_sample

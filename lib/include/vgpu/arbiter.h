@@ -124,6 +124,11 @@ enum vgpu_arb_op {
                               * A caller other than root gets its own user's records only */
     VGPU_ARB_ACCT_TOTALS,    /* in: the filter, a[0] = totals to skip, a[1] as above: out: struct vgpu_acct_total
                               * entries (per user and GPU); v[0] = how many, v[1] = 1 when more */
+    VGPU_ARB_ACCT_START,     /* in: the job's id (VGPU_JOB_ID_LEN bytes, NUL-terminated), a[1] as
+                              * above: rc 0. Sent by vgpu run on its connection before the command
+                              * starts: the job's record is then taken only from that connection
+                              * (or root's, or, once it is gone, the same user's); -EEXIST: another
+                              * user's job has that id */
     VGPU_ARB_ACCT_LAST = 127,
 };
 

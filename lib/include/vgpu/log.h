@@ -22,8 +22,11 @@ void vgpu_log(enum vgpu_log_level lvl, const char *fmt, ...) __attribute__((form
 #define vgpu_debug(...) vgpu_log(VGPU_LOG_DEBUG, __VA_ARGS__)
 
 /* Copies len bytes of in to out (NUL-terminated, at most size bytes with the NUL), control
- * bytes written as \n, \t, \r or \xHH (newlines kept when keep_newlines); returns the length
- * written. Every log message goes through it (keeping its newlines), so no escape sequence in
+ * bytes written as \n, \t, \r or \xHH; returns the length written. With keep_newlines, the
+ * newlines of the text are kept, but not those inside a quoted value ('...': a quote opens
+ * after a non-alphanumeric byte and closes before one, so "job's" opens nothing): a value
+ * is what the user gave, and a raw newline in it would start a line that looks like the
+ * message's own. Every log message goes through it (keeping its newlines), so no escape sequence in
  * a value echoed in a message reaches a terminal raw. */
 size_t vgpu_escape_controls(const char *in, size_t len, char *out, size_t size, bool keep_newlines);
 

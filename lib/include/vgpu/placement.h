@@ -31,6 +31,7 @@ int vgpu_place_policy_parse(const char *s);
 struct vgpu_place_cand {
     uint64_t total;           /* bytes the GPU (or MIG instance) has */
     uint64_t promised;        /* bytes promised to running jobs */
+    unsigned model;           /* equal for GPUs of one model (vgpu_place_choose_group) */
 };
 
 /* Pure: the candidate for `want` bytes, or -1 when none fits (with overcommit: among those whose
@@ -41,8 +42,9 @@ int vgpu_place_choose(const struct vgpu_place_cand *c, unsigned n, uint64_t want
 
 #define VGPU_PLACE_MAX_CANDS 64   /* = VGPU_MAX_GPUS */
 
-/* Pure: `count` candidates that each have room for `want` bytes, chosen together: first the
- * group whose farthest two members are nearest (near[i * n + j], enum vgpu_near, lower is
+/* Pure: `count` candidates that each have room for `want` bytes, chosen together: first a
+ * group of one model (c[].model) over a mixed one, whose fast GPUs would wait for the slow one
+ * at every step of the job; then the group whose farthest two members are nearest (near[i * n + j], enum vgpu_near, lower is
  * nearer; NULL: all equal), then by policy (binpack: the least room left in all, spread: the
  * most), then the lowest positions. With overcommit, when too few fit, among those whose total
  * is at least `want`, the most room left. Fills pick[0..count-1] in ascending order and returns

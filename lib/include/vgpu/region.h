@@ -103,7 +103,8 @@ struct vgpu_region_header {
     uint32_t layout;                    /* VGPU_LAYOUT_* (was a reserved word: 0 in older regions) */
     /* Accounting (vgpu/acct.h; were reserved words, 0 in older regions): VGPU_ACCT_* flags, and
      * CLOCK_REALTIME of `vgpu run`'s last look at the job (its wait loop, every 250 ms), the end
-     * time of a job whose `vgpu run` died. Written by `vgpu run` only. */
+     * time of a job whose `vgpu run` died. Written by `vgpu run`, and after it died by the job's
+     * adopter (cmd/run/adopt.c), which looks the same way until the last process ends. */
     _Atomic uint32_t acct_flags;
     _Atomic uint64_t acct_seen_ns;
     /* The memory watch of a --user job (vgpu/overlimit.h), written by its root watcher alone (the
@@ -119,6 +120,30 @@ struct vgpu_region_header {
     uint32_t reserved32;
     uint64_t reserved[1];
     struct vgpu_region_dev_limits dev[VGPU_REGION_MAX_DEVICES];
+    /* Appended after dev[], in page 0's unused tail (zero in regions of an older vgpu: unknown).
+     * The job outlives a `vgpu run` killed with SIGKILL (vgpu_region_job_alive):
+     *  - cmd_pid, cmd_start: the command, vgpu run's child (its pid in the creator's namespace,
+     *    and its start time), written by vgpu run before the state RUNNING;
+     *  - adopter: who took over vgpu run's watch once it died (vgpu_region_adopt_claim): pid << 32
+     *    | the low 32 bits of its start time (in the caller's view), 0 when nobody; claimed by
+     *    a compare-and-swap of the adopter, which opens the region ADMIN as vgpu run did. */
+    _Atomic int32_t cmd_pid;
+    uint32_t tail_reserved32;
+    _Atomic uint64_t cmd_start;
+    _Atomic uint64_t adopter;
+    /* Lent memory (vgpu run --mem REQUEST:LIMIT, issue 37, decision 13 of the design notes): per
+     * job device, the bytes promised on the GPU (REQUEST; placement, --wait and the arbiter count
+     * only these), of which mem_limit is the hard cap (LIMIT). Bytes past REQUEST are borrowed:
+     * served as managed memory that is prefetched onto the GPU (lib/hook/spill.c). 0 means REQUEST
+     * is all of mem_limit: regions of an older vgpu (appended in page 0's unused tail, which they
+     * have zero) and --mem SIZE read as SIZE:SIZE. Written by vgpu run and vgpu limit only. */
+    _Atomic uint64_t mem_request[VGPU_REGION_MAX_DEVICES];
+    /* Accounting of lent memory (vgpu/acct.h; appended after mem_request, zero in older regions:
+     * nothing requested or borrowed), per job device, in byte-seconds as acct_mem_byte_s: the
+     * memory promised (REQUEST, or the whole limit without one) and the memory held past it
+     * (borrowed), integrated by vgpu run's wait loop alone. */
+    _Atomic uint64_t acct_request_byte_s[VGPU_REGION_MAX_DEVICES];
+    _Atomic uint64_t acct_borrow_byte_s[VGPU_REGION_MAX_DEVICES];
 };
 
 /* The split layout (vgpu run --user, DESIGN.md decision 10): the job's limits and its usage are
@@ -258,6 +283,7 @@ struct vgpu_job_spec {
         int priority;
         bool oversub;                   /* --oversubscribe: mem_limit is the cap, mem_device on the GPU */
         uint64_t mem_device;
+        uint64_t mem_request;           /* --mem REQUEST:LIMIT: REQUEST (< mem_limit); 0 = all of it */
     } dev[VGPU_REGION_MAX_DEVICES];
     /* vgpu run --user (root only): the split layout, limits owned by root and readable by the
      * job's group, usage owned by the job's user (see VGPU_LAYOUT_SPLIT). */
@@ -327,8 +353,9 @@ void vgpu_region_detach(struct vgpu_region *r, int slot);
  * would pass the limit (nothing changed), EINVAL for a bad slot/device index, EOVERFLOW when the
  * sum overflows. */
 int vgpu_region_reserve(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
-/* The same on a device that may be oversubscribed (VGPU_DEV_OVERSUB): after reserving against
- * the hard cap, the device part of the job (used + outside - spilled) must fit in mem_device.
+/* The same on a device that may be oversubscribed (VGPU_DEV_OVERSUB) or lent (a REQUEST below
+ * the LIMIT): after reserving against the hard cap, the device part of the job (used + outside
+ * - spilled) must fit in mem_device, or in the REQUEST (then spilled bytes are borrowed ones).
  * When it does not and `spillable`, the bytes are recorded as spilled and *spilled is set (the
  * caller then allocates pageable memory); when it does not and the memory cannot be paged
  * (or this process already spilled on another device), nothing changes: -1, ENOSPC. On a
@@ -369,6 +396,15 @@ uint64_t vgpu_region_mem_used(const struct vgpu_region *r, unsigned dev);
 bool vgpu_region_oversub(const struct vgpu_region *r, unsigned dev, uint64_t *device_bytes);
 /* Bytes of `used` that live off the device (0 when not oversubscribed). */
 uint64_t vgpu_region_mem_spilled(const struct vgpu_region *r, unsigned dev);
+/* The job's REQUEST on device dev (--mem REQUEST:LIMIT): what placement counts. mem_limit when
+ * the job borrows nothing there (--mem SIZE, an older region), 0 without a limit. */
+uint64_t vgpu_region_mem_request(const struct vgpu_region *r, unsigned dev);
+/* Whether the job may borrow on device dev (its REQUEST is below its LIMIT), with *request. */
+bool vgpu_region_lending(const struct vgpu_region *r, unsigned dev, uint64_t *request);
+/* What the job borrows on device dev now: its memory (outside the limiter included) past its
+ * REQUEST; 0 when it borrows nothing there. A REQUEST lowered below use by vgpu limit makes the
+ * excess borrowed at once. */
+uint64_t vgpu_region_mem_borrowed(const struct vgpu_region *r, unsigned dev);
 /* One past the highest slot that may be in use: the bound of every scan of the slots. Re-read it
  * at each step of a scan (`for (i = 0; i < vgpu_region_slot_end(r); i++)`), so that a slot claimed
  * during the scan, past the bound read at its start, is still seen. VGPU_REGION_MAX_SLOTS for a
@@ -385,6 +421,22 @@ bool vgpu_region_creator_alive(const struct vgpu_region *r);
 /* The creator's and every live slot's pid in the caller's view (for vgpu_proc_descends): those
  * that cannot be resolved from here are left out. Returns how many (at most max). */
 unsigned vgpu_region_roots(const struct vgpu_region *r, pid_t *roots, unsigned max);
+/* --- a job whose `vgpu run` died (liveness.c) ---------------------------------------------- */
+
+/* vgpu run, right after starting the command: records its pid and start time (ADMIN). */
+void vgpu_region_set_command(struct vgpu_region *r, pid_t pid);
+/* Whether any process of the job may still live: `vgpu run`, a live slot, the command itself,
+ * or a process whose environment names this job's region (VGPU_REGION=.../<id>.region): one that
+ * has not touched the GPU yet, or a descendant left behind by the command. Never false while one
+ * of them cannot be judged from here. The walk of /proc is made only when all the others are
+ * proven gone. */
+bool vgpu_region_job_alive(const struct vgpu_region *r);
+/* Whether someone alive has adopted the job (hdr->adopter). */
+bool vgpu_region_adopted(const struct vgpu_region *r);
+/* The adopter's claim (ADMIN): the caller becomes the adopter unless a live process already is.
+ * true when it is now the only one. */
+bool vgpu_region_adopt_claim(struct vgpu_region *r);
+
 /* Records the job's memory outside the limiter on device dev (see vgpu_region_dev_usage). */
 void vgpu_region_set_outside(struct vgpu_region *r, unsigned dev, uint64_t bytes, pid_t one_pid, unsigned count);
 uint64_t vgpu_region_outside(const struct vgpu_region *r, unsigned dev);
@@ -392,7 +444,11 @@ uint64_t vgpu_region_outside(const struct vgpu_region *r, unsigned dev);
 /* --- changing (ADMIN only: vgpu run, vgpu limit) --------------------------------------------- */
 
 /* -1 with e set (USAGE) for a bad device, (PERMISSION) when not opened ADMIN. */
+/* The LIMIT alone: a REQUEST below it is kept, one at or above it dropped (then not lending). */
 int vgpu_region_set_mem_limit(struct vgpu_region *r, unsigned dev, uint64_t bytes, struct vgpu_err *e);
+/* Sets REQUEST and LIMIT together (REQUEST == LIMIT: not lending; limit 0: none, and no
+ * request). A REQUEST above the LIMIT is refused (USAGE) and nothing changes. */
+int vgpu_region_set_mem(struct vgpu_region *r, unsigned dev, uint64_t request, uint64_t limit, struct vgpu_err *e);
 int vgpu_region_set_core_limit(struct vgpu_region *r, unsigned dev, unsigned pct, enum vgpu_core_policy pol,
                                struct vgpu_err *e);
 /* EXITED also records the time (exited_realtime_ns), before the state, so a reader that sees
@@ -412,7 +468,10 @@ struct vgpu_job_ref {
     uint64_t created_ns;                /* CLOCK_REALTIME (the file's mtime when unreadable) */
     bool readable;                      /* false: another user's job (0600): only id/owner known */
     unsigned state;                     /* enum vgpu_job_state (readable jobs only) */
+    bool finishing;                     /* EXITED, its record still being written by a live adopter
+                                         * (vgpu run's finisher: cmd/run/finisher.c) */
     bool damaged;                       /* vgpu_jobs_find only: the region cannot be used, */
+    bool misnamed;                      /* ... because its id is not its file name (a copy) */
     char damaged_why[512];              /* ... because of this */
 };
 
@@ -427,12 +486,23 @@ struct vgpu_job_ref {
 int vgpu_jobs_list(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
                    struct vgpu_err *e);
 
+/* The same, and also the regions that cannot be read (damaged set, why in damaged_why; still
+ * counted in *corrupt): vgpu ps lists a damaged job rather than hide it (issue 36 N14). */
+int vgpu_jobs_list_damaged(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                           struct vgpu_err *e);
+
 /* Called by vgpu_jobs_list with an ended job's region before it removes the job, when the caller
  * owns the region's file: 0 lets it go, -1 keeps it for the next listing. vgpu sets it to write
  * the job's accounting record when `vgpu run` could not (vgpu_acct_recover, vgpu/acct.h);
  * libvgpu.so never lists jobs and leaves it unset. */
 typedef int (*vgpu_jobs_ended_fn)(const struct vgpu_region *r);
 void vgpu_jobs_on_ended(vgpu_jobs_ended_fn fn);
+/* Called by vgpu_jobs_list with the path of a running job whose `vgpu run` is proven dead while
+ * its processes live and nobody alive adopted it, when the caller owns the region's file: vgpu
+ * starts an adopter there (cmd/run/adopt.c) that watches the job as vgpu run did and writes its
+ * record when its last process ends. Unset in libvgpu.so. */
+typedef void (*vgpu_jobs_orphan_fn)(const char *region_path);
+void vgpu_jobs_on_orphan(vgpu_jobs_orphan_fn fn);
 
 /* Finds one job by exact id, else exact name, else unique id prefix, and opens it in `mode`.
  * A name shared by an ended job and a later one means the job that has not ended, else the

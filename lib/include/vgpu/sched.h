@@ -63,6 +63,9 @@
  *    (it owes nobody, so without the credit-based slack), because on a GPU that time-slices, a
  *    request that finds background work queued waits for it (core_recipe.sh measures both).
  * The existing recipe, --core 30 high soft beside --core 70 soft low, is unchanged.
+ * Through the arbiter, an uncapped job that is not background is held to a fair share
+ * (vgpu_sched_fair_cap, a soft cap the daemon writes), and high is granted only as root's policy
+ * says (cmd/daemon/arbiter.c, do_job): it preempts only within what it is owed.
  *
  * No locks: the lease is one 64-bit word taken and given back by compare-and-swap; waiters
  * sleep on a futex in the segment (bounded), and anyone may free the lease of a dead holder or
@@ -284,8 +287,18 @@ bool vgpu_sched_removed(struct vgpu_sched *s);
  * implied); cap 0 with normal priority reads as 100. Returns the job index, or -1 when the table
  * is full of live jobs. */
 int vgpu_sched_job(struct vgpu_sched *s, uint64_t key, unsigned cap, bool soft, int prio, uint64_t now);
+/* A fair share of the GPU for job `job`: 100 % divided among the owners of the jobs with a
+ * process in the schedule (itself counted) that are not background, and an owner's share among
+ * those of its jobs. owner[j]: who job entry j's job is (the arbiter: its login), NULL: each job
+ * its own. What the arbiter grants an uncapped job ("Uncapped priority classes"): it preempts
+ * only within that, so a user with four uncapped jobs gets one share, not four. At least 1. */
+unsigned vgpu_sched_fair_cap(struct vgpu_sched *s, unsigned job, const uint32_t *owner);
 /* Claims a process entry for (pid, start) in job `job`. Index, or -1 when full. */
 int vgpu_sched_attach(struct vgpu_sched *s, unsigned job, pid_t pid, uint64_t start);
+/* The last process of job `job` left at `now`: the job keeps its debt but no positive credit, so
+ * that leaving and coming back (a DETACH and ATTACH, a reconnect) is never a way to a fresh turn.
+ * For the owner of the schedule (the daemon); uncapped classes are untouched (no budget). */
+void vgpu_sched_forfeit(struct vgpu_sched *s, unsigned job, uint64_t now);
 void vgpu_sched_detach(struct vgpu_sched *s, int proc);
 
 /* Tries to take the lease for process `proc` (marks it waiting first). true: granted, *lease
@@ -293,6 +306,10 @@ void vgpu_sched_detach(struct vgpu_sched *s, int proc);
  * holder's lease on the way. When another job holds the lease and `proc` is entitled, it
  * preempts the holder (higher priority, or credit near its burst) or asks it to yield. */
 bool vgpu_sched_try_acquire(struct vgpu_sched *s, int proc, uint64_t now, uint64_t *lease, uint64_t *end);
+/* True when the current lease may be taken from its holder: past its deadline + grace and not
+ * draining (vgpu_sched_draining, believed at most VGPU_SCHED_OVERLAP_NS past the deadline), or a
+ * word no valid grant wrote. A waiter frees such a lease; the daemon first charges it. */
+bool vgpu_sched_overdue(struct vgpu_sched *s, uint64_t now);
 /* Gives the lease back and charges its job `used` ns. Returns false when the lease had already
  * been taken away (overdue): the time is charged all the same. */
 bool vgpu_sched_release(struct vgpu_sched *s, uint64_t lease, uint64_t used, uint64_t now);
@@ -316,7 +333,10 @@ void vgpu_sched_note_end(struct vgpu_sched *s, int proc, bool held_out, uint64_t
  * process's own lock before it could ask): recorded unless it already waits. */
 void vgpu_sched_want_from(struct vgpu_sched *s, int proc, uint64_t t);
 /* The holder of `lease` begins to wait for the work it queued (its deadline passed, or it gives
- * the lease back): until it releases, or VGPU_SCHED_OVERLAP_NS, waiters do not revoke the lease. */
+ * the lease back): until it releases, or VGPU_SCHED_OVERLAP_NS, waiters do not revoke the lease.
+ * Bounded: one lease's overrun at most (never believed past the lease's deadline + its length,
+ * nor + VGPU_SCHED_OVERLAP_NS), however often said; then the lease is revoked, and through the
+ * daemon charged. */
 void vgpu_sched_draining(struct vgpu_sched *s, uint64_t lease, uint64_t now);
 /* A preempted holder finished draining at `now` (its release found the lease gone). */
 void vgpu_sched_drained(struct vgpu_sched *s, uint64_t now);

@@ -83,6 +83,11 @@ struct top_job {
     bool oversub;               /* vgpu run --oversubscribe on some GPU of the job */
     uint64_t mem_off_device;    /* of mem_used: spilled to pageable memory off the device */
     uint64_t mem_device_limit;  /* Σ device shares of its oversubscribed GPUs */
+    /* Lent memory (--mem REQUEST:LIMIT): Σ REQUESTs (a GPU that lends nothing counts its limit),
+     * and Σ use past them; lending: some GPU of the job has REQUEST < LIMIT. */
+    bool lending;
+    uint64_t mem_request;
+    uint64_t mem_borrowed;
     /* Per GPU of the job (for the rate of migration): its model GPU (index into model.gpus,
      * -1 when not shown), whether it is oversubscribed there, and how much is off the device. */
     unsigned ndev;

@@ -43,6 +43,15 @@ int vgpu_mem_limit_value(const char *text, uint64_t total, const char *gpu_desc,
 int vgpu_mem_value(const char *what, const char *text, uint64_t total, const char *gpu_desc, bool allow_none,
                    uint64_t *out, struct vgpu_err *e);
 
+/* --mem REQUEST:LIMIT (decision 13): two such values, REQUEST promised on the GPU and LIMIT the
+ * hard cap; REQUEST above LIMIT is refused saying so. One value (no ':') is both: "4G" = "4G:4G".
+ * "none" (allow_none) only as the whole text (both 0). 0, or -1 with e (VGPU_EXIT_USAGE). */
+int vgpu_mem_request_limit(const char *text, uint64_t total, const char *gpu_desc, bool allow_none, uint64_t *request,
+                           uint64_t *limit, struct vgpu_err *e);
+/* Whether a --mem value is the per-GPU form IDX:VALUE,... (digits alone before the first ':'),
+ * not REQUEST:LIMIT (whose REQUEST has a unit or '%': "20G:100G"). */
+bool vgpu_mem_per_gpu(const char *text);
+
 /* text when it fits in w characters, else its first w-1 and a '+' (written into buf), so a cut
  * name never passes for a whole one; "" when w is 0. ASCII text (names are sanitized). */
 const char *vgpu_fit_text(const char *text, size_t w, char *buf, size_t len);
@@ -56,5 +65,8 @@ char *vgpu_format_size_near(uint64_t x, uint64_t other, char *buf, size_t len);
 char *vgpu_format_size_short(uint64_t bytes, char *buf, size_t len);
 /* "1h02m", "3m05s", "12s". */
 char *vgpu_format_duration(uint64_t seconds, char *buf, size_t len);
+/* A job's --priority as vgpu run takes it, the one spelling of ps, top, acct and their --json:
+ * "high" (> 0), "normal" (0) or "low" (< 0). */
+const char *vgpu_priority_name(int priority);
 
 #endif

@@ -37,6 +37,14 @@ int vgpu_statedir_or_none(char *buf, size_t len, struct vgpu_err *e);
  * by creation. */
 int vgpu_jobs_list_all(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
                        struct vgpu_err *e);
+/* The same with the damaged regions too (vgpu_jobs_list_damaged): for vgpu ps. */
+int vgpu_jobs_list_all_damaged(const char *statedir, struct vgpu_job_ref **out, size_t *count, unsigned *corrupt,
+                               struct vgpu_err *e);
+/* vgpu_jobs_list_all, again every 10 ms for at most timeout_ms while a job of the caller's is
+ * `finishing` (EXITED, its record being written by vgpu run's finisher, cmd/run/finisher.c): a
+ * reader of records run right after `vgpu run` then sees the job's. Returns how many were still
+ * finishing at the deadline (0: none), or -1 with e set when the listing failed. */
+int vgpu_jobs_await_records(const char *statedir, int timeout_ms, struct vgpu_err *e);
 
 /* vgpu_jobs_find in the state directory, and when the key is not found there, in each
  * user-job directory. */

@@ -26,12 +26,15 @@
 #pragma GCC visibility push(hidden)
 
 #define FS_MAGIC 0x5647505546414b45ULL   /* "VGPUFAKE" */
-#define FS_LAYOUT_VERSION 9   /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
+#define FS_LAYOUT_VERSION 11  /* 3: managed/evicted in fs_proc; 4: work queues (timeline.c); 5: PCIe counters;
                                 * 6: collectives, NVLink topology; 7: busy time and energy per GPU;
                                 * 8: busy time per sample period (device utilisation samples);
-                               * 9: the host resolver of container processes' pids */
+                               * 9: the host resolver of container processes' pids;
+                              * 10: busy time of ended process records (fs_gpu.ended);
+                              * 11: managed memory's migration rates (fs_uvm_rates), copy items */
 #define FS_MAX_GPUS 16
 #define FS_MAX_PROCS 64                  /* process records per GPU (pid x place) */
+#define FS_MAX_ENDED 64                  /* ended records per GPU whose busy time stays readable */
 #define FS_MAX_PROFILES 12               /* GI profiles per GPU */
 #define FS_MAX_CI_PROFILES 8             /* CI profiles per GI profile */
 #define FS_MAX_GI 8                      /* GPU instances per GPU (7 on A100/H100) */
@@ -47,6 +50,17 @@
 #define FS_MAX_COLL 256                  /* collectives in flight (started by some rank, not finished by all) */
 
 /* ---- static facts (from the scenario) ---- */
+/* How fast managed memory moves over a GPU's link, in MB/s (10^6 bytes a second); 0: at once.
+ * The h200 model's defaults are what an H200 on driver 580.159.04 did (tests/fakegpu/README.md,
+ * "Managed memory's time"; tools/uvm_rates.py); the other models have none unless the scenario
+ * gives them. */
+struct fs_uvm_rates {
+    unsigned fault_mbps;                 /* a kernel's page faults migrating pages in (H200: 6300) */
+    unsigned prefetch_mbps;              /* cuMemPrefetchAsync to the device of pages with data (50000) */
+    unsigned populate_mbps;              /* the same of pages never touched: zero-filled there (262000) */
+    unsigned prefetch_host_mbps;         /* cuMemPrefetchAsync to the host (15500) */
+};
+
 struct fs_ci_profile {
     unsigned index, id;                  /* NVML CI profile index and ID (ID = index) */
     unsigned slices, instances, sm;
@@ -84,6 +98,7 @@ struct fs_gpu_static {
     unsigned numa_node;                  /* GPUs of one node share a CPU (host bridge) */
     bool mig_capable;
     bool no_energy;                      /* no energy counter (pre-Volta parts): NOT_SUPPORTED */
+    struct fs_uvm_rates uvm;             /* managed memory's migration rates (cuda/managed.c) */
     unsigned nprofiles;
     struct fs_profile profiles[FS_MAX_PROFILES];
 };
@@ -108,6 +123,15 @@ struct fs_proc {                         /* one process on one place of one GPU 
     unsigned mps_pct;                    /* MPS client: its active thread percentage (0: not a client) */
 };
 
+/* A process record that ended (its process exited, was reaped, or dropped its last context and
+ * memory), kept with the busy time it had: a reader's busy time of a pid is its live records'
+ * plus these, so it never goes down when the process ends between two reads. */
+struct fs_ended {
+    pid_t pid;                           /* as NVML reported it (fs_proc.pid) */
+    int gi;
+    uint64_t busy_ns, ended_ns;          /* ended_ns: CLOCK_MONOTONIC; 0 = free slot */
+};
+
 struct fs_interval {                     /* one stretch of kernel work on the GPU */
     pid_t pid;
     int gi;
@@ -122,6 +146,9 @@ struct fs_interval {                     /* one stretch of kernel work on the GP
 #define FS_W_DONE     4u
 #define FS_W_COLL     8u                 /* a collective: spins until its peers have started (fs_coll) */
 #define FS_W_CSTART  16u                 /* the collective has started (counted in its fs_coll) */
+#define FS_W_COPY    32u                 /* a copy (a managed-memory prefetch): holds its stream for
+                                          * dur_ns on the copy engines, whatever context has the SMs;
+                                          * no SMs, no busy time */
 struct fs_item {
     uint64_t seq;                        /* per GPU, from 1 in submission order; 0: free slot */
     uint64_t dur_ns, left_ns;            /* work, and what is left of it at the timeline's t_adv */
@@ -188,6 +215,8 @@ struct fs_gpu {
                                           * was made ("driver load"): the exact truth tests compare
                                           * vgpu's GPU time with, and what the energy counter grows by */
     struct fs_proc procs[FS_MAX_PROCS];
+    unsigned ended_head;                 /* next slot in ended[] (ring: the oldest is overwritten) */
+    struct fs_ended ended[FS_MAX_ENDED];
     unsigned interval_head;              /* next slot in intervals[] (ring) */
     struct fs_interval intervals[FS_MAX_INTERVALS];
     struct fs_gi gi[FS_MAX_GI];
@@ -316,7 +345,7 @@ struct fs_work {
     uint32_t ctx, stream;
     uint64_t dur_ns;
     unsigned width;                      /* thousandths of the SMs; 0: a marker */
-    unsigned flags;                      /* FS_W_BARRIER | FS_W_BLOCKING */
+    unsigned flags;                      /* FS_W_BARRIER | FS_W_BLOCKING | FS_W_COPY */
     uint64_t coll_id, coll_seq;          /* a collective kernel of coll_n ranks (coll_n 0: none) */
     unsigned coll_n;
 };
@@ -334,6 +363,9 @@ unsigned fs_pending(unsigned gpu, int gi, int ci, uint32_t ctx, struct fs_pos *o
 void fs_advance_gpu(unsigned gpu);
 /* Drops the queued work of record procs[idx] (its process is gone). Under the lock. */
 void fs_drop_work(unsigned gpu, unsigned idx);
+/* Ends process record idx of the GPU: its queued work is dropped (what ran stays accounted),
+ * its busy time goes to the GPU's ended[] ring, and the record is freed. Under the lock. */
+void fs_proc_end(unsigned gpu, unsigned idx);
 /* Runs dur_ns of this process's work on the place (context key 0) and returns the projected end:
  * what fakegpu-ctl busy uses. Takes the lock. */
 uint64_t fs_run(unsigned gpu, int gi, int ci, uint64_t earliest_ns, uint64_t dur_ns);

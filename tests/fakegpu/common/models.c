@@ -57,15 +57,22 @@ struct model {
     unsigned temp, power_mw, limit_mw, pcie_gen;
     const struct gi_row *rows;
     unsigned nrows;
+    struct fs_uvm_rates uvm;   /* managed memory's rates: only where measured (else 0: no time) */
 };
+
+/* Measured on an H200 (PCIe Gen5 x16, driver 580.159.04) on 2026-12-02 with
+ * tests/fakegpu/tools/uvm_rates.py, 4 GiB each: a kernel faulting pages in 6.3-6.5 GB/s (fresh
+ * pages and pages with data alike), a prefetch to the device 50.8 / 45.4 GB/s, of never-touched
+ * pages 262 GB/s, a prefetch to the host 15.4-15.6 GB/s (README.md "Managed memory's time"). */
+#define H200_UVM { .fault_mbps = 6300, .prefetch_mbps = 50000, .populate_mbps = 262000, .prefetch_host_mbps = 15500 }
 
 static const struct model models[] = {
     {"h100-80gb", "NVIDIA H100 80GB HBM3", 0x233010DE, 0x16C110DE, 85520809984ULL, 566 * MIB, 536870912ULL, 132, 9, 0,
-     1980, 2619, 1545, 345, 33, 71000, 700000, 5, h100_rows, sizeof h100_rows / sizeof h100_rows[0]},
+     1980, 2619, 1545, 345, 33, 71000, 700000, 5, h100_rows, sizeof h100_rows / sizeof h100_rows[0], {0}},
     {"h200", "NVIDIA H200", 0x233510DE, 0x18B010DE, 150754820096ULL, 644939776ULL, 536870912ULL, 132, 9, 0, 1980, 3201,
-     1545, 345, 31, 76000, 700000, 5, h200_rows, sizeof h200_rows / sizeof h200_rows[0]},
+     1545, 345, 31, 76000, 700000, 5, h200_rows, sizeof h200_rows / sizeof h200_rows[0], H200_UVM},
     {"a100-40gb", "NVIDIA A100-SXM4-40GB", 0x20B010DE, 0x134F10DE, 42949672960ULL, 422 * MIB, 452984832ULL, 108, 8,
-     0, 1410, 1215, 1275, 210, 30, 52000, 400000, 4, a100_40_rows, sizeof a100_40_rows / sizeof a100_40_rows[0]},
+     0, 1410, 1215, 1275, 210, 30, 52000, 400000, 4, a100_40_rows, sizeof a100_40_rows / sizeof a100_40_rows[0], {0}},
 };
 
 const char *fs_model_names(void) { return "h100-80gb, h200, a100-40gb"; }
@@ -124,6 +131,7 @@ bool fs_model_apply(const char *key, struct fs_gpu_static *g)
     g->pcie_gen = m->pcie_gen;
     g->pcie_width = 16;
     g->mig_capable = true;
+    g->uvm = m->uvm;
     g->nprofiles = m->nrows;
     for (unsigned i = 0; i < m->nrows; i++) {
         const struct gi_row *r = &m->rows[i];

@@ -210,8 +210,7 @@ static void resolve_pending(void)
                 p->pid = host;
                 p->resolved = true;
             } else if (rc == 0) {
-                fs_drop_work(g, i);      /* proven gone: reaped, as fs_reap_gpu does */
-                memset(p, 0, sizeof *p);
+                fs_proc_end(g, i);       /* proven gone: reaped, as fs_reap_gpu does */
             } else {
                 p->resolve_after_ns = now + 200000000ULL;   /* a walk of /proc: not every 10 ms */
             }
@@ -303,6 +302,21 @@ static bool proc_alive(pid_t pid, unsigned long long start_time, bool own)
     return alive;
 }
 
+void fs_proc_end(unsigned gpu, unsigned idx)
+{
+    struct fs_gpu *g = &fs_state()->gpu[gpu];
+    struct fs_proc *p = &g->procs[idx];
+    fs_drop_work(gpu, idx);          /* brings its busy time up to now first */
+    if (p->busy_ns) {
+        /* Freed with its busy time, a process that ended between two reads of a test (core_preempt:
+         * "used -35 %") looked as if its busy time had gone down to 0. */
+        g->ended[g->ended_head] = (struct fs_ended){ .pid = p->pid, .gi = p->gi, .busy_ns = p->busy_ns,
+                                                     .ended_ns = fs_now_ns() };
+        g->ended_head = (g->ended_head + 1) % FS_MAX_ENDED;
+    }
+    memset(p, 0, sizeof *p);
+}
+
 void fs_reap_gpu(unsigned gpu)
 {
     struct fs_state *st = fs_state();
@@ -311,10 +325,8 @@ void fs_reap_gpu(unsigned gpu)
     const struct self_id *me = self_id();
     for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
         struct fs_proc *p = &st->gpu[gpu].procs[i];
-        if (p->used && !record_alive(p, me)) {
-            fs_drop_work(gpu, i);    /* a dead process's queued work never runs */
-            memset(p, 0, sizeof *p);
-        }
+        if (p->used && !record_alive(p, me))
+            fs_proc_end(gpu, i);     /* a dead process's queued work never runs */
     }
 }
 
@@ -481,10 +493,8 @@ unsigned long long fs_take_evicted(unsigned gpu, int gi, int ci)
 
 static void drop_if_idle(unsigned gpu, struct fs_proc *p)
 {
-    if (p->mem == 0 && !p->attached) {
-        fs_drop_work(gpu, (unsigned)(p - fs_state()->gpu[gpu].procs));
-        memset(p, 0, sizeof *p);
-    }
+    if (p->mem == 0 && !p->attached)
+        fs_proc_end(gpu, (unsigned)(p - fs_state()->gpu[gpu].procs));
 }
 
 void fs_uncharge(unsigned gpu, int gi, int ci, unsigned long long bytes)
@@ -564,10 +574,8 @@ void fs_release_self(void)
     for (unsigned g = 0; g < st->ngpus; g++)
         for (unsigned i = 0; i < FS_MAX_PROCS; i++) {
             struct fs_proc *p = &st->gpu[g].procs[i];
-            if (p->used && p->ns_pid == me->pid && p->pidns == me->pidns) {
-                fs_drop_work(g, i);
-                memset(p, 0, sizeof *p);
-            }
+            if (p->used && p->ns_pid == me->pid && p->pidns == me->pidns)
+                fs_proc_end(g, i);
         }
     fs_unlock();
 }

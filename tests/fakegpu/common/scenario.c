@@ -177,6 +177,33 @@ static bool finish_identity(struct fs_gpu_static *g, unsigned i, char *err, size
     return true;
 }
 
+/* Managed memory's rates, GB/s in the scenario (decimals allowed; 0: at once), MB/s in the state.
+ * The defaults are the model's (models.c: the H200's as measured; 0 for the models not measured,
+ * so the tests written before issue 37 keep their timing); a scenario sets its own. */
+static bool get_rate(json_object *o, const char *key, unsigned *mbps, unsigned gpu, char *err, size_t errlen)
+{
+    json_object *v = get(o, key);
+    if (!v)
+        return true;
+    double gbps = json_object_get_double(v);
+    if ((!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) || gbps < 0 ||
+        gbps > 100000) {
+        snprintf(err, errlen, "GPU %u: %s must be a number of GB/s from 0 (no time) to 100000, not %s", gpu, key,
+                 json_object_to_json_string(v));
+        return false;
+    }
+    *mbps = (unsigned)(gbps * 1000.0 + 0.5);
+    return true;
+}
+
+static bool load_rates(json_object *j, struct fs_uvm_rates *r, unsigned i, char *err, size_t errlen)
+{
+    return get_rate(j, "uvm_fault_gbps", &r->fault_mbps, i, err, errlen) &&
+           get_rate(j, "uvm_prefetch_gbps", &r->prefetch_mbps, i, err, errlen) &&
+           get_rate(j, "uvm_populate_gbps", &r->populate_mbps, i, err, errlen) &&
+           get_rate(j, "uvm_prefetch_host_gbps", &r->prefetch_host_mbps, i, err, errlen);
+}
+
 static bool load_gpu(json_object *j, struct fs_gpu *gpu, unsigned i, char *err, size_t errlen)
 {
     struct fs_gpu_static *g = &gpu->s;
@@ -206,6 +233,8 @@ static bool load_gpu(json_object *j, struct fs_gpu *gpu, unsigned i, char *err, 
     get_uint(j, "nvlink_island", &g->nvlink_island);
     get_uint(j, "pcie_switch", &g->pcie_switch);
     get_uint(j, "numa_node", &g->numa_node);
+    if (!load_rates(j, &g->uvm, i, err, errlen))
+        return false;
     json_object *v;
     if ((v = get(j, "energy_counter")))
         g->no_energy = !json_object_get_boolean(v);

@@ -19,6 +19,9 @@
  *  - a collective kernel (FS_W_COLL), once its group has the device, spins (busy, no progress)
  *    until its peers on every GPU have started; while one is pending anywhere, all timelines
  *    with work move in step (advance_all).
+ *  - a copy (FS_W_COPY: a managed-memory prefetch) runs on the copy engines: once its stream
+ *    reaches it, it takes its dur_ns in real time whatever group holds the SMs, uses no SMs and
+ *    is no busy time (NVML's utilisation counts kernels); it holds its stream meanwhile.
  * Busy time is accounted per process as the simulation passes: the time during which it had a
  * kernel running (what NVML's utilisation samples measure). Arrivals happen at the real time of
  * submission (the timeline is advanced to then first), so the result does not depend on who
@@ -251,6 +254,15 @@ static uint64_t plan(struct sim *s, bool *idle, bool *stalled)
         s->rate[i] = 0;
         s->spin[i] = false;
     }
+    /* Copies: on the copy engines, at their own pace, beside whatever holds the SMs. */
+    uint64_t copy_dt = UINT64_MAX;
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->run[i] && (s->it[i].flags & FS_W_COPY)) {
+            s->rate[i] = 1.0;
+            if (s->it[i].left_ns < copy_dt)
+                copy_dt = s->it[i].left_ns ? s->it[i].left_ns : 1;
+            s->run[i] = false;   /* not a kernel: no group, no SMs (the rate stays) */
+        }
     /* The groups with work that can run. */
     uint64_t first = UINT64_MAX, after = UINT64_MAX;
     bool cur_has = false;
@@ -266,8 +278,8 @@ static uint64_t plan(struct sim *s, bool *idle, bool *stalled)
             after = gk;
     }
     if (first == UINT64_MAX) {
-        *idle = true;
-        return UINT64_MAX;       /* nothing queued */
+        *idle = copy_dt == UINT64_MAX;
+        return copy_dt;          /* only copies run, or nothing is queued */
     }
     bool others = false;
     for (unsigned i = 0; i < s->n && !others; i++)
@@ -330,12 +342,12 @@ static uint64_t plan(struct sim *s, bool *idle, bool *stalled)
         if (d < dt)
             dt = d;
     }
-    *stalled = !progress && !others;
+    *stalled = !progress && !others && copy_dt == UINT64_MAX;
     /* Every slice boundary is a step, alone or not: a group that arrives meanwhile gets
      * the device at the next boundary of the running slice, not at once. */
     if (s->slice_end > s->t && s->slice_end - s->t < dt)
         dt = s->slice_end - s->t;
-    return dt;
+    return copy_dt < dt ? copy_dt : dt;
 }
 
 /* Runs the planned step of dt: kernels progress at their rates, the running group's
@@ -615,11 +627,12 @@ bool fs_submit(unsigned gpu, int gi, int ci, const struct fs_work *w, struct fs_
             if (it->seq && !(it->flags & FS_W_DONE))
                 continue;
             /* A collective is a kernel even of no duration of its own: it waits for its peers. */
-            uint64_t dur = w->coll_n && !w->dur_ns ? 1 : w->dur_ns;
+            uint64_t dur = (w->coll_n || (w->flags & FS_W_COPY)) && !w->dur_ns ? 1 : w->dur_ns;
             *it = (struct fs_item){ .seq = ++g->item_seq, .dur_ns = dur, .left_ns = dur,
                                     .proc = (int)(p - g->procs), .ctx = w->ctx, .stream = w->stream,
                                     .width = (uint16_t)(dur ? (w->width > 1000 ? 1000 : w->width ? w->width : 1) : 0),
-                                    .tl = (uint8_t)tl, .flags = (uint8_t)(w->flags & (FS_W_BARRIER | FS_W_BLOCKING)) };
+                                    .tl = (uint8_t)tl,
+                                    .flags = (uint8_t)(w->flags & (FS_W_BARRIER | FS_W_BLOCKING | FS_W_COPY)) };
             if (w->coll_n) {
                 it->flags |= FS_W_COLL;
                 it->coll_n = (uint16_t)w->coll_n;

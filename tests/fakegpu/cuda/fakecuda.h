@@ -37,6 +37,8 @@ struct fc_device {
     int sm_count;
     int cc_major, cc_minor;
     unsigned long long ctx_overhead;   /* what each context here costs */
+    /* managed memory's migration rates over the GPU's link, MB/s, 0: at once (fs_uvm_rates) */
+    unsigned uvm_fault_mbps, uvm_prefetch_mbps, uvm_populate_mbps, uvm_prefetch_host_mbps;
     int gpu;                /* index of the physical GPU in the shared state */
     int mig;                /* MIG instance index in the shared state, -1 for a whole GPU */
 };
@@ -72,6 +74,7 @@ struct fc_pos { uint64_t seq; unsigned slot; uint64_t end; };
 struct fc_coll { uint64_t id, seq; unsigned nranks; };
 #define FC_W_BARRIER  1u   /* legacy default stream (= FS_W_BARRIER) */
 #define FC_W_BLOCKING 2u   /* a blocking stream (= FS_W_BLOCKING) */
+#define FC_W_COPY    32u   /* a copy on the copy engines: no SMs, no busy time (= FS_W_COPY) */
 /* Queues `dur_ns` of work of `width` thousandths of the SMs (0: a marker) on the device for this
  * process's context `ctx` and stream `stream`; false when the device's ring is full. */
 bool fc_dev_submit(int ordinal, uint32_t ctx, uint32_t stream, uint64_t dur_ns, unsigned width, unsigned flags,
@@ -161,9 +164,16 @@ struct fc_alloc {
     bool live;                      /* graph allocations: allocated by a launch, not yet freed */
     bool uploaded;                  /* graph allocations: memory taken by cuGraphUpload for the next launch */
     /* managed allocations (managed.c): pages resident on the device, charged as evictable */
-    unsigned long long resident;
-    int preferred;                  /* CU_MEM_ADVISE_SET_PREFERRED_LOCATION: device, CU_DEVICE_CPU (-1), none (-2) */
+    unsigned long long resident;    /* the sum of groups[].res */
+    struct fc_uvm_group *groups;    /* one per 2 MiB of the allocation (managed.c) */
+    size_t ngroups;
     uint64_t last_use;              /* for evicting the least recently used pages first */
+};
+/* 2 MiB of a managed allocation: how much of it is resident on the device, and what the driver
+ * knows of it (FC_UVM_* flags, managed.c). */
+struct fc_uvm_group {
+    uint32_t res;                   /* bytes resident on the device, 0..2 MiB */
+    uint8_t flags;
 };
 CUdeviceptr fc_va_reserve(size_t size, size_t align);
 struct fc_alloc *fc_alloc_new(enum fc_alloc_kind kind, CUdeviceptr base, size_t size, int device,
@@ -213,6 +223,10 @@ CUresult fc_stream_resolve(CUstream s, bool ptsz, struct fc_ctx *ctx, struct fc_
  * holds fc_lock. */
 uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width,
                            const struct fc_coll *coll, bool want_end);
+/* Queues a copy of `dur_ns` on the stream (a managed-memory prefetch): it holds the stream for
+ * that long on the copy engines, beside any context's kernels, and is no busy time. Caller
+ * holds fc_lock. */
+void fc_stream_enqueue_copy(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns);
 /* When the stream's work queued so far is projected to be done (now when none is pending): what
  * stream-ordered frees wait for. Caller holds fc_lock. */
 uint64_t fc_stream_tail(struct fc_ctx *ctx, struct fc_stream *st);
@@ -251,8 +265,10 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
 /* ---- managed memory (managed.c) ---- */
 /* A kernel on ctx's device touches the context's managed memory: non-resident pages migrate
  * in (evicting this process's least recently used pages when the device is full), except those
- * whose preferred location is the CPU. Caller holds fc_lock. */
-void fc_managed_on_launch(struct fc_ctx *ctx);
+ * whose preferred location is the CPU or that the device has mapped in host memory (accessed
+ * remotely). Returns the time the kernel's page faults take (the migration at the GPU's
+ * uvm_fault rate), which the kernel runs longer. Caller holds fc_lock. */
+uint64_t fc_managed_on_launch(struct fc_ctx *ctx);
 /* Pages the driver evicted for other allocations are marked non-resident. Caller holds fc_lock. */
 void fc_managed_sync_evictions(int device);
 /* A managed allocation goes: its resident pages are uncharged. Caller holds fc_lock. */

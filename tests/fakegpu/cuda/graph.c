@@ -685,6 +685,9 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream s, bool ptsz)
             if (e->nodes[i]->kind == NODE_ALLOC && e->nodes[i]->alloc->live)
                 release_alloc(e->nodes[i]->alloc);
     } else {
+        /* The graph's kernels touch managed memory as any kernel does (cuda/managed.c). */
+        if (total)
+            total += fc_managed_on_launch(c);
         /* The free nodes run when the stream gets through the graph's work. */
         uint64_t end = fc_stream_enqueue(c, st, total, 1000, NULL, true);
         for (size_t i = 0; i < e->n; i++) {

@@ -15,8 +15,9 @@
  * the communicator id, the operation's sequence number in it, and the number of ranks. Once it
  * has the device it spins, filling the device and busy, until the kernels of the same
  * (communicator, sequence) on the other ranks have all started (common/timeline.c).
- * When it runs is the timeline's business (common/timeline.c): streams of one context side by
- * side, contexts in time slices. A launch waits first while its context has too much work
+ * A kernel that migrates managed memory in by its page faults runs longer by the time they take
+ * (cuda/managed.c). When it runs is the timeline's business (common/timeline.c): streams of one
+ * context side by side, contexts in time slices. A launch waits first while its context has too much work
  * queued (the push buffer, fc_queue_admit). */
 #include <stdlib.h>
 #include <string.h>
@@ -136,8 +137,9 @@ CUresult fc_launch_submit(const struct fc_launch *l, CUstream stream, bool ptsz)
             r = l->coll.nranks ? CUDA_ERROR_NOT_SUPPORTED   /* collectives in graphs: not simulated */
                                : fc_graph_capture_kernel(st, l);
         else {
-            fc_managed_on_launch(c);   /* the kernel's page faults migrate managed memory in */
-            fc_stream_enqueue(c, st, l->dur_ns, l->width, &l->coll, false);
+            /* The kernel's page faults migrate managed memory in; it stalls on them meanwhile. */
+            uint64_t faults_ns = fc_managed_on_launch(c);
+            fc_stream_enqueue(c, st, l->dur_ns + faults_ns, l->width, &l->coll, false);
             if (l->func->fault && !c->fault.seq)
                 c->fault = st ? st->last : c->legacy_last;   /* broken once it runs */
         }

@@ -49,6 +49,10 @@ static void describe_gpu(struct fc_device *d, const struct fs_gpu *g)
     d->cc_major = (int)g->s.cc_major;
     d->cc_minor = (int)g->s.cc_minor;
     d->ctx_overhead = g->s.ctx_overhead;
+    d->uvm_fault_mbps = g->s.uvm.fault_mbps;
+    d->uvm_prefetch_mbps = g->s.uvm.prefetch_mbps;
+    d->uvm_populate_mbps = g->s.uvm.populate_mbps;
+    d->uvm_prefetch_host_mbps = g->s.uvm.prefetch_host_mbps;
 }
 
 /* Caller holds fs_lock. */
@@ -293,6 +297,9 @@ void fc_dev_pcie(int ordinal, unsigned long long tx, unsigned long long rx)
     if (ordinal >= 0 && ordinal < fc_ndev)
         fs_pcie_count(places[ordinal].gpu, tx, rx);
 }
+
+_Static_assert(FC_W_BARRIER == FS_W_BARRIER && FC_W_BLOCKING == FS_W_BLOCKING && FC_W_COPY == FS_W_COPY,
+               "fakecuda.h's work flags are fakestate.h's");
 
 bool fc_dev_submit(int ordinal, uint32_t ctx, uint32_t stream, uint64_t dur_ns, unsigned width, unsigned flags,
                    const struct fc_coll *coll, struct fc_pos *out)

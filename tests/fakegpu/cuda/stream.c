@@ -76,13 +76,14 @@ static bool blocking(const struct fc_stream *st)
     return !(st->flags & CU_STREAM_NON_BLOCKING);
 }
 
-/* Queues one item on the stream (a marker when dur_ns is 0). Caller holds fc_lock; released
- * meanwhile only when the device's ring is full (then it waits for work to finish). */
+/* Queues one item on the stream (a marker when dur_ns is 0; a copy with FC_W_COPY in `kind`).
+ * Caller holds fc_lock; released meanwhile only when the device's ring is full (then it waits
+ * for work to finish). */
 static struct fc_pos submit(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width,
-                            const struct fc_coll *coll)
+                            const struct fc_coll *coll, unsigned kind)
 {
     struct fc_pos pos = { 0, 0, 0 };
-    unsigned flags = st ? (blocking(st) ? FC_W_BLOCKING : 0) : FC_W_BARRIER;
+    unsigned flags = kind | (st ? (blocking(st) ? FC_W_BLOCKING : 0) : FC_W_BARRIER);
     while (!fc_dev_submit(ctx->device, ctx->key, st ? st->key : 0, dur_ns, width, flags, coll, &pos)) {
         pthread_mutex_unlock(&fc_lock);
         fc_sleep_until(fc_now_ns() + 1000000ULL);
@@ -98,10 +99,15 @@ static struct fc_pos submit(struct fc_ctx *ctx, struct fc_stream *st, uint64_t d
 uint64_t fc_stream_enqueue(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns, unsigned width,
                            const struct fc_coll *coll, bool want_end)
 {
-    struct fc_pos pos = submit(ctx, st, dur_ns, width, coll);
+    struct fc_pos pos = submit(ctx, st, dur_ns, width, coll, 0);
     if (want_end)
         fc_dev_pos_done(ctx->device, &pos);   /* a projection: costs a simulation */
     return pos.end;
+}
+
+void fc_stream_enqueue_copy(struct fc_ctx *ctx, struct fc_stream *st, uint64_t dur_ns)
+{
+    (void)submit(ctx, st, dur_ns, 0, NULL, FC_W_COPY);
 }
 
 void fc_queue_admit(struct fc_ctx *ctx)
@@ -389,7 +395,7 @@ static CUresult event_record(CUevent e, CUstream s, bool ptsz)
     pthread_mutex_lock(&fc_lock);
     r = fc_stream_resolve(s, ptsz, c, &st);
     if (r == CUDA_SUCCESS) {
-        ev->pos = submit(c, st, 0, 0, NULL);
+        ev->pos = submit(c, st, 0, 0, NULL, 0);
         ev->device = c->device;
         ev->recorded = true;
     }
@@ -591,7 +597,7 @@ static CUresult launch_host_func(CUstream s, CUhostFn fn, void *data, bool ptsz)
     }
     /* Its marker goes on its stream (the legacy one included); a callback of the legacy stream
      * is accounted on the per-thread stream object so that synchronize sees it pending. */
-    h->pos = submit(c, st, 0, 0, NULL);
+    h->pos = submit(c, st, 0, 0, NULL, 0);
     if (!st)
         st = per_thread_stream(c);
     h->fn = fn;

@@ -1,6 +1,7 @@
 /* fakegpu-ctl: drives the simulated machine from tests (test double; tests/fakegpu/README.md).
  *
- *   fakegpu-ctl show                      the state as JSON (GPUs, MIG, processes, utilisation)
+ *   fakegpu-ctl show                      the state as JSON (GPUs, MIG, processes, the busy time of
+ *                                         ended ones, utilisation, now_ns)
  *   fakegpu-ctl reset [GPU...]            "GPU reset": a pending MIG mode becomes current;
  *                                         fails (exit 6) while processes use the GPU
  *   fakegpu-ctl lose GPU | find GPU       the GPU falls off the bus / comes back
@@ -118,6 +119,20 @@ static int show(void)
             json_object_object_add(po, "ci", json_object_new_int(r->gi < 0 ? -1 : (int)g->gi[r->gi].ci[r->ci].id));
             json_object_array_add(procs, po);
         }
+        /* Records that ended, with the busy time they had: a pid's busy time is its live
+         * records' plus these (oldest first), so it never goes down when the process ends. */
+        json_object *ended = json_object_new_array();
+        for (unsigned k = 0; k < FS_MAX_ENDED; k++) {
+            const struct fs_ended *e = &g->ended[(g->ended_head + k) % FS_MAX_ENDED];
+            if (!e->ended_ns)
+                continue;
+            json_object *eo = json_object_new_object();
+            json_object_object_add(eo, "pid", json_object_new_int(e->pid));
+            json_object_object_add(eo, "busy_ns", json_object_new_int64((int64_t)e->busy_ns));
+            json_object_object_add(eo, "gi", json_object_new_int(e->gi < 0 ? -1 : (int)g->gi[e->gi].id));
+            json_object_object_add(eo, "ended_ns", json_object_new_int64((int64_t)e->ended_ns));
+            json_object_array_add(ended, eo);
+        }
         for (int s = 0; s < FS_MAX_GI; s++) {
             if (!g->gi[s].used)
                 continue;
@@ -137,6 +152,7 @@ static int show(void)
             json_object_array_add(gis, go);
         }
         json_object_object_add(o, "processes", procs);
+        json_object_object_add(o, "ended_processes", ended);
         json_object_object_add(o, "gpu_instances", gis);
         json_object_array_add(gpus, o);
     }

@@ -1,8 +1,8 @@
 /* vgpu mig, split by concern: shared by cmd/mig.c (usage, options, dispatch) and the verbs in
  * cmd/mig/: common.c (failure reporting, --json documents, GPU selection), show.c (status,
  * profiles, list), change.c (enable, disable, create, destroy), layout.c (export, apply). */
-#ifndef VGPU_CMD_MIG_H
-#define VGPU_CMD_MIG_H
+#ifndef VGPU_CMD_MIG_VERBS_H
+#define VGPU_CMD_MIG_VERBS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,0 +1,33 @@
+/* Lent memory (vgpu run --mem REQUEST:LIMIT, issue 37): what a borrower may be shown as free.
+ * Pure arithmetic and one read-only look at the other jobs' regions; libc only (libvgpu.so). */
+#ifndef VGPU_LEND_H
+#define VGPU_LEND_H
+
+#include <stdint.h>
+#include "vgpu/region.h"
+
+/* Free memory in a borrower's view (cuMemGetInfo, NVML): what it could get now.
+ *   min(LIMIT - used, max(REQUEST - used, 0) + what the device has free beyond every unmet request)
+ * where the job's own unmet request (REQUEST - used) is part of device_free already and is not
+ * counted twice: free = min(limit - used, max(request - used, device_free - others_unmet)), each
+ * difference saturating at 0. `others_unmet` is the sum of max(REQUEST - used, 0) over the other
+ * jobs on the device. Never more than limit - used; never less than the unmet request. */
+uint64_t vgpu_lend_free(uint64_t limit, uint64_t request, uint64_t used, uint64_t device_free, uint64_t others_unmet);
+
+/* Free memory in the view of a job that borrows nothing, beside borrowers: what the device has
+ * free plus what the other jobs borrow there (managed pages the driver evicts for an ordinary
+ * allocation, decision 13's safety net), never more than limit - used. */
+uint64_t vgpu_lend_owner_free(uint64_t limit, uint64_t used, uint64_t device_free, uint64_t others_borrowed);
+
+/* The other jobs on the GPU of self's job device `dev` (matched by UUID): each other running job
+ * in self's jobs directory (the same user's, as the rest of the schedule without the arbiter) with
+ * a memory limit on that GPU adds max(REQUEST - held, 0) to unmet and max(held - REQUEST, 0) to
+ * borrowed (held: its used + outside bytes). Read with pread, never mapped (a file truncated
+ * meanwhile cannot fault the caller); a file that cannot be read or is not a region is skipped.
+ * Zeros for a job without UUIDs (HAMi variables). */
+struct vgpu_lend_others {
+    uint64_t unmet, borrowed;
+};
+void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out);
+
+#endif
