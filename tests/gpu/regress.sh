@@ -66,9 +66,25 @@ daemon_on() {
 }
 daemon_off() { [ -n "$arb_pid" ] && kill "$arb_pid" 2>/dev/null && wait "$arb_pid" 2>/dev/null; arb_pid=""; }
 t0=$(date +%s)
+# Each section must find the GPU without processes: one left by an earlier section (the gate's
+# own) shares the GPU with every figure after it. Those found are named, ended, and counted in
+# a row of their own.
+leftover=0 leftover_what=""
+gpu_clean() { # section
+  local pids; pids=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader -i 0 2>/dev/null | tr -dc '0-9\n')
+  [ -z "$pids" ] && return 0
+  local p; for p in $pids; do
+    leftover=$((leftover + 1)); leftover_what+="${leftover_what:+; }before $1: $p $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-60)"
+    log "regress.sh: before $1, pid $p still on the GPU: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120); ending it"
+    kill "$p" 2>/dev/null
+  done
+  for _ in $(seq 50); do [ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader -i 0 2>/dev/null)" ] && return 0; sleep 0.1; done
+  for p in $pids; do kill -9 "$p" 2>/dev/null; done; sleep 1
+}
 
 # ---- caps 30/50: elementwise, matmul, graph; the 30:70 pair (core.sh) ----
 if ! skip caps; then
+  gpu_clean caps
   CORE_SECTIONS=single,pair CORE_CAPS="30 50" CORE_RESULTS=$tmp/core.md T 150 bash "$src/tests/gpu/core.sh" "$B" > "$tmp/core" 2>&1
   cat "$tmp/core" >&2
   for m in elementwise matmul graph; do for n in 30 50; do
@@ -112,6 +128,7 @@ start_parts() {
   info "job start parts (ms, medians of 7)" "-" "true $(med "${t[@]}"), vgpu run -- true $(med "${v[@]}"), library preloaded alone $(med "${l[@]}"), vgpu run recording before it returns $(med "${f[@]}"), python3 + nvmlInit $(med "${n[@]}")"
 }
 if ! skip start; then
+  gpu_clean start
   start_rows ""
   start_parts
   daemon_on && start_rows " through the daemon"; daemon_off
@@ -119,6 +136,7 @@ fi
 
 # ---- launch cost in one process (run.sh's rows) ----
 if ! skip launch; then
+  gpu_clean launch
   pin=""; command -v taskset >/dev/null && [ "$(nproc)" -gt 2 ] && pin="taskset -c 2"
   out=$(T 60 $pin vgpu run --gpu 0 --mem 4G -- launch_toggle -r -n 20000 2>&1 | tail -n 1)
   fig "launch cost, no core limit, in-process (ns)" "$(get "$out" mean_ns)" ns - 20 lower 5 "$out"
@@ -128,6 +146,7 @@ fi
 
 # ---- the inference client's p99 beside --core 70 training, REGRESS_P99_RUNS runs each ----
 if ! skip p99; then
+  gpu_clean p99
   sed -n "/^cat > \"\$T\/client.py\" <<'PY'/,/^PY/p" "$src/tests/gpu/latency.sh" | sed '1d;$d' > "$tmp/client.py"
   sed -n "/^cat > \"\$T\/train.py\" <<'PY'/,/^PY/p" "$src/tests/gpu/latency.sh" | sed '1d;$d' > "$tmp/train.py"
   # Each client run: 2.5 s of requests after 0.5 s of warm-up (its first leases, the clocks), so
@@ -138,7 +157,11 @@ if ! skip p99; then
   R=${REGRESS_P99_RUNS:-10} S=2.5 W=0.5
   p99_row() { # label training-opts client-opts
     local p99s=() i out lost=0
-    T 400 vgpu run --gpu 0 $2 -- python3 "$tmp/train.py" 390 > "$tmp/train.out" 2>&1 & local tr=$!
+    # timeout itself in the background, not the function T: `T ... &` runs T in a subshell, so $!
+    # was that subshell, `kill $tr` killed only it, and each row's training ran on its 390 s
+    # beside the later rows and the accounting section (2026-12-02: the soft rows' client at p50
+    # 1.64 ms against 0.75, one bare matmul timed at 0.39 ms against 0.20).
+    timeout 400 vgpu run --gpu 0 $2 -- python3 "$tmp/train.py" 390 > "$tmp/train.out" 2>&1 & local tr=$!
     sleep 3   # training's cuBLAS set up and its clocks up before the first client run
     for i in $(seq "$R"); do
       kill -0 "$tr" 2>/dev/null || { lost=$((lost + 1)); continue; }
@@ -165,6 +188,7 @@ fi
 
 # ---- accounting: busy / bursty x uncapped / --core 30; truth = matmuls x one bare matmul ----
 if ! skip acct; then
+  gpu_clean acct
   cat > "$tmp/mm.py" <<'PY'
 import sys, time, torch
 secs, busy = float(sys.argv[1]), float(sys.argv[2])   # busy: seconds of work per second (1 = always)
@@ -203,6 +227,7 @@ fi
 
 # ---- the 8-process storm: 8 processes create their contexts at once under one limit ----
 if ! skip storm; then
+  gpu_clean storm
   T 90 vgpu run --gpu 0 --mem 8G -- sh -c 'for i in 1 2 3 4 5 6 7 8; do alloc_probe alloc 256M sleep 1500 > "$0/s.$i" 2>&1 & done; wait' "$tmp"
   ok=$(cat "$tmp"/s.* 2>/dev/null | grep -c '^alloc rc=0')
   fig "8-process storm under --mem 8G (started)" "$ok" "of 8" 8 - higher 0 "each a context and 256 MiB, at once"
@@ -210,6 +235,7 @@ fi
 
 # ---- the allocation paths and the container process's context (run.sh's rows) ----
 if ! skip alloc; then
+  gpu_clean alloc
   RUN_SKIP=frameworks,core,list,mig,policy,launchproc,launch,latency,tenants,top RUN_RESULTS=$tmp/run.md T 240 bash "$src/tests/gpu/run.sh" "$B" > "$tmp/run" 2>&1
   np=$(grep -c '^| .* | PASS |' "$tmp/run"); nf=$(grep -c '^| .* | FAIL |' "$tmp/run")
   fig "allocation paths + container context (run.sh rows passing)" "$np" "of $((np + nf))" "$((np + nf))" - higher 0 \
@@ -217,6 +243,8 @@ if ! skip alloc; then
   grep '^| ' "$tmp/run" >&2
 fi
 
+gpu_clean end
+fig "GPU processes left running by a section" "$leftover" "" - 0 lower 0 "$leftover_what"
 if [ "$ngpu" -lt 2 ]; then info "multi-GPU rows (gang turns, 2-rank collective)" "-" "one GPU here: tests/gpu/multi.sh needs two"; fi
 
 table=$(printf '%s\n' "| figure | value | target | baseline | verdict | detail |" "|---|---|---|---|---|---|" "${rows[@]}")
