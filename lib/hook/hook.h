@@ -221,6 +221,10 @@ int vgpu_nvml_self_used(int dev, uint64_t *used);
  * NVML reports) is not known yet waits for `vgpu run`'s walk to find it, at most 750 ms and only
  * while that walk runs. Returns at once everywhere else. */
 void vgpu_nvml_await_self(void);
+/* nvml.c: starts NVML's initialisation on a thread of its own, once per process (cuInit's hook):
+ * the context measurement needs it, and nvmlInit costs ~20 ms on an H200 that the driver's own
+ * cuInit (~90 ms) can hide. The measurement then finds it done, or waits for the rest. */
+void vgpu_nvml_start(void);
 /* nvml.c: context overhead given back (a context destroyed). */
 void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
 /* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of

@@ -217,6 +217,30 @@ static void nvml_init(void)
     nvml_ok = init && init() == NVML_SUCCESS;
 }
 
+static void *nvml_init_thread(void *arg)
+{
+    (void)arg;
+    pthread_once(&init_once, nvml_init);
+    return NULL;
+}
+
+void vgpu_nvml_start(void)
+{
+    /* Only in a job (nothing else measures contexts), and once: a second cuInit finds it done. A
+     * thread that cannot be made leaves the initialisation to the first measurement, as before. */
+    static atomic_bool started;
+    if (!vgpu_job() || atomic_exchange(&started, true))
+        return;
+    pthread_attr_t a;
+    pthread_t t;
+    if (pthread_attr_init(&a) != 0)
+        return;
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, nvml_init_thread, NULL) != 0)
+        vgpu_debug("cannot start NVML ahead of the first context; it starts there");
+    pthread_attr_destroy(&a);
+}
+
 /* The NVML handle of CUDA device `dev`, by UUID. */
 static bool handle_of_dev(int dev, nvmlDevice_t *h)
 {

@@ -132,4 +132,22 @@ run env VGPU_FAKE_NVML_PROC_MEM=na vgpu run --mem 1G -- sh -c '
 assert_eq "vgpu ps --json: nvml_used_bytes is null without per-process figures" null \
   "$(jq '.jobs[] | select(.state == "running") | .gpus[0].nvml_used_bytes' <<<"$out" 2>&1)"
 
+# A job's start (issue 34): the context's measurement needs NVML. Its initialisation starts beside
+# the driver's cuInit (libvgpu.so's cuInit hook), not inside the first context's creation, where
+# every job's start waited for it (~20 ms on an H200). Both take 2 s here, in the job's process
+# only: one after the other, the job would start at least 2 s after the same process run bare.
+slow=slow=cuInit:2000,slow=nvmlInit_v2:2000
+t0=$(date +%s%N)
+env VGPU_FAKE_FAIL=$slow alloc_probe alloc 1M > /dev/null 2>&1
+t1=$(date +%s%N)
+run vgpu run --mem 1G -- env VGPU_FAKE_FAIL=$slow alloc_probe alloc 1M
+t2=$(date +%s%N)
+bare_ms=$(( (t1 - t0) / 1000000 )) job_ms=$(( (t2 - t1) / 1000000 ))
+assert_contains "a job whose cuInit and nvmlInit take 2 s each starts" "alloc rc=0" "$out"
+if [ $((job_ms - bare_ms)) -lt 1200 ]; then
+  ok "... NVML's initialisation ran beside cuInit: the job took ${job_ms} ms, bare ${bare_ms} ms"
+else
+  not_ok "... NVML's initialisation waited for cuInit: the job took ${job_ms} ms, bare ${bare_ms} ms (at least 2000 more when in turn)"
+fi
+
 done_testing

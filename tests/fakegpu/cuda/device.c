@@ -26,10 +26,14 @@ CUresult cuInit(unsigned int flags)
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fc_lock);
+    bool first = !fc_initialized;
     CUresult r = fc_initialized ? CUDA_SUCCESS : fc_shared_init();
     if (r == CUDA_SUCCESS)
         fc_initialized = true;
     pthread_mutex_unlock(&fc_lock);
+    /* The driver's own start (~90 ms on an H200): VGPU_FAKE_FAIL=slow=cuInit:MS, the first call. */
+    if (first && r == CUDA_SUCCESS)
+        fc_shared_maybe_slow("cuInit");
     if (r == CUDA_SUCCESS && fc_ndev == 0)
         return CUDA_ERROR_NO_DEVICE;
     return r;
