@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fs_internal.h"
@@ -108,7 +109,10 @@ static bool init_mutex(struct fs_state *st)
 static bool create_state(const char *path, const char *scenario)
 {
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    /* By thread, not only by process: the fake libcuda and libnvidia-ml each carry this code, and
+     * one process can create the state from both at once (libvgpu.so starts NVML on a thread of
+     * its own beside cuInit). */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d.%ld", path, (int)getpid(), (long)syscall(SYS_gettid));
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         set_error("cannot create the simulated GPU state %s: %s (set VGPU_FAKE_STATE to a writable path)", tmp,
