@@ -776,7 +776,7 @@ static int cmd_run(int argc, char **argv)
     }
     vgpu_acct_arb_start(r.info->id);   /* the daemon then takes this job's record from this process only */
     vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.info->id, region_path, getenv("LD_PRELOAD"));
-    rc = vgpu_run_child(&r, cmdv);
+    rc = vgpu_run_child(&r, cmdv, place_dir[0] ? place_dir : NULL);
 out:
     if (sock >= 0)
         close(sock);

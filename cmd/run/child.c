@@ -159,7 +159,7 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
     return 0;
 }
 
-int vgpu_run_child(struct vgpu_region *r, char **argv)
+int vgpu_run_child(struct vgpu_region *r, char **argv, const char *place_dir)
 {
     struct vgpu_err e;
     sigset_t block, old;
@@ -195,6 +195,14 @@ int vgpu_run_child(struct vgpu_region *r, char **argv)
         _exit(missing ? VGPU_EXIT_RUN_NOTFOUND : VGPU_EXIT_RUN_NOEXEC);
     }
     child_pid = pid;
+    /* The job's promise and its place in the job count are held by the command too, so a kill -9
+     * of this process does not free them while the command runs on (vgpu/holder.h). */
+    if (place_dir && vgpu_place_hold(place_dir, pid) < 0)
+        vgpu_warn("the memory promised to job %s lasts only as long as this vgpu run: %s", r->info->id,
+                  strerror(errno));
+    if (vgpu_jobcount_hold(pid) < 0)
+        vgpu_warn("job %s's place in the job count lasts only as long as this vgpu run: %s", r->info->id,
+                  strerror(errno));
     /* Before RUNNING: the job lives as long as its command does, even if we are killed
      * (vgpu_region_job_alive), and a reader that sees RUNNING sees the command. */
     vgpu_region_set_command(r, pid);

@@ -14,7 +14,7 @@ int vgpu_run_prepare_environment(const char *region_path, const char *library, c
  * run, reaps the job's dead processes while it waits, and records how the command ended in the
  * job. The command's exit status, -SIG when a signal killed it, or VGPU_EXIT_RUN_* when it could
  * not be started or waited for. */
-int vgpu_run_child(struct vgpu_region *r, char **argv);
+int vgpu_run_child(struct vgpu_region *r, char **argv, const char *place_dir);
 /* Dies by `sig` as the command did, without a second core dump. */
 void vgpu_run_die_by_signal(int sig) __attribute__((noreturn));
 

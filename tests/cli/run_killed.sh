@@ -35,10 +35,19 @@ assert_eq "vgpu ps after kill -9 of vgpu run: the job is still running" "running
 check "its region is still there" test -e "$VGPU_STATE_DIR/jobs/$id.region"
 run vgpu ps
 assert_contains "and listed again by the next vgpu ps" "killed" "$out"
+# Its memory promise and its place in the job count outlive the killed vgpu run (vgpu/holder.h):
+# another job's placement and count look at them, which drops the entries of processes that are
+# gone. Before, the killed job's were dropped there, and its memory could be promised again.
+run vgpu run --mem 1G --max-jobs 8 -- true
+held() { grep -l "^+holder $cmd " "$VGPU_STATE_DIR/$1"/* 2>/dev/null | grep -c .; }
+assert_eq "its memory promise is kept while its command runs, after another placement looked" 1 "$(held promises)"
+assert_eq "and so is its place in the job count" 1 "$(held jobcount)"
 : >"$T_DIR/go"
 check "vgpu wait waits while the job's command runs" kill -0 "$waiter"
 wait_until 60 gone "$cmd"
 wait "$waiter"; wrc=$?
+run vgpu run --mem 1G --max-jobs 8 -- true
+assert_eq "once its command ended, the next placement drops both" "0 0" "$(held promises) $(held jobcount)"
 assert_eq "then vgpu wait says it ended without a status (exit 1)" "1 yes" \
   "$wrc $(grep -q 'ended without an exit status' "$T_DIR/w.out" && echo yes)"
 assert_contains "--mem 1G still holds: 2 GiB refused" "alloc rc=2" "$(cat "$T_DIR/k.out")"

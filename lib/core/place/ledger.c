@@ -82,6 +82,13 @@ void vgpu_place_keep(void)
         ledger_arb_keep();
 }
 
+int vgpu_place_hold(const char *statedir, pid_t command)
+{
+    /* The arbiter's ledger drops a promise with its vgpu run's connection: it is not held by the
+     * command (vgpu-security(7), "A killed vgpu run"). */
+    return recorded_dir ? ledger_dir_hold(statedir, command) : 0;
+}
+
 int ledger_adopt(const char *statedir, pid_t from, struct vgpu_err *e)
 {
     if (recorded_arb && ledger_arb_adopt(from, e) < 0)

@@ -52,6 +52,8 @@ unsigned long long ledger_dir_take_ticket(struct ledger *l);
 void ledger_dir_leave_queue(struct ledger *l, unsigned long long ticket);
 void ledger_dir_release(const char *statedir);
 int ledger_dir_adopt(const char *statedir, pid_t from, struct vgpu_err *e);
+/* The job's command holds this process's promise too (vgpu/holder.h). 0, or -1 (errno). */
+int ledger_dir_hold(const char *statedir, pid_t command);
 
 int ledger_arb_look(struct ledger *l, const char *const *uuids, const uint64_t *totals, unsigned n,
                     unsigned long long ticket, uint64_t *out, unsigned *ahead, struct vgpu_err *e);

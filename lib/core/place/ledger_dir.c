@@ -4,7 +4,8 @@
  *   queue.seq       the last --wait ticket
  *   promises/PID.START, queue/TICKET.PID.START   one file per `vgpu run`, created O_EXCL
  * Entries of dead processes (pid gone or start time changed) are dropped by whoever looks next,
- * so a kill -9 never leaks a promise. Everything is opened relative to the directory's
+ * so a kill -9 never leaks a promise; an entry whose job's command still runs is kept
+ * (vgpu/holder.h). Everything is opened relative to the directory's
  * descriptor, O_NOFOLLOW, and parsed strictly. */
 #include "ledger.h"
 
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "vgpu/exitcode.h"
+#include "vgpu/holder.h"
 #include "vgpu/proc.h"
 #include "vgpu/statedir.h"
 
@@ -182,7 +184,7 @@ static uint64_t sum_promises(const struct ledger *l, const char *uuid)
         unsigned long long st, tk;
         if (!parse_entry(de->d_name, false, &tk, &pid, &st))
             continue;
-        if (!alive(pid, st)) {
+        if (!alive(pid, st) && !vgpu_holder_alive(l->promises, de->d_name)) {
             unlinkat(l->promises, de->d_name, 0);
             continue;
         }
@@ -320,6 +322,19 @@ void ledger_dir_release(const char *statedir)
         close(pfd);
     }
     close(dfd);
+}
+
+int ledger_dir_hold(const char *statedir, pid_t command)
+{
+    char mine[64];
+    struct ledger l;
+    struct vgpu_err e;
+    if (ledger_dir_open(statedir, &l, &e) < 0)
+        return -1;
+    own_name(mine, sizeof mine);
+    int rc = vgpu_holder_add(l.promises, mine, command);
+    ledger_dir_close(&l);
+    return rc;
 }
 
 int ledger_dir_adopt(const char *statedir, pid_t from, struct vgpu_err *e)

@@ -13,6 +13,7 @@
 
 #include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
+#include "vgpu/holder.h"
 #include "vgpu/jobcount.h"
 #include "vgpu/machinedir.h"
 #include "vgpu/policy.h"
@@ -111,7 +112,7 @@ static int count_on(int dfd, const char *uuid)
         unsigned long long start;
         if (!parse_name(de->d_name, &pid, &start))
             continue;
-        if (vgpu_proc_start_time(pid) != start) {
+        if (vgpu_proc_start_time(pid) != start && !vgpu_holder_alive(dfd, de->d_name)) {
             (void)unlinkat(dfd, de->d_name, 0);
             continue;
         }
@@ -337,6 +338,19 @@ int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e)
                      my_entry, strerror(errno));
     else
         snprintf(my_entry, sizeof my_entry, "%s", mine);
+    close(dfd);
+    return rc;
+}
+
+int vgpu_jobcount_hold(pid_t command)
+{
+    if (counted_arb || !my_entry[0])
+        return 0;                       /* the arbiter's count goes with vgpu run's connection */
+    struct vgpu_err e;
+    int dfd = open_dir(false, &e);
+    if (dfd < 0)
+        return -1;
+    int rc = vgpu_holder_add(dfd, my_entry, command);
     close(dfd);
     return rc;
 }

@@ -39,6 +39,9 @@ int vgpu_jobcount_adopt(pid_t from, struct vgpu_err *e);
 void vgpu_jobcount_keep(void);
 /* Removes this process's registration (the job ended). */
 void vgpu_jobcount_leave(void);
+/* Once the job's command runs: the entry in the state directory lasts as long as it does too
+ * (vgpu/holder.h), so a killed vgpu run keeps its job's place. 0, or -1 (errno). */
+int vgpu_jobcount_hold(pid_t command);
 /* How many running jobs are registered on the GPU with this UUID (-1: cannot be read). */
 int vgpu_jobcount_count(const char *uuid);
 

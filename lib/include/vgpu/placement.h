@@ -83,6 +83,11 @@ int vgpu_place_adopt(const char *statedir, pid_t from, struct vgpu_err *e);
  * again (it knew only those made since it started). */
 void vgpu_place_keep(void);
 
+/* Once the job's command runs: the promises recorded in the state directory last as long as it
+ * does too, so a `vgpu run` killed with SIGKILL does not take them with it while its command
+ * runs on (vgpu/holder.h). 0, or -1 (errno). */
+int vgpu_place_hold(const char *statedir, pid_t command);
+
 /* Drops this process's promises (the job ended). */
 void vgpu_place_release(const char *statedir);
 
