@@ -46,13 +46,15 @@ kill "$first"; wait "$first" 2>/dev/null
 if poll_until 10 grep -q second-ran "$T_DIR/second.out"; then ok "... and starts once the first job is gone"; else not_ok "... and starts once the first job is gone" "$(cat "$T_DIR/second.out")"; fi
 wait "$second"
 
-# A vgpu run killed with SIGKILL holds no count.
+# A vgpu run killed with SIGKILL holds no count once its command is gone too (while the command
+# runs, it holds the count: run_killed.sh).
 hold third --gpu 0 --max-jobs 1
 third=$!
 poll_until 10 grep -q holding "$T_DIR/third.out" || not_ok "a third job starts" "$(cat "$T_DIR/third.out")"
 kill -9 "$third"; wait "$third" 2>/dev/null
 orphan=$(sed -n 's/^holding \([0-9]*\)$/\1/p' "$T_DIR/third.out")
 [ -n "$orphan" ] && kill "$orphan" 2>/dev/null   # its command outlives a SIGKILLed vgpu run
+[ -n "$orphan" ] && wait_until 10 sh -c "! kill -0 $orphan 2>/dev/null"
 run vgpu run --gpu 0 --max-jobs 1 -- true
 assert_rc "a killed job's count is not held" 0
 

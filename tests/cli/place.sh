@@ -50,11 +50,14 @@ kill $j1 $j2 2>/dev/null; wait $j1 $j2 2>/dev/null
 run vgpu run --mem 30G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "promises of ended jobs are released" "$a100" "$out"
 
-# A job killed with SIGKILL leaves a promise file behind; the next placement drops it.
+# A job killed with SIGKILL (vgpu run and its command) leaves a promise file behind; the next
+# placement drops it. (A command that outlives its killed vgpu run holds it: run_killed.sh.)
 vgpu run --mem 35G -- sh -c 'echo up >"$0"; exec sleep 30' "$T_DIR/k" &
 k=$!
 wait_until 20 test -s "$T_DIR/k"
-kill -9 $k; wait $k 2>/dev/null
+kc=$(cat /proc/$k/task/$k/children 2>/dev/null)
+kill -9 $k $kc; wait $k 2>/dev/null
+for c in $kc; do wait_until 10 sh -c "! kill -0 $c 2>/dev/null"; done
 run vgpu run --mem 35G -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
 assert_eq "a dead job's promise is reclaimed" "$a100" "$out"
 
