@@ -139,9 +139,13 @@ if ! skip launch; then
   gpu_clean launch
   pin=""; command -v taskset >/dev/null && [ "$(nproc)" -gt 2 ] && pin="taskset -c 2"
   out=$(T 60 $pin vgpu run --gpu 0 --mem 4G -- launch_toggle -r -n 20000 2>&1 | tail -n 1)
-  fig "launch cost, no core limit, in-process (ns)" "$(get "$out" mean_ns)" ns - 20 lower 5 "$out"
+  # The median of the paired differences, not their mean: three runs on the H200 (2026-12-02)
+  # gave means of 36.4, 34.5 and -18.6 ns with 95 % intervals of +-101..116 ns (a few pairs hit
+  # by preemption dominate it), so the mean could never show a 20 ns target; the medians were
+  # 15.1, 6.9 and 13.8 ns, each within +-3..5 ns.
+  fig "launch cost, no core limit, in-process (ns)" "$(get "$out" median_ns)" ns - 20 lower 5 "$out"
   out=$(T 60 $pin vgpu run --gpu 0 --core 50 -- launch_toggle -n 6000 -c 50 2>&1 | tail -n 1)
-  fig "launch cost under --core 50, in-process (ns)" "$(get "$out" mean_ns)" ns - 100 lower 20 "$out"
+  fig "launch cost under --core 50, in-process (ns)" "$(get "$out" median_ns)" ns - 100 lower 20 "$out"
 fi
 
 # ---- the inference client's p99 beside --core 70 training, REGRESS_P99_RUNS runs each ----
