@@ -197,7 +197,7 @@ $(BUILD)/tests/unit/test_hook_acct: $(call obj,lib/hook/acct.c)
 $(BUILD)/tests/unit/test_top_ui_state: $(call obj,cmd/top/ui_state.c)
 $(BUILD)/obj/tests/unit/test_top_ui_state.o: CFLAGS += -Icmd
 # The daemon's request handler, called directly (no socket, no timing): every
-# tests/unit/test_arb_*.c links all of cmd/daemon/ and sees its headers (cmd/daemon/arbiter.h).
+# tests/unit/test_arb_*.c links all of cmd/daemon/ and sees its headers (cmd/daemon/server.h).
 DAEMON_UNIT_BINS := $(filter $(BUILD)/tests/unit/test_arb_%,$(UNIT_BINS))
 $(DAEMON_UNIT_BINS): $(call obj,$(wildcard cmd/daemon/*.c))
 $(patsubst $(BUILD)/tests/unit/%,$(BUILD)/obj/tests/unit/%.o,$(DAEMON_UNIT_BINS)): CFLAGS += -Icmd

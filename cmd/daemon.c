@@ -67,7 +67,7 @@ static const char usage[] =
 #include <unistd.h>
 
 #include "cmd.h"
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 #include "vgpu/machinedir.h"

@@ -8,7 +8,7 @@
  * (who may send a job's record: acct_jobs.c; what the schedules charged: charged.c; a user's
  * rate and size limits) and hands the request to the accounting thread (acct_worker.c), which
  * owns the database and answers. Nothing here waits on the file. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * goes first when it wants more), and ARB_JOBS_ROOT_ROOM are left for root. The daemon's memory
  * only: jobs that started before a restart are not here, and their records are taken as before
  * (as their sender's, the first of an id kept). */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <errno.h>
 #include <stdlib.h>

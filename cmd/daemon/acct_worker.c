@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/log.h"
 

@@ -4,7 +4,7 @@
  * user, a lease one of its entries holds. Times are the daemon's clock; a client's own reading is
  * believed only within a small tolerance (ARB_SKEW_NS), so lying about time gains nothing worth
  * having. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <ctype.h>
 #include <pthread.h>

@@ -10,7 +10,7 @@
  * user holds ARB_CHARGED_USER_MAX pairs, so that no user can push other users' charges out by
  * running many jobs. The daemon's memory only: a restarted daemon has charged nothing yet, and
  * records of jobs that ran before it keep the figure their `vgpu run` measured. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * ended job would have now (its debt, repaid at its cap's rate since it ended) is what the login's
  * next new job on this GPU starts with, at most the quantum any new job gets, for ARB_DEBT_KEEP_NS
  * after the end. A new job of a login with nothing recorded starts with its quantum as before. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 /* Long enough to outlast any debt the lease rules let a job run up (one lease's overrun, repaid
  * within a few seconds even at a 1 % cap), short enough for the table to stay small. */

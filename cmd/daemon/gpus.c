@@ -3,7 +3,7 @@
  * every later job ran "NOT limited"). MIG devices come and go, so a UUID the list does not have
  * makes the daemon read it again, at most once a second: a flood of unknown UUIDs costs one
  * enumeration a second, and a new MIG device is servable a second after it appears at worst. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <stdio.h>
 #include <stdlib.h>

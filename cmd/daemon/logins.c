@@ -2,7 +2,7 @@
  * (/etc/subuid, the uids of its user-namespace containers) count as that login, so a user with a
  * container of 65536 uids gets one user's connections and schedule entries, not 65536 users'.
  * Only quotas read this: what an entry may do is still decided by the uid that made it. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <errno.h>
 #include <pwd.h>

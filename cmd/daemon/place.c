@@ -11,7 +11,7 @@
  * bytes of its candidate GPUs and the ledger's version), decides, and records its promise with the
  * version it looked at; when anything changed in between, it is told to look again. So two
  * placements never both take the last room, and the daemon never waits for a client. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * the login's subordinate uids too (logins.c), and never the last ARB_ROOT_JOBS / ARB_ROOT_PROCS
  * entries of the table, which only root takes: four users' containers filled the 32-entry table
  * and root's next job ran uncapped. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
 /* What vgpu daemon checks before it serves (issue 36 N9, L8, L9, L17, L19): a daemon that starts
  * must be able to do its job, and says at once what stops it, rather than at the first request. */
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #include <errno.h>
 #include <fcntl.h>

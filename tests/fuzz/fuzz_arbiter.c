@@ -31,7 +31,7 @@
 
 #include "fuzz.h"
 
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 #include "vgpu/sched.h"
 
 #define NCLIENTS 5

@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 
 #define UUID "GPU-4f6c2a51-93b1-4c7e-8d2a-0b5e6f7a8c91"   /* GPU 0 of h100.json */
 

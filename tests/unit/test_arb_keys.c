@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 #include "vgpu/region.h"
 #include "vgpu/sched.h"
 

@@ -20,7 +20,7 @@
 
 #include <sys/stat.h>
 
-#include "daemon/arbiter.h"
+#include "daemon/server.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/policy.h"
 #include "vgpu/sched.h"

@@ -1,7 +1,7 @@
 /* The arbiter's server side (vgpu daemon; the protocol is vgpu/arbiter.h): the schedules it
  * owns (one memfd per GPU), its clients, and what each request may do. */
-#ifndef VGPU_CMD_DAEMON_ARBITER_H
-#define VGPU_CMD_DAEMON_ARBITER_H
+#ifndef VGPU_CMD_DAEMON_SERVER_H
+#define VGPU_CMD_DAEMON_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
