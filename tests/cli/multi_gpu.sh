@@ -187,9 +187,11 @@ if [ "$(id -u)" = 0 ] && { [ "${VGPU_ASAN:-0}" != 1 ] || [ "$(nproc)" -ge 4 ]; }
   through_kill "$T_DIR/arb_rr.out" vgpu run --gpu 0,1 --core 50 collective -m rr -n 2 -t 4 $RR_SHAPE
   arb_rr=$(cat "$T_DIR/arb_rr.out")
   assert_contains "... one process on 2 GPUs at --core 50 was told too" "arbiter (vgpu daemon) went away" "$arb_rr"
+  # 30 as above: on an idle 2-CPU machine 46-47 % in 5 runs of 6 and 34 % in one (2026-12-02;
+  # the code of the stop before measured the same way: 3 rows of 39 failed in 1 run of 3).
   for g in 0 1; do
     in_band "... and through the kill and restart GPU $g keeps its cap" \
-      "$(ratio "$(field "$arb_rr" share$g)" "$arb_rr_ref")" 40 55 "$arb_rr / uncapped through the same kill: $arb_rr_ref"
+      "$(ratio "$(field "$arb_rr" share$g)" "$arb_rr_ref")" 30 55 "$arb_rr / uncapped through the same kill: $arb_rr_ref"
   done
 else
   skip "through the arbiter, killed mid-run: 2-GPU jobs keep their caps" \
@@ -209,9 +211,11 @@ for n in 2 4; do
     wait "$spid"
     single=$(cat "$T_DIR/single.out")
     base=$share2; [ "$n" = 4 ] && base=$share4
+    # n + 1 busy processes on 2 CPUs: 46-50 % in 7 runs of 9 on an idle machine, 40-41 % in 2
+    # (2026-12-02), so the lower bound is 38; a job let loose is above 55 and still fails.
     for g in $(seq 0 $((n - 1))); do
       in_band "beside a single-GPU --core 50 job on GPU 0: the $n-rank job's GPU $g at its cap" \
-        "$(ratio "$(field "$out" share$g)" "$base")" 45 55 "$out / $base"
+        "$(ratio "$(field "$out" share$g)" "$base")" 38 55 "$out / $base"
     done
     in_band "... and the single-GPU job keeps its 50 %" "$(ratio "$(field "$single" late_share)" "$single_base")" 45 55 "$single / $single_base"
   else
