@@ -5,6 +5,7 @@
  * enumeration a second, and a new MIG device is servable a second after it appears at worst. */
 #include "daemon/server.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,55 @@ uint64_t arb_gpus_mem_total(struct arbiter *a, const char *uuid)
         if (!strcmp(a->machine_gpus->list.gpu[i].uuid, uuid))
             return a->machine_gpus->list.gpu[i].mem_total;
     return 0;
+}
+
+/* VGPU_ARB_PL_GPUS: the list, read again unless it was read in the last VGPU_ARB_GPUS_FRESH_MS
+ * (20 ms). On the scheduling thread, as the reads for unknown UUIDs are: with the GPUs attached
+ * since the daemon's start, a listing is a few NVML queries a GPU (no initialisation, no attach),
+ * and the bound is also the rate limit, so a flood of requests costs at most 50 listings a second.
+ * A job started right after a GPU was lost or a MIG device made sees the change. */
+void arb_gpus_answer(struct arbiter *a, struct vgpu_arb_rep *r, void *out)
+{
+    struct vgpu_err e = { 0 };
+    if (!arb_gpus_known(a, "", &e) && !a->machine_gpus) {
+        arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
+        return;
+    }
+    struct arb_gpus *m = a->machine_gpus;
+    if (mono_ns() - m->read_at >= VGPU_ARB_GPUS_FRESH_MS * 1000000ULL)
+        read_list(m);
+    if (m->why[0] || m->list.count == 0) {
+        arb_refuse(a, r, EIO, m->why[0] ? m->why : "the daemon's NVML lists no GPU");
+        return;
+    }
+    struct vgpu_arb_gpu *o = out;
+    unsigned n = m->list.count;
+    if (n * sizeof *o > VGPU_ARB_MAX_PAYLOAD)
+        n = VGPU_ARB_MAX_PAYLOAD / sizeof *o;
+    for (unsigned i = 0; i < n; i++) {
+        const struct vgpu_gpu *g = &m->list.gpu[i];
+        memset(&o[i], 0, sizeof o[i]);
+        snprintf(o[i].uuid, sizeof o[i].uuid, "%s", g->uuid);
+        snprintf(o[i].name, sizeof o[i].name, "%s", g->name);
+        snprintf(o[i].pci_bus_id, sizeof o[i].pci_bus_id, "%s", g->pci_bus_id);
+        snprintf(o[i].unreachable, sizeof o[i].unreachable, "%s", g->unreachable);
+        o[i].mem_total = g->mem_total;
+        o[i].mem_used = g->mem_used;
+        o[i].mem_reserved = g->mem_reserved;
+        o[i].index = g->index;
+        o[i].is_mig = g->is_mig;
+        o[i].mig_gi = g->mig_gi;
+        o[i].mig_ci = g->mig_ci;
+        o[i].has_mig_mode = g->has_mig_mode;
+        o[i].mig_current = g->mig_current;
+        o[i].mig_pending = g->mig_pending;
+        o[i].lost = g->lost;
+        o[i].compute_mode = g->compute_mode;
+    }
+    r->len = (uint32_t)(n * sizeof *o);
+    r->v[0] = n;
+    r->v[1] = (mono_ns() - m->read_at) / 1000000ULL;
+    r->rc = 0;
 }
 
 void arb_gpus_start(struct arbiter *a)

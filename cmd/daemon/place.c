@@ -321,6 +321,7 @@ void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu
         else
             r->rc = (int32_t)counted_on(p, g[0].uuid);
         break;
+    case VGPU_ARB_PL_GPUS: arb_gpus_answer(a, r, out); break;
     default: arb_refuse(a, r, ENOSYS, "not a request this arbiter knows"); break;
     }
 }

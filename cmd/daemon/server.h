@@ -157,6 +157,8 @@ bool arb_gpus_known(struct arbiter *a, const char *uuid, struct vgpu_err *e);
 /* The memory of GPU (or MIG device) uuid as NVML lists it, 0 when it is not one of this machine's
  * (accounting bounds a record by it: acct.c). */
 uint64_t arb_gpus_mem_total(struct arbiter *a, const char *uuid);
+/* VGPU_ARB_PL_GPUS: the machine's GPUs into `out`, the reply's payload (vgpu/arbiter.h). */
+void arb_gpus_answer(struct arbiter *a, struct vgpu_arb_rep *r, void *out);
 void arb_gpus_start(struct arbiter *a);
 void arb_gpus_free(struct arbiter *a);
 /* The login uid `uid` counts as for quotas (logins.c): the owner of a subordinate-uid range of

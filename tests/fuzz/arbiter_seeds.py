@@ -16,7 +16,8 @@ ROOT, NOBODY, NOBODY2, USER, SUBUID = range(5)
 PASS_FD, CLOSE = 1, 2
 HELLO, OPEN, JOB, ATTACH, ACQUIRE, RELEASE, DETACH, UNWANT, WANT_FROM, NOTE_END, DRAINING, DRAINED, \
     NOTE_BUSY, EXPECT, SPILLING, YIELDED = range(1, 17)
-PL_LOOK, PL_PROMISE, PL_TICKET, PL_UNQUEUE, PL_RELEASE, PL_ADOPT, JC_ENTER, JC_LEAVE, JC_COUNT = range(64, 73)
+PL_LOOK, PL_PROMISE, PL_TICKET, PL_UNQUEUE, PL_RELEASE, PL_ADOPT, JC_ENTER, JC_LEAVE, JC_COUNT, PL_GPUS = \
+    range(64, 74)
 ACCT_RECORD, ACCT_QUERY, ACCT_TOTALS, ACCT_START = range(96, 100)
 RECORD, FILTER = 4152, 440
 LEASE = (1 << 16) | 1   # the first grant to process entry 0
@@ -75,6 +76,7 @@ SEEDS = {
                  + msg(USER, PL_ADOPT, a=(1,)) + msg(USER, PL_RELEASE),
     "job-count": msg(USER, JC_ENTER, a=(2, 1), payload=gpus((UUID, 0)))
                  + msg(USER, JC_COUNT, payload=gpus((UUID, 0))) + msg(USER, JC_LEAVE),
+    "gpu-list": msg(NOBODY, PL_GPUS) + msg(USER, PL_GPUS) + msg(ROOT, PL_GPUS),
     "acct": msg(NOBODY, ACCT_START, a=(0, RECORD), payload=b"0123456789abcdef")
             + msg(NOBODY, ACCT_RECORD, a=(1, RECORD), payload=bytes(RECORD))
             + msg(ROOT, ACCT_QUERY, a=(0, RECORD), payload=bytes(FILTER))

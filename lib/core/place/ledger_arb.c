@@ -9,6 +9,8 @@
 
 #include "vgpu/arbiter.h"
 #include "vgpu/exitcode.h"
+#include "vgpu/gpu.h"
+#include "vgpu/placement.h"
 
 #define MAX_GPUS (VGPU_ARB_MAX_PAYLOAD / sizeof(struct vgpu_arb_gpu_bytes))
 
@@ -128,4 +130,53 @@ int ledger_arb_adopt(pid_t from, struct vgpu_err *e)
         return -1;
     }
     return 0;
+}
+
+static void wire_str(char *dst, size_t room, const char *src, size_t srclen)
+{
+    size_t n = strnlen(src, srclen);
+    n = n < room ? n : room - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+int vgpu_place_gpus_from_arbiter(struct vgpu_gpu_list *out)
+{
+    static struct vgpu_arb_gpu g[VGPU_ARB_MAX_PAYLOAD / sizeof(struct vgpu_arb_gpu)];
+    if (!vgpu_arb_available())
+        return 0;
+    uint64_t a[4] = { 0 };
+    size_t got = 0;
+    struct vgpu_arb_rep r;
+    int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_GPUS, a, NULL, 0, g, sizeof g, &got, &r);
+    if (rc < 0 || got % sizeof *g || got / sizeof *g != r.v[0] || r.v[0] == 0 || r.v[0] > VGPU_MAX_GPUS) {
+        if (rc < 0 && rc != -EPIPE && rc != -ENOSYS)
+            vgpu_debug("the arbiter gave no GPU list (%s): asking NVML", r.msg[0] ? r.msg : strerror((int)-rc));
+        return 0;
+    }
+    memset(out, 0, sizeof *out);
+    for (unsigned i = 0; i < r.v[0]; i++) {
+        struct vgpu_gpu *d = &out->gpu[i];
+        /* Strings from the wire are bounded here, whatever the sender put in them. */
+        wire_str(d->uuid, sizeof d->uuid, g[i].uuid, sizeof g[i].uuid);
+        wire_str(d->name, sizeof d->name, g[i].name, sizeof g[i].name);
+        wire_str(d->pci_bus_id, sizeof d->pci_bus_id, g[i].pci_bus_id, sizeof g[i].pci_bus_id);
+        wire_str(d->unreachable, sizeof d->unreachable, g[i].unreachable, sizeof g[i].unreachable);
+        d->mem_total = g[i].mem_total;
+        d->mem_used = g[i].mem_used;
+        d->mem_reserved = g[i].mem_reserved;
+        d->index = g[i].index;
+        d->is_mig = g[i].is_mig != 0;
+        d->mig_gi = g[i].mig_gi;
+        d->mig_ci = g[i].mig_ci;
+        d->has_mig_mode = g[i].has_mig_mode != 0;
+        d->mig_current = g[i].mig_current;
+        d->mig_pending = g[i].mig_pending;
+        d->lost = g[i].lost != 0;
+        d->compute_mode = g[i].compute_mode;
+        d->handle = NULL;   /* no NVML in this process: topology and --oversubscribe ask their own */
+    }
+    out->count = (unsigned)r.v[0];
+    vgpu_debug("placing by the arbiter's list of %u GPUs (read %llu ms ago)", out->count, (unsigned long long)r.v[1]);
+    return 1;
 }

@@ -111,6 +111,11 @@ enum vgpu_arb_op {
                               * | the limit (min(--max-jobs, root's policy)) << 32 */
     VGPU_ARB_JC_LEAVE,       /* rc 0 */
     VGPU_ARB_JC_COUNT,       /* in: one GPU: rc = jobs counted on it */
+    VGPU_ARB_PL_GPUS,        /* out: the machine's GPUs and MIG devices (struct vgpu_arb_gpu), as the
+                              * daemon's NVML listed them just now (at most VGPU_ARB_GPUS_FRESH_MS before);
+                              * v[0] = how many, v[1] = the list's age in ms. -EIO when the daemon
+                              * cannot list them (msg says why). vgpu run places a job by it rather
+                              * than load NVML itself (issue 34: ~20 ms of each job's start) */
     VGPU_ARB_PLACE_LAST = 95,
     VGPU_ARB_ACCT_FIRST = 96,
     VGPU_ARB_ACCT_RECORD = 96, /* in: records (vgpu_acct_pack, back to back), a[0] = how many,
@@ -146,6 +151,19 @@ struct vgpu_arb_gpu_bytes {
     char uuid[96];
     uint64_t bytes;
 };
+/* A GPU of VGPU_ARB_PL_GPUS' answer: what placement needs of struct vgpu_gpu (vgpu/gpu.h). */
+struct vgpu_arb_gpu {
+    char uuid[96];
+    char name[96];
+    char pci_bus_id[32];
+    char unreachable[64];    /* why NVML gave no handle ("": it did) */
+    uint64_t mem_total, mem_used, mem_reserved;
+    uint32_t index, is_mig, mig_gi, mig_ci;
+    uint32_t has_mig_mode, mig_current, mig_pending, lost;
+    int32_t compute_mode;
+    uint32_t pad;
+};
+#define VGPU_ARB_GPUS_FRESH_MS 20    /* an older list is read again before it is given */
 #define VGPU_ARB_USER_PROMISES 256   /* promise entries a user other than root may hold at once */
 #define VGPU_ARB_USER_CONNS    1024  /* connections of a user other than root (of 4096) */
 
