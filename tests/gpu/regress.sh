@@ -244,7 +244,7 @@ if ! skip alloc; then
   np=$(grep -c '^| .* | PASS |' "$tmp/run"); nf=$(grep -c '^| .* | FAIL |' "$tmp/run")
   fig "allocation paths + container context (run.sh rows passing)" "$np" "of $((np + nf))" "$((np + nf))" - higher 0 \
     "$(grep '^| .* | FAIL |' "$tmp/run" | cut -d'|' -f2 | paste -sd';')"
-  grep '^| ' "$tmp/run" >&2
+  grep -E '^(\| |container row: )' "$tmp/run" >&2
 fi
 
 gpu_clean end

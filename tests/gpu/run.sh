@@ -81,6 +81,8 @@ if unshare -pf --mount-proc true 2>/dev/null; then
   delta=$(grep -c "device-wide delta" "$tmp/c.err")
   if grep -q "alloc rc=0" "$tmp/c.out" && [ -n "$used" ] && [ -n "$nv" ] && [ "$delta" = 0 ] && [ -n "$ctx" ] &&
      [ $(( used > nv ? used - nv : nv - used )) -le $((2 << 20)) ]; then r=PASS; else r=FAIL; fi
+  # What the library said of its context and its host pid, for the next fix (stderr: the log).
+  [ "$r" = FAIL ] && grep -iE "context|host pid|delta|nvml" "$tmp/c.err" | head -12 | sed 's/^/container row: /' >&2
   row "container process's context" $r "charged $(( ${ctx:-0} >> 20 )) MiB by its own NVML figure (device-wide measurements: $delta); job ${used:-?} B, NVML ${nv:-?} B"
 else
   row "container process's context" SKIP "unshare -pf --mount-proc is not allowed here"
