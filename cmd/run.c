@@ -652,10 +652,12 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     /* Listing the jobs also removes those that ended long enough ago (vgpu_jobs_list), so
-     * ended jobs do not pile up where nothing else lists them. */
-    struct vgpu_job_ref *refs;
-    size_t njobs;
-    if (vgpu_jobs_list_all(statedir, &refs, &njobs, NULL, &e) < 0) {
+     * ended jobs do not pile up where nothing else lists them. It reads every kept job's region
+     * (on an H200 machine with 30 kept jobs, 136 opens before the command could start), so it is
+     * done here only for a --name, which must be checked before; else once the command runs. */
+    struct vgpu_job_ref *refs = NULL;
+    size_t njobs = 0;
+    if (name && *name && vgpu_jobs_list_all(statedir, &refs, &njobs, NULL, &e) < 0) {
         if (name && *name) {
             rc = run_fail(&e);
             goto out;
@@ -783,7 +785,7 @@ static int cmd_run(int argc, char **argv)
     }
     vgpu_acct_arb_start(r.info->id);   /* the daemon then takes this job's record from this process only */
     vgpu_debug("job %s: %s, LD_PRELOAD=%s", r.info->id, region_path, getenv("LD_PRELOAD"));
-    rc = vgpu_run_child(&r, cmdv, place_dir[0] ? place_dir : NULL);
+    rc = vgpu_run_child(&r, cmdv, place_dir[0] ? place_dir : NULL, name && *name ? NULL : statedir);
 out:
     if (sock >= 0)
         close(sock);

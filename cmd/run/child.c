@@ -1,6 +1,7 @@
 /* vgpu run: the command as vgpu run's child (see child.h). Moved out of cmd/run.c when it passed
  * 800 lines. */
 #include "run/child.h"
+#include "vgpu/userjobs.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -159,7 +160,7 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
     return 0;
 }
 
-int vgpu_run_child(struct vgpu_region *r, char **argv, const char *place_dir)
+int vgpu_run_child(struct vgpu_region *r, char **argv, const char *place_dir, const char *prune_dir)
 {
     struct vgpu_err e;
     sigset_t block, old;
@@ -208,6 +209,13 @@ int vgpu_run_child(struct vgpu_region *r, char **argv, const char *place_dir)
     vgpu_region_set_command(r, pid);
     vgpu_region_set_state(r, VGPU_JOB_RUNNING, 0, 0, &e);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    if (prune_dir) {
+        struct vgpu_job_ref *refs = NULL;
+        size_t n = 0;
+        if (vgpu_jobs_list_all(prune_dir, &refs, &n, NULL, &e) < 0)
+            vgpu_debug("%s", e.msg);
+        free(refs);
+    }
     int status;
     if (wait_reaping(r, pid, &status) < 0) {
         vgpu_error("lost the command (pid %d): waitpid: %s", (int)pid, strerror(errno));

@@ -6,9 +6,10 @@
 #include "vgpu/region.h"
 
 /* At the job's end (r EXITED, opened ADMIN): when the record must wait for the job's last NVML
- * sampling window, hands that wait and the record to a detached finisher process, which becomes
- * the job's adopter first, and returns true: the caller then exits without writing the record.
- * false: nothing to wait for, or the finisher could not start; the caller records now. */
+ * sampling window, or its last look reads NVML at all, hands that look and the record to a
+ * detached finisher process, which becomes the job's adopter first, and returns true: the caller
+ * then exits without writing the record. false: nothing to read or wait for, or the finisher
+ * could not start; the caller records now. */
 bool vgpu_run_finish_later(struct vgpu_region *r);
 
 #endif

@@ -29,6 +29,17 @@ kill "$other" 2>/dev/null; wait "$other" 2>/dev/null
 run vgpu acct --json --name mem
 assert_eq "its record was written" "1" "$(printf '%s' "$out" | jq '.jobs | length')"
 
+# The last look's NVML reads are the finisher's as well, not only its wait: a job that used a GPU
+# and ran no kernel waits for no window, yet its last look reads NVML (on an H200 8-15 ms; here
+# the energy counter takes 1 s). vgpu run returns at once; the record, read right after, is there.
+run env VGPU_FAKE_FAIL=slow=nvmlDeviceGetTotalEnergyConsumption:1000 vgpu run --mem 2G --name slow-nvml -- \
+  sh -c 'alloc_probe alloc 1M && date +%s%3N > "$0/end"' "$T_DIR"
+gap=$(( $(now_ms) - $(cat "$T_DIR/end") ))
+if [ "$rc" = 0 ] && [ "$gap" -lt 700 ]; then ok "a job whose last look reads a slow NVML returns $gap ms after its command (the read takes 1 s)"
+else not_ok "a job whose last look reads a slow NVML returns at once" "rc $rc, returned after $gap ms: $err"; fi
+run vgpu acct --json --name slow-nvml
+assert_eq "... and its record is there when vgpu acct is asked right after" "1" "$(printf '%s' "$out" | jq '.jobs | length')"
+
 # Kernels: the job's last window is waited for (its work is counted), but by vgpu run's
 # finisher, not by vgpu run's caller: vgpu run returns at once, and a `vgpu acct` right after
 # waits for the record. 3 s at 50 % in 1 s windows: the record must hold the busy time the

@@ -446,6 +446,21 @@ void vgpu_acct_nvml_adopt(struct vgpu_nvml *nv)
         vgpu_nvml_close(nv);
 }
 
+static bool used_a_gpu(const struct vgpu_region *r)
+{
+    bool used = false;
+    for (unsigned d = 0; d < vgpu_region_device_count(r); d++)
+        used |= atomic_load(&r->use->dev[d].peak) > 0;
+    return used;
+}
+
+bool vgpu_acct_nvml_last_look_costs(const struct vgpu_region *r)
+{
+    if (S.end_taken || !r->hdr_rw || r->damaged)
+        return false;
+    return S.nv || (!S.tried && used_a_gpu(r));
+}
+
 uint64_t vgpu_acct_nvml_end(struct vgpu_region *r)
 {
     if (S.end_taken)
@@ -455,10 +470,7 @@ uint64_t vgpu_acct_nvml_end(struct vgpu_region *r)
         return 0;
     /* A job shorter than the first look that used a GPU: look now (the driver keeps its last
      * windows). One that never touched a GPU does not pay for loading NVML. */
-    bool used = false;
-    for (unsigned d = 0; d < vgpu_region_device_count(r); d++)
-        used |= atomic_load(&r->use->dev[d].peak) > 0;
-    if (!S.tried && used)
+    if (!S.tried && used_a_gpu(r))
         open_nvml(r);
     if (!S.nv)
         return 0;

@@ -269,6 +269,10 @@ void vgpu_acct_nvml_finish(struct vgpu_region *r);
  * window; 0: it need not wait. finish (vgpu_acct_record_job) then waits only what is left, so
  * vgpu run can leave that wait to a finisher process (cmd/run/finisher.c). */
 uint64_t vgpu_acct_nvml_end(struct vgpu_region *r);
+/* True when the job's last look will call NVML (it is open, or the job used a GPU before its
+ * first look and NVML must be opened for it): the reads (3-15 ms on an H200, longer while the
+ * driver tears a context down) are worth a finisher process. Before vgpu_acct_nvml_end. */
+bool vgpu_acct_nvml_last_look_costs(const struct vgpu_region *r);
 /* vgpu run hands over the NVML handle it found the GPUs with (owned from then on): the first look
  * uses it instead of initialising NVML a second time (an nvmlShutdown and nvmlInit fewer). */
 struct vgpu_nvml;
