@@ -36,7 +36,8 @@ VGPU_EXPORT CUresult cuInit(unsigned int Flags)
  * instant, and a device-wide measurement around one creation then includes all the others.
  *  - The driver's per-process figure first: NVML's used memory for this pid on the device
  *    (nvmlDeviceGetComputeRunningProcesses) before and after the real call. Its growth, less
- *    what this process's other threads were charged meanwhile, is the context's cost.
+ *    what this process's other threads were charged meanwhile, is the context's cost. Before a
+ *    process's first context on a whole GPU the figure is 0 and is not asked (ctx_begin).
  *  - A process in a container with its own /proc does not know the pid NVML lists it by (its
  *    host pid) until `vgpu run`'s walk records it in the slot: it waits for that first
  *    (vgpu_nvml_await_self, bounded).
@@ -57,11 +58,14 @@ VGPU_EXPORT CUresult cuInit(unsigned int Flags)
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { CUcontext ctx; int dev; uint64_t bytes; } ctx_tab[CTX_TRACKED];   /* created ones */
 static uint64_t primary_charge[VGPU_REGION_MAX_DEVICES];
+static bool made_on[VGPU_REGION_MAX_DEVICES];   /* this process created a context there (ctx_lock) */
+static bool no_self_figure;   /* NVML showed no per-process figure after a context: ask it before */
 static _Atomic uint64_t primary_ctx[VGPU_REGION_MAX_DEVICES];   /* the primary context's handle */
 
 struct ctx_probe {
     int dev;
     bool active;
+    bool unasked;                /* a first context: NVML not asked before it (0 assumed) */
     int self_ok;                 /* vgpu_nvml_self_used's answer before the call */
     uint64_t self0, dev0, slot0;
     bool dev_ok;
@@ -87,7 +91,7 @@ static bool primary_active(CUdevice dev)
 /* Takes ctx_lock when measuring (released by ctx_end). */
 static struct ctx_probe ctx_begin(CUdevice dev, bool primary)
 {
-    struct ctx_probe p = { dev, false, 0, 0, 0, 0, false };
+    struct ctx_probe p = { dev, false, false, 0, 0, 0, 0, false };
     /* dev is a CUDA ordinal: a child may have reordered CUDA_VISIBLE_DEVICES (vgpu_job_dev). */
     if (!vgpu_job() || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES)
         return p;
@@ -97,6 +101,23 @@ static struct ctx_probe ctx_begin(CUdevice dev, bool primary)
         return p;                        /* only a reference more: nothing new on the GPU */
     }
     p.active = true;
+    /* This process's first context on a whole GPU: its own memory there is 0 before (no process
+     * holds device memory without a context), so NVML is not asked first. Its initialisation,
+     * started at cuInit, waits inside the driver for cuInit to end: asked here, the creation
+     * waited for it and for the GPU's first handle (H200: 15 + 5 ms of every job's start,
+     * issue 34). It is done by the time the context is, and measures it after. Not on a MIG
+     * device (no per-process figure there: the device-wide delta needs its figure before), nor
+     * where NVML's pids are not this process's own (a container: see vgpu_nvml_await_self). */
+    struct vgpu_region *r = vgpu_job();
+    int jdev = vgpu_job_dev(dev);
+    if (!made_on[dev] && !no_self_figure && jdev >= 0 && !r->info->dev[jdev].is_mig && !vgpu_nvml_ready() &&
+        vgpu_nvml_pids_are_ours()) {
+        p.self_ok = 1;
+        p.self0 = 0;
+        p.unasked = true;
+        p.slot0 = slot_used(dev);
+        return p;
+    }
     /* A process in a container learns the pid NVML knows it by from `vgpu run`'s walk: without
      * it, only the device-wide delta measures the context, which other processes' frees and
      * allocations meanwhile make too small or too large. */
@@ -117,6 +138,14 @@ static bool ctx_cost(const struct ctx_probe *p, uint64_t *cost)
         *cost = grew > others ? grew - others : 0;
         return true;
     }
+    if (p->unasked) {
+        /* No figure before to take a device-wide delta from (see ctx_begin): said, and later
+         * contexts of this process are measured the old way. */
+        no_self_figure = true;
+        vgpu_debug("no per-process NVML figure on GPU %d after this process's first context, which was not "
+                   "measured before its creation: it is not charged", p->dev);
+        return false;
+    }
     if (!p->dev_ok || !vgpu_nvml_device_used(p->dev, &dev1))
         return false;
     uint64_t grew = dev1 > p->dev0 ? dev1 - p->dev0 : 0;
@@ -136,6 +165,8 @@ static bool ctx_end(struct ctx_probe *p, CUresult rc, CUcontext ctx)
         return true;
     bool ok = true;
     uint64_t cost = 0;
+    if (rc == CUDA_SUCCESS)
+        made_on[p->dev] = true;
     if (rc == CUDA_SUCCESS && vgpu_job_dev(p->dev) < 0) {
         ok = false;   /* not one of the job's GPUs (vgpu_job_dev said so): no memory there at all */
     } else if (rc == CUDA_SUCCESS && ctx_cost(p, &cost) && cost) {

@@ -221,10 +221,19 @@ int vgpu_nvml_self_used(int dev, uint64_t *used);
  * NVML reports) is not known yet waits for `vgpu run`'s walk to find it, at most 750 ms and only
  * while that walk runs. Returns at once everywhere else. */
 void vgpu_nvml_await_self(void);
-/* nvml.c: starts NVML's initialisation on a thread of its own, once per process (cuInit's hook):
- * the context measurement needs it, and nvmlInit costs ~20 ms on an H200 that the driver's own
- * cuInit (~90 ms) can hide. The measurement then finds it done, or waits for the rest. */
+/* nvml.c: starts NVML's initialisation on a thread of its own, once per process (cuInit's hook),
+ * and attaches the job's GPUs there (NVML's first handle of a GPU sleeps 5 ms on an H200): the
+ * context measurement needs both. NVML's initialisation waits inside the driver for cuInit to end
+ * (H200, driver 580: blocked for all of cuInit's ~110 ms, then ~15 ms more), so a first context
+ * is not measured before its creation (ctx.c); the measurement after it finds NVML done, or waits
+ * for the rest. */
 void vgpu_nvml_start(void);
+/* nvml.c: true when NVML's per-process figures name this process by the pid this process knows
+ * (it lives in the initial PID namespace, as NVML's pids do), so that its own memory before its
+ * first context on a GPU is known without asking (0). */
+bool vgpu_nvml_pids_are_ours(void);
+/* nvml.c: NVML's initialisation has ended (asking it now does not wait). */
+bool vgpu_nvml_ready(void);
 /* nvml.c: context overhead given back (a context destroyed). */
 void vgpu_ctx_overhead_released(int dev, uint64_t bytes);
 /* nvml.c: at most once a second, charge (or give back) the difference between NVML's view of

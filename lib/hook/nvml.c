@@ -17,6 +17,7 @@
 
 #include "hook.h"
 #include "vgpu/outside.h"
+#include "vgpu/proc.h"
 #include "vgpu/region.h"
 
 #define NV(sym) ((vgpu_##sym##_fn)vgpu_real_nvml_sym(#sym))
@@ -210,18 +211,42 @@ void *vgpu_nvml_hook_by_symbol(const char *name)
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool nvml_ok;
+static atomic_bool nvml_done;   /* nvml_init ran to its end (nvml_ok is then final) */
 
 static void nvml_init(void)
 {
     vgpu_nvmlInit_v2_fn init = NV(nvmlInit_v2);
     nvml_ok = init && init() == NVML_SUCCESS;
+    atomic_store(&nvml_done, true);
+}
+
+bool vgpu_nvml_ready(void)
+{
+    return atomic_load(&nvml_done);
 }
 
 static void *nvml_init_thread(void *arg)
 {
     (void)arg;
     pthread_once(&init_once, nvml_init);
+    /* The job's GPUs attached here, not in the first measurement (by UUID: no CUDA call). */
+    vgpu_nvmlDeviceGetHandleByUUID_fn by_uuid = NV(nvmlDeviceGetHandleByUUID);
+    struct vgpu_region *r = vgpu_job();
+    for (unsigned d = 0; nvml_ok && by_uuid && r && d < vgpu_region_device_count(r); d++) {
+        nvmlDevice_t h;
+        if (r->info->dev[d].uuid[0])
+            (void)by_uuid(r->info->dev[d].uuid, &h);
+    }
     return NULL;
+}
+
+bool vgpu_nvml_pids_are_ours(void)
+{
+    /* The kernel's initial PID namespace has this fixed inode (PROC_PID_INIT_INO). */
+    static int ours = -1;
+    if (ours < 0)
+        ours = vgpu_proc_pidns(0) == 0xEFFFFFFCu;
+    return ours == 1;
 }
 
 void vgpu_nvml_start(void)

@@ -109,7 +109,9 @@ assert_eq "contexts created and destroyed in turn are given back, primary ones t
 
 # NVML reconciliation (at allocations, at most once a second) must skip a per-process figure of
 # NVML_VALUE_NOT_AVAILABLE: taken as a number it charged 16 EiB and refused every allocation.
-run env VGPU_FAKE_NVML_PROC_MEM=na vgpu run --mem 1G -- alloc_probe alloc 100M alloc 100M meminfo
+# The probe waits 300 ms before its context, so NVML is ready and asked before it: the context is
+# then measured by the device-wide delta.
+run env VGPU_FAKE_NVML_PROC_MEM=na ALLOC_PROBE_INIT_WAIT_MS=300 vgpu run --mem 1G -- alloc_probe alloc 100M alloc 100M meminfo
 assert_eq "without per-process figures, allocations after the context are charged as they are" \
   "alloc rc=0 size=104857600|alloc rc=0 size=104857600" "$(printf '%s\n' "$out" | grep '^alloc' | paste -sd'|')"
 assert_contains "... the job holds its context and 200 MiB" "used=$((712 * MIB))" "$out"
@@ -149,5 +151,28 @@ if [ $((job_ms - bare_ms)) -lt 1200 ]; then
 else
   not_ok "... NVML's initialisation waited for cuInit: the job took ${job_ms} ms, bare ${bare_ms} ms (at least 2000 more when in turn)"
 fi
+
+# A process's first context on a whole GPU is not measured before its creation (its own memory
+# there is 0): the creation does not wait for NVML's initialisation, which on an H200 waits for
+# cuInit inside the driver (15 ms, and 5 more for the GPU's first handle, of every job's start).
+# A 2 s context and a 2 s nvmlInit: in turn the job takes 2 s more than bare; side by side not.
+t0=$(date +%s%N)
+env VGPU_FAKE_CTX_CREATE_MS=2000 alloc_probe alloc 1M > /dev/null 2>&1
+t1=$(date +%s%N)
+run vgpu run --mem 1G -- env VGPU_FAKE_CTX_CREATE_MS=2000 VGPU_FAKE_FAIL=slow=nvmlInit_v2:2000 alloc_probe alloc 1M charged
+t2=$(date +%s%N)
+bare_ms=$(( (t1 - t0) / 1000000 )) job_ms=$(( (t2 - t1) / 1000000 ))
+if [ $((job_ms - bare_ms)) -lt 1200 ]; then
+  ok "the first context's creation ran beside NVML's initialisation: the job took ${job_ms} ms, bare ${bare_ms} ms"
+else
+  not_ok "the first context's creation waited for NVML's initialisation" "the job took ${job_ms} ms, bare ${bare_ms} ms (2000 more in turn): $out"
+fi
+assert_contains "... and the context is charged all the same, by NVML after it" "bytes=$((CTX + MIB))" "$out"
+
+# Where NVML then has no per-process figure (not on a real whole GPU; MIG devices and containers
+# are asked before), that first context cannot be measured: said, not silently charged 0.
+run env VGPU_FAKE_NVML_PROC_MEM=na VGPU_LOG=debug vgpu run --mem 1G -- env VGPU_FAKE_FAIL=slow=nvmlInit_v2:300 alloc_probe alloc 1M
+assert_contains "no per-process figure after an unmeasured first context: the library says it is not charged" \
+  "was not measured before its creation: it is not charged" "$err"
 
 done_testing

@@ -181,6 +181,11 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     MUST(cuInit(0));
+    /* ALLOC_PROBE_INIT_WAIT_MS: a pause between cuInit and the first context, as a program that
+     * does other work first has (libvgpu.so's NVML is then ready before the context). */
+    const char *init_wait = getenv("ALLOC_PROBE_INIT_WAIT_MS");
+    if (init_wait && atoi(init_wait) > 0)
+        nanosleep(&(struct timespec){ atoi(init_wait) / 1000, (long)(atoi(init_wait) % 1000) * 1000000L }, NULL);
     const char *which = getenv("ALLOC_PROBE_DEVICE");   /* the CUDA ordinal to use (default 0) */
     MUST(cuDeviceGet(&dev, which ? atoi(which) : 0));
     MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
