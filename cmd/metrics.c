@@ -243,7 +243,7 @@ static void job_dev_labels(FILE *f, const struct snap *s, const struct job_snap 
     put_label(f, "UUID", j->r.info->dev[d].uuid, false);
 }
 
-enum jd_metric { JD_LIMIT, JD_REQUEST, JD_BORROWED, JD_USED, JD_PEAK, JD_CORE, JD_SHARE, JD_GPUTIME, JD_THROTTLED,
+enum jd_metric { JD_LIMIT, JD_REQUEST, JD_BORROWED, JD_DEMOTED, JD_USED, JD_PEAK, JD_CORE, JD_SHARE, JD_GPUTIME, JD_THROTTLED,
                  JD_OUT_BYTES, JD_OUT_PROCS };
 
 /* One value of a job's device; false when the series is absent (no limit, an ended job's use). */
@@ -258,6 +258,8 @@ static bool jd_value(const struct job_snap *j, unsigned d, enum jd_metric m, dou
      * past it. */
     case JD_REQUEST: *v = (double)vgpu_region_mem_request(&j->r, d); return *v > 0;
     case JD_BORROWED: *v = exited ? 0 : (double)vgpu_region_mem_borrowed(&j->r, d); return true;
+    /* ... and of that, what the squeeze demoted to host memory for another job's request. */
+    case JD_DEMOTED: *v = exited ? 0 : (double)vgpu_region_mem_demoted(&j->r, d); return true;
     case JD_USED: *v = exited ? 0 : (double)atomic_load(&u->used); return true;
     case JD_PEAK: *v = (double)atomic_load(&u->peak); return true;
     case JD_CORE: *v = atomic_load(&h->dev[d].core_limit) / 100.0; return *v > 0;
@@ -281,6 +283,8 @@ static const struct {
       "GPU memory promised to the job on the GPU: its REQUEST (--mem REQUEST:LIMIT), else its limit (absent: no limit)." },
     { JD_BORROWED, "vgpu_job_mem_borrowed_bytes", "gauge",
       "GPU memory the job uses on the GPU past its REQUEST (borrowed; 0 when it lends nothing)." },
+    { JD_DEMOTED, "vgpu_job_mem_demoted_bytes", "gauge",
+      "Of the job's borrowed memory on the GPU, what it demoted to host memory to give way to another job's request." },
     { JD_USED, "vgpu_job_memory_used_bytes", "gauge", "GPU memory the job's processes hold on the GPU, as vgpu accounts it." },
     { JD_PEAK, "vgpu_job_memory_peak_bytes", "gauge", "Highest GPU memory the job held on the GPU." },
     { JD_CORE, "vgpu_job_core_limit_ratio", "gauge", "Cap on the job's share of the GPU's time, 0 to 1 (absent: no cap)." },

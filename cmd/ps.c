@@ -347,8 +347,9 @@ static void print_oversub(struct ps_table *t, const struct job_view *v)
     }
 }
 
-/* "  + 3 GiB borrowed past its request of 2 GiB on GPU 0 (limit 8 GiB, 0 B demoted)" under a job
- * that lends (--mem REQUEST:LIMIT). */
+/* "  + 3 GiB borrowed past its request of 2 GiB on GPU 0 (limit 8 GiB, 1 GiB demoted)" under a job
+ * that lends (--mem REQUEST:LIMIT): demoted is what its processes moved to host memory to give
+ * way to another job's request (decision 13's squeeze, lib/hook/squeeze.c). */
 static void print_lent(struct ps_table *t, const struct job_view *v)
 {
     unsigned ndev = vgpu_region_device_count(v->r);
@@ -356,11 +357,12 @@ static void print_lent(struct ps_table *t, const struct job_view *v)
         uint64_t req;
         if (!vgpu_region_lending(v->r, d, &req))
             continue;
-        char bo[32], rq[32], lim[32], line[PS_TABLE_CELL];
-        if (snprintf(line, sizeof line, "  + %s borrowed past its request of %s on GPU %u (limit %s, 0 B demoted)",
+        char bo[32], rq[32], lim[32], dm[32], line[PS_TABLE_CELL];
+        if (snprintf(line, sizeof line, "  + %s borrowed past its request of %s on GPU %u (limit %s, %s demoted)",
                      vgpu_format_size(vgpu_region_mem_borrowed(v->r, d), bo, sizeof bo),
                      vgpu_format_size(req, rq, sizeof rq), v->r->hdr->dev[d].nvml_index,
-                     vgpu_format_size(vgpu_region_mem_limit(v->r, d), lim, sizeof lim)) >= (int)sizeof line)
+                     vgpu_format_size(vgpu_region_mem_limit(v->r, d), lim, sizeof lim),
+                     vgpu_format_size(vgpu_region_mem_demoted(v->r, d), dm, sizeof dm)) >= (int)sizeof line)
             memcpy(line + sizeof line - 5, "...)", 5);
         if (ps_table_note(t, line) < 0)
             vgpu_warn("out of memory: a job's borrowed memory is not shown");
@@ -522,7 +524,7 @@ static struct json_object *json_job(const struct job_view *v)
     json_object_object_add(o, "processes", pids);
     struct json_object *gpus = json_object_new_array();
     unsigned ndev = vgpu_region_device_count(v->r);
-    uint64_t sum_used = 0, sum_outside = 0, sum_off = 0, sum_borrowed = 0;
+    uint64_t sum_used = 0, sum_outside = 0, sum_off = 0, sum_borrowed = 0, sum_demoted = 0;
     double sum_rate = 0;
     bool rate_known = false, rate_unknown = false;
     struct json_object *outside = json_object_new_array();
@@ -536,14 +538,16 @@ static struct json_object *json_job(const struct job_view *v)
         vgpu_json_u64_or_null(g, "mem_total_bytes", dl->mem_total != 0, dl->mem_total);
         uint64_t lim = get_limit(v, d, &ok);
         vgpu_json_u64_or_null(g, "mem_limit_bytes", ok, lim);
-        /* Lent memory (--mem REQUEST:LIMIT): the promise, and what is used past it. Demotion to
-         * the host (giving way to another job's request) is not built yet: 0, present. */
+        /* Lent memory (--mem REQUEST:LIMIT): the promise, what is used past it, and of that what
+         * was demoted to host memory to give way to another job's request (the squeeze). */
         uint64_t req = vgpu_region_mem_request(v->r, d);
         uint64_t borrowed = v->exited ? 0 : vgpu_region_mem_borrowed(v->r, d);
+        uint64_t demoted = v->exited ? 0 : vgpu_region_mem_demoted(v->r, d);
         vgpu_json_u64_or_null(g, "mem_request_bytes", ok && lim, req);
         vgpu_json_u64(g, "mem_borrowed_bytes", borrowed);
-        vgpu_json_u64(g, "mem_demoted_bytes", 0);
+        vgpu_json_u64(g, "mem_demoted_bytes", demoted);
         sum_borrowed += borrowed;
+        sum_demoted += demoted;
         uint64_t used = v->exited ? 0 : vgpu_region_mem_used(v->r, d);
         sum_used += used;
         vgpu_json_u64(g, "mem_used_bytes", used);
@@ -583,7 +587,7 @@ static struct json_object *json_job(const struct job_view *v)
     json_object_object_add(o, "gpus", gpus);
     vgpu_json_u64(o, "mem_used_bytes", sum_used);
     vgpu_json_u64(o, "mem_borrowed_bytes", sum_borrowed);
-    vgpu_json_u64(o, "mem_demoted_bytes", 0);
+    vgpu_json_u64(o, "mem_demoted_bytes", sum_demoted);
     vgpu_json_u64(o, "outside_bytes", sum_outside);
     json_object_object_add(o, "outside_processes", outside);
     vgpu_json_u64(o, "mem_on_device_bytes", sum_used > sum_off ? sum_used - sum_off : 0);

@@ -147,6 +147,7 @@ static void fill_job(struct top_model *m, struct top_job *jb, const struct vgpu_
         jb->mem_limit += lim;
         jb->mem_request += vgpu_region_mem_request(r, d);
         jb->mem_borrowed += vgpu_region_mem_borrowed(r, d);
+        jb->mem_demoted += vgpu_region_mem_demoted(r, d);
         jb->lending |= vgpu_region_lending(r, d, NULL);
         uint64_t share;
         if (d < TOP_JOB_DEVS) {

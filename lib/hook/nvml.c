@@ -478,7 +478,7 @@ void vgpu_nvml_reconcile_maybe(int dev)
      * pages happen to be resident: the difference says nothing about unaccounted memory then,
      * so the overhead charged so far stands while this process holds spilled memory here. */
     int jdev = vgpu_job_dev(dev);
-    if (jdev >= 0 && atomic_load(&r->use->slot[slot].spill_dev) == (uint32_t)jdev + 1 &&
+    if (jdev >= 0 && (atomic_load(&r->use->slot[slot].spill_dev) & VGPU_SLOT_SPILL_DEV_MASK) == (uint32_t)jdev + 1 &&
         atomic_load(&r->use->slot[slot].spilled))
         return;
     uint64_t charged = atomic_load(&r->use->slot[slot].used[dev]);

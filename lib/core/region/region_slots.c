@@ -61,7 +61,7 @@ static void slot_drain(struct vgpu_region *r, struct vgpu_region_slot *s)
         if (v)
             sub_saturating(&r->use->dev[d].used, v);
     }
-    uint32_t sd = atomic_exchange(&s->spill_dev, 0);
+    uint32_t sd = atomic_exchange(&s->spill_dev, 0) & VGPU_SLOT_SPILL_DEV_MASK;   /* its demoted figure goes too */
     uint64_t sp = atomic_exchange(&s->spilled, 0);
     if (sd >= 1 && sd <= VGPU_REGION_MAX_DEVICES && sp)
         sub_saturating(&r->use->dev[sd - 1].spilled, sp);
@@ -208,9 +208,14 @@ bool vgpu_region_mark_spilled(struct vgpu_region *r, int slot, unsigned dev, uin
     if (!slot_ok(r, slot) || !region_dev_ok(r, dev))
         return false;
     struct vgpu_region_slot *s = &r->use->slot[slot];
-    uint32_t want = dev + 1, cur = 0;
-    if (!atomic_compare_exchange_strong(&s->spill_dev, &cur, want) && cur != want)
-        return false;
+    uint32_t want = dev + 1, cur = atomic_load(&s->spill_dev);
+    /* The device bits only: the bits above them are the demoted figure (vgpu_region_set_demoted). */
+    while ((cur & VGPU_SLOT_SPILL_DEV_MASK) != want) {
+        if (cur & VGPU_SLOT_SPILL_DEV_MASK)
+            return false;
+        if (atomic_compare_exchange_weak(&s->spill_dev, &cur, (cur & ~VGPU_SLOT_SPILL_DEV_MASK) | want))
+            break;
+    }
     /* The slot first: a death between the two leaves the device under-counted as spilled, which
      * only makes the device part look larger (refusing sooner), never the other way. */
     atomic_fetch_add(&s->spilled, bytes);
@@ -220,7 +225,8 @@ bool vgpu_region_mark_spilled(struct vgpu_region *r, int slot, unsigned dev, uin
 
 void vgpu_region_unspill(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes)
 {
-    if (!slot_ok(r, slot) || !region_dev_ok(r, dev) || atomic_load(&r->use->slot[slot].spill_dev) != dev + 1)
+    if (!slot_ok(r, slot) || !region_dev_ok(r, dev) ||
+        (atomic_load(&r->use->slot[slot].spill_dev) & VGPU_SLOT_SPILL_DEV_MASK) != dev + 1)
         return;
     _Atomic uint64_t *mine = &r->use->slot[slot].spilled;
     uint64_t have = atomic_load(mine), take;
@@ -229,6 +235,34 @@ void vgpu_region_unspill(struct vgpu_region *r, int slot, unsigned dev, uint64_t
     } while (!atomic_compare_exchange_weak(mine, &have, have - take));
     if (take)
         sub_saturating(&r->use->dev[dev].spilled, take);
+}
+
+void vgpu_region_set_demoted(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes)
+{
+    if (!slot_ok(r, slot) || !region_dev_ok(r, dev))
+        return;
+    uint64_t mib = (bytes + VGPU_SLOT_DEMOTED_UNIT - 1) / VGPU_SLOT_DEMOTED_UNIT, most = UINT32_MAX >> VGPU_SLOT_SPILL_DEV_BITS;
+    uint32_t want = (uint32_t)(mib < most ? mib : most) << VGPU_SLOT_SPILL_DEV_BITS;
+    _Atomic uint32_t *w = &r->use->slot[slot].spill_dev;
+    uint32_t cur = atomic_load(w);
+    while ((cur & VGPU_SLOT_SPILL_DEV_MASK) == dev + 1 &&
+           !atomic_compare_exchange_weak(w, &cur, (cur & VGPU_SLOT_SPILL_DEV_MASK) | want))
+        ;
+}
+
+uint64_t vgpu_region_mem_demoted(const struct vgpu_region *r, unsigned dev)
+{
+    if (!r || !r->use || !region_dev_ok(r, dev) || !vgpu_region_lending(r, dev, NULL))
+        return 0;
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < vgpu_region_slot_end(r); i++) {
+        const struct vgpu_region_slot *s = &r->use->slot[i];
+        uint32_t sd = atomic_load(&s->spill_dev);
+        if (vgpu_slot_state_of(atomic_load(&s->owner)) == VGPU_SLOT_FREE || (sd & VGPU_SLOT_SPILL_DEV_MASK) != dev + 1)
+            continue;
+        sum += (uint64_t)(sd >> VGPU_SLOT_SPILL_DEV_BITS) * VGPU_SLOT_DEMOTED_UNIT;
+    }
+    return sum;
 }
 
 int vgpu_region_reserve_split(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes, bool spillable,

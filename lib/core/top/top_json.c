@@ -91,7 +91,7 @@ static struct json_object *job_json(const struct top_job *j)
     vgpu_json_u64(o, "outside_processes", j->outside_count);
     vgpu_json_u64_or_null(o, "mem_request_bytes", j->mem_limit != 0, j->mem_request);
     vgpu_json_u64(o, "mem_borrowed_bytes", j->mem_borrowed);
-    vgpu_json_u64(o, "mem_demoted_bytes", 0);   /* demotion is not built yet: 0, present */
+    vgpu_json_u64(o, "mem_demoted_bytes", j->mem_demoted);
     vgpu_json_bool(o, "oversubscribed", j->oversub);
     vgpu_json_u64(o, "mem_on_device_bytes", j->mem_used > j->mem_off_device ? j->mem_used - j->mem_off_device : 0);
     vgpu_json_u64(o, "mem_off_device_bytes", j->mem_off_device);

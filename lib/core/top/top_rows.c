@@ -166,10 +166,15 @@ char *top_row_job(char *buf, size_t len, int width, const struct top_job *j)
         snprintf(flag, sizeof flag, "  ! %s outside the limiter (pid %d%s)", vgpu_format_size(j->mem_outside, sz, sizeof sz),
                  (int)j->outside_pid, j->outside_count > 1 ? ", ..." : "");
     } else if (j->lending) {
-        /* Lent memory: what is promised, and how much of the figure is borrowed past it. */
-        char rq[32], bo[32];
-        snprintf(flag, sizeof flag, "  + %s borrowed past its request of %s",
-                 vgpu_format_size(j->mem_borrowed, bo, sizeof bo), vgpu_format_size(j->mem_request, rq, sizeof rq));
+        /* Lent memory: what is promised, how much of the figure is borrowed past it, and how much
+         * of that was demoted to host memory for another job's request (squeezed). */
+        char rq[32], bo[32], dm[48] = "";
+        if (j->mem_demoted) {
+            char sz[32];
+            snprintf(dm, sizeof dm, ", %s demoted", vgpu_format_size(j->mem_demoted, sz, sizeof sz));
+        }
+        snprintf(flag, sizeof flag, "  + %s borrowed past its request of %s%s",
+                 vgpu_format_size(j->mem_borrowed, bo, sizeof bo), vgpu_format_size(j->mem_request, rq, sizeof rq), dm);
     } else if (j->oversub) {
         /* Virtual device memory: how much of the figure lives off the GPU, and how fast it
          * migrates while that is high (vgpu/migration.h). */

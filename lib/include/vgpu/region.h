@@ -196,8 +196,11 @@ struct vgpu_region_slot {
     _Atomic uint64_t used[VGPU_REGION_MAX_DEVICES]; /* bytes this process holds, per job device */
     _Atomic uint32_t pidns;             /* inode of the process's PID namespace (0: unknown) */
     /* What this process spilled (of its used[]), returned to dev[].spilled when it is reaped. A
-     * process spills on one job device only (spill_dev: that device + 1, 0 none): two reserved
-     * words had room for no more. */
+     * process spills on one job device only (spill_dev's low VGPU_SLOT_SPILL_DEV_BITS: that device
+     * + 1, 0 none): two reserved words had room for no more. The bits above them hold what this
+     * process demoted of its borrowed memory there (decision 13's squeeze, lib/hook/squeeze.c),
+     * in MiB rounded up: those bits were always 0 before, so older regions read as "nothing
+     * demoted", and the figure goes with the slot when its process dies (vgpu_region_mem_demoted). */
     _Atomic uint32_t spill_dev;
     _Atomic uint64_t spilled;
 };
@@ -226,6 +229,9 @@ struct vgpu_region_usage {
 
 #define VGPU_REGION_SIZE (VGPU_REGION_LIMITS_SIZE + sizeof(struct vgpu_region_usage))
 #define VGPU_SLOT_END_KEPT 0x80000000u   /* slot_end is maintained (set at creation) */
+#define VGPU_SLOT_SPILL_DEV_BITS 5u      /* spill_dev: the device + 1 (0..VGPU_REGION_MAX_DEVICES) */
+#define VGPU_SLOT_SPILL_DEV_MASK ((1u << VGPU_SLOT_SPILL_DEV_BITS) - 1)
+#define VGPU_SLOT_DEMOTED_UNIT   (1ull << 20)   /* spill_dev's upper bits count demoted MiB */
 
 static inline unsigned vgpu_slot_state_of(uint64_t owner) { return (unsigned)(owner & 0xff); }
 static inline pid_t vgpu_slot_pid_of(uint64_t owner) { return (pid_t)(uint32_t)(owner >> 8); }
@@ -367,6 +373,10 @@ int vgpu_region_reserve_split(struct vgpu_region *r, int slot, unsigned dev, uin
 bool vgpu_region_mark_spilled(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
 /* Before releasing spilled bytes: they no longer count as spilled. */
 void vgpu_region_unspill(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
+/* Records that slot's process has `bytes` of its borrowed memory on job device dev demoted to
+ * host memory now (lib/hook/squeeze.c), kept in MiB rounded up (at most 2^27 - 1 MiB). Nothing
+ * when the process has not spilled there (it then has nothing borrowed to demote). */
+void vgpu_region_set_demoted(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
 /* Returns `bytes` (after a free, or after the real allocation failed). Never underflows: at
  * most what the slot holds is released. 0, or -1 with errno EINVAL for bad indexes. */
 int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
@@ -405,6 +415,10 @@ bool vgpu_region_lending(const struct vgpu_region *r, unsigned dev, uint64_t *re
  * REQUEST; 0 when it borrows nothing there. A REQUEST lowered below use by vgpu limit makes the
  * excess borrowed at once. */
 uint64_t vgpu_region_mem_borrowed(const struct vgpu_region *r, unsigned dev);
+/* What the job's processes demoted of their borrowed memory on device dev (decision 13's
+ * squeeze): the sum of the slots' figures (a dead process's until it is reaped), in MiB
+ * granules. 0 for a job that borrows nothing, and in regions of an older vgpu. */
+uint64_t vgpu_region_mem_demoted(const struct vgpu_region *r, unsigned dev);
 /* One past the highest slot that may be in use: the bound of every scan of the slots. Re-read it
  * at each step of a scan (`for (i = 0; i < vgpu_region_slot_end(r); i++)`), so that a slot claimed
  * during the scan, past the bound read at its start, is still seen. VGPU_REGION_MAX_SLOTS for a

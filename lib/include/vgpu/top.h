@@ -88,6 +88,7 @@ struct top_job {
     bool lending;
     uint64_t mem_request;
     uint64_t mem_borrowed;
+    uint64_t mem_demoted;       /* of mem_borrowed: demoted to host memory for another job (the squeeze) */
     /* Per GPU of the job (for the rate of migration): its model GPU (index into model.gpus,
      * -1 when not shown), whether it is oversubscribed there, and how much is off the device. */
     unsigned ndev;
