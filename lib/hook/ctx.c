@@ -131,9 +131,10 @@ static struct ctx_probe ctx_begin(CUdevice dev, bool primary)
 /* What the new context cost this process (see the rule above); false when it cannot be told. */
 static bool ctx_cost(const struct ctx_probe *p, uint64_t *cost)
 {
-    uint64_t self1, dev1, slot1 = slot_used(p->dev);
+    uint64_t self1 = 0, dev1, slot1 = slot_used(p->dev);
     uint64_t others = slot1 > p->slot0 ? slot1 - p->slot0 : 0;   /* other threads' allocations meanwhile */
-    if (p->self_ok == 1 && vgpu_nvml_self_used(p->dev, &self1) == 1 && self1 > 0) {
+    int after = p->self_ok == 1 ? vgpu_nvml_self_used(p->dev, &self1) : p->self_ok;
+    if (p->self_ok == 1 && after == 1 && self1 > 0) {
         uint64_t grew = self1 > p->self0 ? self1 - p->self0 : 0;
         *cost = grew > others ? grew - others : 0;
         return true;
@@ -151,8 +152,10 @@ static bool ctx_cost(const struct ctx_probe *p, uint64_t *cost)
     uint64_t grew = dev1 > p->dev0 ? dev1 - p->dev0 : 0;
     grew = grew > others ? grew - others : 0;
     *cost = grew < CTX_CHARGE_MAX ? grew : CTX_CHARGE_MAX;
-    vgpu_debug("no per-process NVML figure on GPU %d: context charged the device-wide delta %llu bytes, "
-               "clamped to %llu", p->dev, (unsigned long long)grew, (unsigned long long)*cost);
+    vgpu_debug("no per-process NVML figure on GPU %d (before: %d, after: %d with %llu bytes; 1 = a figure, 0 = "
+               "none or the host pid unknown, -1 = not available): context charged the device-wide delta %llu "
+               "bytes, clamped to %llu", p->dev, p->self_ok, after, (unsigned long long)self1,
+               (unsigned long long)grew, (unsigned long long)*cost);
     return true;
 }
 

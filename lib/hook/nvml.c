@@ -348,17 +348,26 @@ void vgpu_nvml_await_self(void)
     int slot = vgpu_job_slot();
     if (!r || slot < 0)
         return;
-    for (unsigned waited = 0; !own_nvml_pid(r, slot) && waited < AWAIT_SELF_MS; waited += 5) {
+    unsigned waited = 0;
+    for (; !own_nvml_pid(r, slot) && waited < AWAIT_SELF_MS; waited += 5) {
         /* Only while `vgpu run` walks the job (its last look within a second): a job nobody
          * walks would wait for nothing. */
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         uint64_t seen = atomic_load(&r->hdr->acct_seen_ns);
         uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-        if (!seen || t > seen + 1000000000ull)
+        if (!seen || t > seen + 1000000000ull) {
+            vgpu_debug("host pid unknown, and vgpu run's walk not seen for %s: not waiting for it",
+                       seen ? "over a second" : "ever");
             return;
+        }
         nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
     }
+    /* Said either way: a container process's context row on a real GPU failed with nothing to
+     * tell whether this wait found the pid (issue 34 item 4). */
+    if (waited)
+        vgpu_debug("host pid %s after %u ms of vgpu run's walks", own_nvml_pid(r, slot) ? "found" : "still unknown",
+                   waited);
 }
 
 /* NVML's compute processes of h: this process's used memory (*used, false when it is not
