@@ -5,7 +5,8 @@
  *   wrappers      mem.c vmm.c ctx.c spill.c pool.c graphmem.c view.c nvml.c's views, launch.c
  *   admission     admit.c: vgpu_acct_reserve*: settle NVML's view first, try, and before refusing
  *                 re-measure what may be stale (pools, graph pools, memory outside the limiter,
- *                 dead processes) and try once more; the OOM message
+ *                 dead processes) and try once more; the OOM message. giveway.c: after the
+ *                 driver refused an allocation within the request, the bounded wait for borrowers
  *   measuring     pool_charge.c, graphmem_charge.c, nvml.c (reconciliation): measure what the
  *                 driver holds for the job and charge or give back the difference
  *   counters      this file: one reservation attempt, release, force, spill, limits and views

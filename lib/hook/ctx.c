@@ -213,6 +213,7 @@ static void ctx_gone(CUcontext ctx, int dev)
     uint64_t handle = ctx ? (uint64_t)(uintptr_t)ctx
                           : dev >= 0 && dev < VGPU_REGION_MAX_DEVICES ? atomic_exchange(&primary_ctx[dev], 0) : 0;
     vgpu_ptr_drop_ctx(handle, release_kind);
+    vgpu_squeeze_drop_ctx(handle);
     uint64_t bytes = 0;
     pthread_mutex_lock(&ctx_lock);
     if (!ctx && dev >= 0 && dev < VGPU_REGION_MAX_DEVICES) {

@@ -7,7 +7,9 @@
  * described at the top of acct.c): acct.c the counters, pool_charge.c, graphmem_charge.c and
  * nvml.c measure what the driver holds, admit.c admits or refuses an allocation;
  * ptrtab.c remembers what each allocation charged; mem.c, pool.c, vmm.c, ctx.c, view.c,
- * graphmem.c, launch.c and nvml.c are the wrappers. libc, libdl and libpthread only. */
+ * graphmem.c, launch.c and nvml.c are the wrappers. Lent memory (decision 13): squeeze.c moves a
+ * borrower's borrowed allocations off the GPU and back on a thread of its own, giveway.c makes an
+ * allocation within its job's request wait for that, bounded. libc, libdl and libpthread only. */
 #ifndef VGPU_HOOK_H
 #define VGPU_HOOK_H
 
@@ -249,6 +251,30 @@ int vgpu_nvml_busy_others(int dev, unsigned *out, int max);
 /* Serves cuMemAlloc-style requests of `bytes` (already reserved as spilled) from managed memory
  * preferring CUDA device `dev`; the record for the free is kept. */
 CUresult vgpu_spill_alloc(CUdeviceptr *dptr, size_t bytes, int dev);
+
+/* ---- squeeze.c: borrowed memory gives way (decision 13) ---------------------------------------- */
+
+/* A borrowed allocation (served from managed memory past the REQUEST on CUDA device dev, in the
+ * current context): from now on it may be demoted to host memory while other jobs' requests need
+ * its room, and promoted back when they do not. The first one starts the helper thread. */
+void vgpu_squeeze_track(CUdeviceptr p, uint64_t bytes, int dev);
+/* Before the real free of p (one relaxed load when nothing is tracked). */
+void vgpu_squeeze_forget(CUdeviceptr p);
+/* Context ctx is gone: its borrowed allocations with it. */
+void vgpu_squeeze_drop_ctx(uint64_t ctx);
+
+/* ---- giveway.c: an allocation within the request waits for borrowers, bounded ----------------------- */
+
+struct vgpu_giveway {
+    uint64_t start_ns;     /* 0 before the first wait */
+    unsigned rounds;
+};
+/* After the real allocation of `bytes` (reserved) on CUDA device dev answered out of memory:
+ * true when it should be tried again (other jobs borrow on the GPU and the bounded wait of 1 s is
+ * not over; the reservation is held again); false when it should fail (the reservation is still
+ * held for the caller to release; past the wait, a warning naming the borrowers was logged).
+ * Start with a zeroed struct vgpu_giveway per allocation. */
+bool vgpu_giveway_wait(struct vgpu_giveway *g, int dev, uint64_t bytes, const char *what);
 
 /* ---- ptrtab.c: what each allocation charged ----------------------------------------------------- */
 

@@ -31,6 +31,10 @@ VGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult rc = real(dptr, bytesize);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY && vgpu_acct_mark_spilled(dev, bytesize))
         return vgpu_spill_alloc(dptr, bytesize, dev);
+    /* Within the job's promise, but other jobs' borrowed memory holds the room: wait for them to
+     * give way, at most a second (giveway.c). */
+    for (struct vgpu_giveway g = { 0 }; rc == CUDA_ERROR_OUT_OF_MEMORY && vgpu_giveway_wait(&g, dev, bytesize, "cuMemAlloc_v2");)
+        rc = real(dptr, bytesize);
     if (rc != CUDA_SUCCESS)
         vgpu_acct_release(dev, bytesize);
     else
@@ -93,6 +97,8 @@ VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
     if (!vgpu_acct_reserve(dev, bound, "cuMemAllocPitch_v2"))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    for (struct vgpu_giveway g = { 0 }; rc == CUDA_ERROR_OUT_OF_MEMORY && vgpu_giveway_wait(&g, dev, bound, "cuMemAllocPitch_v2");)
+        rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (rc != CUDA_SUCCESS) {
         vgpu_acct_release(dev, bound);
         return rc;
@@ -163,6 +169,7 @@ static CUresult free_linear(uint64_t ptr, CUresult rc_of_real_free(uint64_t))
     if (!tracked && vgpu_ptr_take(VGPU_AK_SPILLED, ptr, &dev, &bytes)) {
         tracked = true;
         kind = VGPU_AK_SPILLED;
+        vgpu_squeeze_forget(ptr);   /* before the real free: no move of memory being freed */
     }
     CUresult rc = rc_of_real_free(ptr);
     if (tracked) {

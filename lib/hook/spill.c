@@ -44,6 +44,8 @@ CUresult vgpu_spill_alloc(CUdeviceptr *dptr, size_t bytes, int dev)
         (void)prefetch(*dptr, bytes, dev, NULL);
     if (dev >= 0 && !vgpu_ptr_put(VGPU_AK_SPILLED, *dptr, dev, bytes))
         vgpu_acct_release_spilled(dev, bytes);   /* cannot remember it: keep no charge we cannot free */
+    else if (prefetch)
+        vgpu_squeeze_track(*dptr, bytes, dev);   /* borrowed: it gives way to other jobs' requests */
     return CUDA_SUCCESS;
 }
 

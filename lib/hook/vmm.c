@@ -20,6 +20,9 @@ VGPU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t si
     if (!vgpu_acct_reserve(dev, size, "cuMemCreate"))
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = real(handle, size, prop, flags);
+    /* VMM memory cannot be paged, so it is always within the request: wait for borrowers. */
+    for (struct vgpu_giveway g = { 0 }; dev >= 0 && rc == CUDA_ERROR_OUT_OF_MEMORY && vgpu_giveway_wait(&g, dev, size, "cuMemCreate");)
+        rc = real(handle, size, prop, flags);
     if (dev < 0)
         return rc;
     if (rc != CUDA_SUCCESS)

@@ -190,8 +190,11 @@ kill "$owner"; wait "$owner" 2>/dev/null
 # ---- giving way: the driver's safety net ----
 # A borrower's prefetched pages fill the GPU; a job that allocates within its own request gets its
 # memory (the driver, here the simulated one, evicts managed pages for an ordinary allocation), and
-# the borrower is not killed and keeps its memory (off the GPU now). vgpu itself does not demote
-# yet (decision 13's squeeze), so nothing here is counted as demoted.
+# the borrower is not killed and keeps its memory (off the GPU now). The borrower's own squeeze
+# (decision 13: it demotes borrowed memory to the host when another job's request needs the room,
+# lib/hook/squeeze.c) may or may not have looked before the short owner ended: its demoted figure
+# is 0 or the whole 70 GiB. tests/cli/lend_squeeze.sh tests the squeeze with the driver's
+# eviction off.
 vgpu run --name lender --mem 2G:75G -- oversub_probe alloc 1G alloc 70G hold >"$T_DIR/lender.out" 2>&1 &
 lender=$!
 if poll_until 10 grep -q holding "$T_DIR/lender.out"; then ok "a borrower holds 70 GiB past a 2 GiB request"; else not_ok "a borrower holds 70 GiB past a 2 GiB request" "$(cat "$T_DIR/lender.out")"; fi
@@ -204,7 +207,9 @@ assert_eq "its view counts the borrowed pages as free: they give way to it" \
 assert_eq "a job within its request gets 50 GiB beside it" "alloc rc=0 size=$((50 * G))" "$(line alloc)"
 check "the borrower is not killed" kill -0 "$lender"
 run vgpu ps --json
-assert_eq "... and keeps its memory" "$((G + ctx + 70 * G - 2 * G)) 0" "$(jq_job lender '.gpus[0] | "\(.mem_borrowed_bytes) \(.mem_demoted_bytes)"')"
+assert_eq "... and keeps its memory" "$((G + ctx + 70 * G - 2 * G))" "$(jq_job lender '.gpus[0].mem_borrowed_bytes')"
+dem=$(jq_job lender '.gpus[0].mem_demoted_bytes')
+check "... demoted: nothing yet, or its whole 70 GiB allocation ($dem B)" test "$dem" = 0 -o "$dem" = $((70 * G))
 kill "$lender"; wait "$lender" 2>/dev/null
 
 # ---- the record: borrowed GiB-hours beside requested ones ----

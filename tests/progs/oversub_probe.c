@@ -4,6 +4,7 @@
  * kernel image, the real-GPU timings use the driver's own memset and copies.
  *
  *   alloc SIZE          cuMemAlloc_v2
+ *   timed SIZE          cuMemAlloc_v2, timed (prints ms=: how long the call took, a wait for borrowers included)
  *   managed SIZE        cuMemAllocManaged(GLOBAL), then preferred location and accessed-by = the device
  *   mapped SIZE         cuMemHostAlloc(DEVICEMAP) + cuMemHostGetDevicePointer_v2
  *   prefetch | evict    cuMemPrefetchAsync of the newest buffer to the device / to the CPU
@@ -110,6 +111,15 @@ int main(int argc, char **argv)
                 }
             }
             printf("%s rc=%d size=%llu\n", op, (int)rc, (unsigned long long)size);
+        } else if (!strcmp(op, "timed")) {
+            uint64_t size = size_arg(a1);
+            CUdeviceptr p = 0;
+            i++;
+            double t0 = now_s();
+            rc = cuMemAlloc_v2(&p, size);
+            double ms = (now_s() - t0) * 1000.0;
+            if (rc == CUDA_SUCCESS) push(DEV, p, NULL, size);
+            printf("timed rc=%d size=%llu ms=%.0f\n", (int)rc, (unsigned long long)size, ms);
         } else if (!strcmp(op, "prefetch") || !strcmp(op, "evict")) {
             rc = nbuf ? cuMemPrefetchAsync(buf[nbuf - 1].p, buf[nbuf - 1].size, op[0] == 'p' ? dev : -1, NULL)
                       : CUDA_ERROR_INVALID_VALUE;

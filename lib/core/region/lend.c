@@ -40,8 +40,28 @@ static void add_sat(uint64_t *sum, uint64_t v)
     *sum = *sum + v < *sum ? UINT64_MAX : *sum + v;
 }
 
-/* One other job on the GPU named `uuid`, read from the region file at dirfd/name, into *o. */
-static void other_of(int dirfd, const char *name, const char *self_id, const char *uuid, struct vgpu_lend_others *o)
+/* Appends "NAME (ID)" (or "ID" for a job without a name) to the list in names[len], ", "
+ * between; a list that does not fit ends in "...". */
+static void add_name(char *names, size_t len, const struct vgpu_region_header *h)
+{
+    if (!names || !len)
+        return;
+    size_t n = strlen(names);
+    if (n + 4 >= len)
+        return;
+    char one[VGPU_JOB_NAME_LEN + VGPU_JOB_ID_LEN + 8];
+    if (memchr(h->name, 0, sizeof h->name) && h->name[0])
+        snprintf(one, sizeof one, "%s (%s)", h->name, h->id);
+    else
+        snprintf(one, sizeof one, "%s", h->id);
+    if (snprintf(names + n, len - n, "%s%s", n ? ", " : "", one) >= (int)(len - n))
+        memcpy(names + len - 4, "...", 4);
+}
+
+/* One other job on the GPU named `uuid`, read from the region file at dirfd/name, into *o; a job
+ * that borrows there is named in names[len] (len 0: not asked). */
+static void other_of(int dirfd, const char *name, const char *self_id, const char *uuid, struct vgpu_lend_others *o,
+                     char *names, size_t len)
 {
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
@@ -81,8 +101,10 @@ static void other_of(int dirfd, const char *name, const char *self_id, const cha
         if (held < used)
             held = UINT64_MAX;
         add_sat(&o->unmet, sat_sub(req, held));
-        if (lends)
-            add_sat(&o->borrowed, sat_sub(held, req));
+        if (lends && held > req) {
+            add_sat(&o->borrowed, held - req);
+            add_name(names, len, h);
+        }
     }
     if (ufd != fd)
         close(ufd);
@@ -91,9 +113,12 @@ out:
     close(fd);
 }
 
-void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out)
+static void others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out, char *names,
+                   size_t len)
 {
     out->unmet = out->borrowed = 0;
+    if (len)
+        names[0] = 0;
     if (!self || !self->info || dev >= vgpu_region_device_count(self) || !self->info->dev[dev].uuid[0])
         return;
     char dir[sizeof self->path];
@@ -115,7 +140,18 @@ void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_
         size_t n = strlen(de->d_name);
         if (n < 8 || de->d_name[0] == '.' || strcmp(de->d_name + n - 7, ".region") != 0)
             continue;
-        other_of(dirfd, de->d_name, self->info->id, self->info->dev[dev].uuid, out);
+        other_of(dirfd, de->d_name, self->info->id, self->info->dev[dev].uuid, out, names, len);
     }
     closedir(dp);
+}
+
+void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out)
+{
+    others(self, dev, out, NULL, 0);
+}
+
+void vgpu_lend_borrowers(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out, char *names,
+                         size_t len)
+{
+    others(self, dev, out, names, len);
 }

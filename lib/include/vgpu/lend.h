@@ -29,5 +29,10 @@ struct vgpu_lend_others {
     uint64_t unmet, borrowed;
 };
 void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out);
+/* The same, and the jobs that borrow there named in names[len] ("NAME (ID)", or the ID of a job
+ * without a name, ", " between, "..." when they do not fit): for the message of an allocation
+ * that borrowers' memory kept off the GPU (lib/hook/giveway.c). */
+void vgpu_lend_borrowers(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out, char *names,
+                         size_t len);
 
 #endif

@@ -421,6 +421,19 @@ static unsigned long long managed_on_place(unsigned gpu, int gi)
     return m;
 }
 
+/* VGPU_FAKE_NO_EVICT=1 (read by the allocating process): an ordinary allocation that does not
+ * fit fails with OUT_OF_MEMORY instead of evicting other processes' resident managed pages, a
+ * driver less kind than the H200's (tests/cli/lend_squeeze.sh: what is left is vgpu's own squeeze). */
+static bool evicts(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("VGPU_FAKE_NO_EVICT");
+        v = !(e && strcmp(e, "1") == 0);
+    }
+    return v;
+}
+
 bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
 {
     bool ok = false;
@@ -433,7 +446,7 @@ bool fs_charge(unsigned gpu, int gi, int ci, unsigned long long bytes)
         unsigned long long total = fs_place_total(gpu, gi), used = fs_place_used(gpu, gi);
         /* Resident managed pages do not block an allocation: they are evicted to the host.
          * Counted only when the allocation does not fit otherwise (this is the hot path). */
-        unsigned long long movable = used <= total && bytes <= total - used ? 0 : managed_on_place(gpu, gi);
+        unsigned long long movable = (used <= total && bytes <= total - used) || !evicts() ? 0 : managed_on_place(gpu, gi);
         if (used <= total && bytes <= total - used + (movable < used ? movable : used)) {
             struct fs_proc *p = fs_proc_get(gpu, getpid(), gi, ci, true);
             if (p) {
