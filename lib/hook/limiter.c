@@ -52,8 +52,9 @@
  * Preemption (vgpu/sched.h, "Latency"): the deadline a launch compares against is the one in the
  * shared schedule, so a waiter that preempts us (by setting it to now) stops our launches at the
  * next one; the helper thread sleeps on the schedule's yield futex, so it drains and passes the
- * lease on at once even when the application is not launching. When a waiter only asks, the
- * helper gives the lease back once no launch came for VGPU_SCHED_IDLE_NS (`touched`).
+ * lease on at once even when the application is not launching. When a waiter only asks, or
+ * nobody does, the helper gives the lease back once no launch came and nothing was in flight for
+ * VGPU_SCHED_IDLE_NS (`touched`): held idle, it would be charged for GPU time nobody used.
  *
  * A launch never waits longer than VGPU_SCHED_STALL_NS: a schedule that keeps it out that long
  * is damaged or held by someone hostile, and the process then runs unscheduled (the driver's

@@ -1,7 +1,7 @@
 /* limiter_keeper.c: the limiter's helper thread (see limiter.c's top comment). It ends each
  * lease at its deadline even when the application stops launching, gives a lease back once idle
- * when someone of another job waits (or always, for a service: vgpu/sched.h, "keeping clear"),
- * and drains at once when a preemptor wakes it. Moved out of limiter.c when it passed 800 lines. */
+ * (only when someone of another job waits, for a lease whose streams it cannot query), and
+ * drains at once when a preemptor wakes it. Moved out of limiter.c when it passed 800 lines. */
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -22,6 +22,12 @@
 static pthread_mutex_t keeper_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t keeper_cv;
 static bool keeper_started;
+/* Kicks so far, under keeper_mu: the helper reads it before it looks at the leases and sleeps only
+ * while it is unchanged. A kick that came while it looked (a lease granted after it found none)
+ * would otherwise be lost, and the lease kept past its deadline until the helper's next look, up
+ * to a second later, all of it charged: a request that ends inside its lease and then idles was
+ * billed its idle time (issue 34 item 3). */
+static unsigned long keeper_kicks;
 
 void vgpu_lim_keeper_init(void)
 {
@@ -51,6 +57,9 @@ static void *keeper(void *arg)
     (void)arg;
     uint32_t seen[MAX_DEV] = { 0 };
     for (;;) {
+        pthread_mutex_lock(&keeper_mu);
+        unsigned long kicks = keeper_kicks;
+        pthread_mutex_unlock(&keeper_mu);
         uint64_t next = UINT64_MAX, now = vgpu_now_ns();
         struct dstate *only = NULL;
         unsigned held = 0;
@@ -73,16 +82,20 @@ static void *keeper(void *arg)
                 pthread_mutex_unlock(&d->mu);
                 continue;
             }
-            /* A service (it publishes when it expects its next request) gives the lease back
-             * once idle whether or not anyone asks: holders keeping clear of it do not ask, and
-             * the time it went idle must be seen when it happens, not when someone next asks. */
+            /* Every lease is watched for idleness and given back once idle long enough for the
+             * work it did (vgpu_sched_idle_need), whether or not anyone waits: the time a lease is
+             * held is what it is charged, and an idle stretch held to the deadline was charged as
+             * GPU time although the GPU did nothing for it. Held that way, a request-response
+             * client capped at 30 % whose kernels kept the GPU busy 16 % of the time was held to
+             * 6 % and billed 30 %; bursts of work between long pauses were billed 3x their kernel
+             * time (tests/cli/acct_capped.sh). A service (it publishes when it expects its next
+             * request) must be seen going idle when it happens, too: holders keeping clear of it
+             * do not ask. The exception is a lease whose work the helper cannot see (a per-thread
+             * default stream, or too many streams: whole_ctx), where only launches tell: it is
+             * given back idle only when someone of another job waits, as before. */
             bool wanted = !give_back && (atomic_load(&d->service) ||
                                          vgpu_sched_wanted(&d->s, atomic_load_explicit(&d->start, memory_order_relaxed)));
-            /* Watched for idleness: when someone of another job waits (we give the lease back once
-             * idle), and while a holder we preempted still drains (it pays the part of its drain
-             * during which we had no work: vgpu_sched_note_busy). */
-            bool overlap = !give_back && d->in_overlap;
-            if (!give_back && (wanted || overlap)) {
+            if (!give_back) {
                 /* Idle is no launch and nothing in flight for a whole VGPU_SCHED_IDLE_NS, so that a
                  * process between a synchronize and its next launch is not taken for idle. */
                 bool quiet = atomic_exchange(&d->touched, 0) == 0;
@@ -111,7 +124,8 @@ static void *keeper(void *arg)
                             vgpu_sched_note_busy(&d->s, lease, d->busy_ns, 0);
                             vgpu_lt_record(VGPU_LT_IDLE, (int)i, now, 1);
                         }
-                    } else if (wanted && now - atomic_load(&d->idle_since) >= vgpu_sched_idle_need(d->busy_ns)) {
+                    } else if ((wanted || !d->whole_ctx) &&
+                               now - atomic_load(&d->idle_since) >= vgpu_sched_idle_need(d->busy_ns)) {
                         give_back = true;   /* idle long enough for the work it did (vgpu_sched_idle_need) */
                     }
                     if (d->in_overlap && !vgpu_sched_overlapping(&d->s, now)) {
@@ -152,6 +166,10 @@ static void *keeper(void *arg)
         if (held > 1 && next > now + 1000000ULL)
             next = now + 1000000ULL;   /* several GPUs: poll their yield requests every ms */
         pthread_mutex_lock(&keeper_mu);
+        if (keeper_kicks != kicks) {
+            pthread_mutex_unlock(&keeper_mu);
+            continue;   /* kicked while we looked: look again */
+        }
         if (next == UINT64_MAX) {
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -196,6 +214,7 @@ void vgpu_lim_kick_keeper(void)
                       vgpu_job_label());
         }
     }
+    keeper_kicks++;
     pthread_cond_signal(&keeper_cv);
     pthread_mutex_unlock(&keeper_mu);
     _Atomic uint32_t *w = atomic_load(&keeper_sleeps_on);

@@ -25,9 +25,9 @@ python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null || { ech
 # The job (argv[1]: seconds, default 20; argv[2]: idle time per busy time, default 1) prints the
 # GPU time of its own kernels (CUDA events around each burst, in seconds) and how many matmuls it
 # ran. The capped job idles nowhere (0): on a GPU with a --core cap the record has what the
-# schedule charged, the time the job held its turns, and a job that idles inside its turns while
-# nobody else waits holds them idle (an H200, --core 30, busy then idle as long: 5.08 s held for
-# 3.22 s of kernels; vgpu-acct(1)).
+# schedule charged, the time the job held its turns (a turn goes back once its work is done and
+# it launches nothing for 0.2 ms; before, one held idle to its end was charged whole: an H200,
+# --core 30, busy then idle as long, 5.08 s held for 3.22 s of kernels; vgpu-acct(1)).
 job='
 import sys, torch, time
 x = torch.randn(4096, 4096, device="cuda")

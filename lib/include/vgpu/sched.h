@@ -45,7 +45,8 @@
  * the GPU meanwhile under the driver's own time-slicing, so the preemptor waits no longer than
  * plain time-slicing would make it; the holder is charged the overlap. Any other waiter only
  * asks; the holder then gives the lease back once it has launched nothing and had nothing in
- * flight for VGPU_SCHED_IDLE_NS. Accuracy comes from charging what each lease used, not from
+ * flight for VGPU_SCHED_IDLE_NS. (It does so whether or not anyone asks, so that what a lease is
+ * charged is the time its work took: lib/hook/limiter_keeper.c.) Accuracy comes from charging what each lease used, not from
  * the lease's length.
  *
  * Uncapped priority classes (issue 27: `vgpu run --priority high|low` without --core, the recipe
