@@ -28,6 +28,19 @@ e=$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].energy_joules'); want=$(expecte
 if within "$e" "$want" 5; then ok "alone on the GPU it gets the GPU's energy over its life: $e J (expected $want J, ±5 %)"
 else not_ok "its energy within 5 % of $want J" "$out"; fi
 
+# ---- bursts between pauses: 100 ms of kernels each second. Its samples come a second apart:
+# the window (200 ms here) taken from their gaps could read 1 s, and each sample stood for the
+# windows since the last read that found one, not the last read (reads that find nothing did not
+# count): 0.77 to 3.0 GPU-s recorded for 0.6 s of kernels. Now the window comes from the GPU's own
+# samples and every read counts (nvml_sample.c). ----
+b0=$(sim busy_ns)
+must vgpu run --name bursts -- core_loop -m client -s 50 -k 2000 -i 900000 -t 6
+truth=$(awk -v a="$b0" -v b="$(sim busy_ns)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+run vgpu acct --json --name bursts
+g=$(printf '%s' "$out" | jq -r '.jobs[0].gpus[0].gpu_seconds')
+if within "$g" "$truth" 10; then ok "an uncapped job of bursts between pauses: $g GPU-seconds, the GPU was busy $truth s (±10 %)"
+else not_ok "an uncapped job of bursts: GPU-seconds within 10 % of the simulated GPU's busy time $truth s" "$out"; fi
+
 # ---- two uncapped jobs at once: each its own processes' time, the energy split by share ----
 b0=$(sim busy_ns); e0=$(sim energy_mj)
 vgpu run --name small -- fakegpu-ctl busy 0 3 20 & p1=$!

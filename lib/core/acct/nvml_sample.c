@@ -49,6 +49,7 @@
 
 #define PERIOD_MIN_US 166667ULL   /* NVML: "between 1 second and 1/6 second depending on the product" */
 #define PERIOD_MAX_US 1000000ULL
+#define PERIOD_ASKS 20            /* looks that ask the device samples for the window's length */
 /* A scheduled GPU's device samples are read this often, and at the job's end. The driver keeps
  * about 25 s of them, so reading every 5 s loses none, while reading them as often as the
  * per-process samples (250 ms) would put a driver call beside a latency-sensitive client four
@@ -66,6 +67,7 @@ struct nv_dev {
     nvmlDevice_t h, h_link;             /* the device, and the physical GPU whose link it uses */
     unsigned long long cursor;          /* newest sample stamp read (µs) */
     unsigned long long period_us;       /* shortest window gap seen; 0: none yet */
+    unsigned period_asks;               /* device samples asked for the period (period_from_device) */
     uint64_t last_read_us;              /* the previous read (wall clock); 0: none yet */
     uint64_t job_pct, all_pct;          /* sums of SM % x windows: the job's processes, everyone's */
     bool job_seen;                      /* a sample of the job's processes was read */
@@ -237,9 +239,59 @@ static unsigned windows(const struct nv_dev *g, unsigned long long seen, uint64_
     return w < 1 ? 1 : w > 10 ? 10 : (unsigned)w;
 }
 
+/* The sampling window's length from the GPU's own utilisation samples (nvmlDeviceGetSamples),
+ * which the driver keeps for every period, idle or not: the shortest gap between two consecutive
+ * stamps. A process's samples cannot tell it alone: a job busy 0.1 s each second has one sample
+ * a second, and the window taken as 1 s counted each 100 ms burst as 0.5 s (3.0 GPU-s recorded
+ * for 0.6 s of kernels, tests/cli/acct_nvml.sh). Asked at each look until two samples tell, at
+ * most PERIOD_ASKS times (a driver loaded just before has none yet); without device samples, the
+ * gaps between process samples stay the measure. */
+static void period_from_device(struct nv_dev *g)
+{
+    if (g->period_asks >= PERIOD_ASKS || !S.nv->nvmlDeviceGetSamples)
+        return;
+    g->period_asks++;
+    nvmlValueType_t type;
+    unsigned n = 0;
+    unsigned long long since = wall_us() - 4 * PERIOD_MAX_US;
+    nvmlReturn_t rc = S.nv->nvmlDeviceGetSamples(g->h, NVML_GPU_UTILIZATION_SAMPLES, since, &type, &n, NULL);
+    if (rc == NVML_ERROR_NOT_SUPPORTED) {
+        g->period_asks = PERIOD_ASKS;
+        return;
+    }
+    if (rc != NVML_SUCCESS || n < 2 || n > 100000)
+        return;
+    if (n > S.dcap) {
+        nvmlSample_t *nb = realloc(S.dbuf, n * sizeof *nb);
+        if (!nb)
+            return;
+        S.dbuf = nb;
+        S.dcap = n;
+    }
+    if (S.nv->nvmlDeviceGetSamples(g->h, NVML_GPU_UTILIZATION_SAMPLES, since, &type, &n, S.dbuf) != NVML_SUCCESS ||
+        n > S.dcap)
+        return;
+    unsigned long long best = 0;
+    for (unsigned k = 1; k < n; k++) {
+        unsigned long long a = S.dbuf[k - 1].timeStamp, b = S.dbuf[k].timeStamp;
+        if (b <= a)
+            continue;
+        unsigned long long gap = b - a;
+        if (gap >= PERIOD_MIN_US * 9 / 10 && gap <= PERIOD_MAX_US * 11 / 10 && (!best || gap < best))
+            best = gap;
+    }
+    if (best) {
+        if (!g->period_us || best < g->period_us)
+            g->period_us = best;
+        g->period_asks = PERIOD_ASKS;
+        vgpu_debug("accounting: the GPU's sampling window is %.0f ms (device samples)", (double)best / 1000);
+    }
+}
+
 /* Reads the samples newer than the cursor (NVML's two-call protocol) and adds them up. */
 static void read_samples(const struct vgpu_region *r, struct nv_dev *g)
 {
+    period_from_device(g);
     unsigned n = S.cap;
     nvmlReturn_t rc = S.nv->nvmlDeviceGetProcessUtilization(g->h, S.cap ? S.buf : NULL, &n, g->cursor);
     for (int tries = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && n > 0 && n < 100000 && tries < 3; tries++) {
@@ -253,10 +305,15 @@ static void read_samples(const struct vgpu_region *r, struct nv_dev *g)
     }
     if (rc == NVML_ERROR_NOT_SUPPORTED)
         g->util = false;
+    uint64_t read_us = wall_us(), prev_read = g->last_read_us;
+    /* A read that found nothing new is a read too: every window that had ended by then had no
+     * work of anyone's. Counted only at reads that found samples, a job busy 0.1 s each second
+     * had each burst's sample stand for the four windows since the previous burst's read. */
+    if (rc == NVML_ERROR_NOT_FOUND)
+        g->last_read_us = read_us;
     if (rc != NVML_SUCCESS || n > S.cap)
         return;                 /* NOT_FOUND: nothing new */
     qsort(S.buf, n, sizeof *S.buf, by_stamp);
-    uint64_t read_us = wall_us(), prev_read = g->last_read_us;
     g->last_read_us = read_us;
     unsigned long long prev = g->cursor, seen = g->cursor;
     for (unsigned k = 0; k < n; k++) {
