@@ -427,13 +427,25 @@ int vgpu_nvml_self_used(int dev, uint64_t *used)
     unsigned pid = own_nvml_pid(vgpu_job(), vgpu_job_slot());
     int answer = rc == NVML_SUCCESS && pid ? 1 : 0;
     *used = 0;
+    bool listed = false;
     for (unsigned i = 0; answer == 1 && i < n && i < cap; i++) {
         if (info[i].pid != pid)
             continue;
+        listed = true;
         if (info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE)
             answer = -1;
         else
             *used += info[i].usedGpuMemory;
+    }
+    if (answer == 1 && !listed && vgpu_log_level() >= VGPU_LOG_DEBUG) {
+        /* Which pids NVML lists instead (a container process whose recorded host pid is not
+         * among them: the GPU's container-process row, issue 34 item 4). */
+        char pids[160] = "";
+        size_t at = 0;
+        for (unsigned i = 0; i < n && i < cap && i < 8 && at < sizeof pids - 24; i++)
+            at += (size_t)snprintf(pids + at, sizeof pids - at, "%s%u", i ? "," : "", info[i].pid);
+        vgpu_debug("GPU %d: NVML lists %u process%s (%s), not this one's host pid %u", dev, n, n == 1 ? "" : "es",
+                   n ? pids : "none", pid);
     }
     if (info != small)
         free(info);
