@@ -208,18 +208,33 @@ while time.time() - t < secs:
     if busy < 1: time.sleep(1 - busy)
 print(f"matmuls={n}")
 PY
+  # One matmul's GPU time, bare, two ways: back to back (the busy uncapped job's rhythm), and in
+  # bursts of 15 ms every 50 ms (a --core 30 job's turns, and the bursty jobs'): a GPU that idles
+  # between bursts runs them at higher clocks, 0.174 ms a matmul against 0.202 back to back on an
+  # H200 (12-02, .tools probe: 0.863x, the same at a 10 % duty), which is what the busy --core 30
+  # row's 0.874 was. Each row's truth is its count times the time of its own rhythm.
   cat > "$tmp/cal.py" <<'PY'
-import torch
+import time, torch
 x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 for _ in range(200): y = x @ x
-a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+E = lambda: torch.cuda.Event(enable_timing=True)
+a, b = E(), E()
 torch.cuda.synchronize(); a.record()
 for _ in range(5000): y = x @ x
-b.record(); b.synchronize(); print(f"per_mm_s={a.elapsed_time(b) / 5000 / 1000:.9f}")
+b.record(); b.synchronize(); per = a.elapsed_time(b) / 5000
+tot, n, k = 0.0, 0, max(1, int(15 / per))
+for _ in range(60):
+    a, b = E(), E(); a.record()
+    for _ in range(k): y = x @ x
+    b.record(); b.synchronize(); tot += a.elapsed_time(b); n += k
+    time.sleep(0.035)
+print(f"per_mm_s={per / 1000:.9f} per_mm_duty_s={tot / n / 1000:.9f}")
 PY
-  per=$(get "$(T 60 python3 "$tmp/cal.py" 2>&1 | tail -n 1)" per_mm_s)
+  cal=$(T 60 python3 "$tmp/cal.py" 2>&1 | tail -n 1)
+  per_b2b=$(get "$cal" per_mm_s); per_duty=$(get "$cal" per_mm_duty_s)
   for shape in "busy 1" "bursty 0.1"; do for cap in "" "--core 30"; do
     set -- $shape; name="acct-$1${cap:+-capped}"
+    per=$per_duty; [ "$1" = busy ] && [ -z "$cap" ] && per=$per_b2b
     out=$(T 60 vgpu run --gpu 0 --name "$name" $cap -- python3 "$tmp/mm.py" 8 "$2" 2>&1 | tail -n 1)
     n=$(get "$out" matmuls); rec=$(vgpu acct --json --name "$name" 2>/dev/null)
     g=$(jq -r '.jobs[0].gpus[0].gpu_seconds // empty' <<<"$rec"); srcn=$(jq -r '.jobs[0].gpus[0].gpu_time_source // empty' <<<"$rec")
