@@ -34,6 +34,13 @@ near() { # desc value control tolerance detail
 }
 fds_of() { ls "/proc/$daemon/fd" | wc -l; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$daemon/stat"; }
+# The daemon's share of a CPU from cpu_from to cpu_since, in per cent. Ticks are 1/100 s (USER_HZ);
+# the wall time is in microseconds.
+cpu_from() { cpu_c0=$(cpu_ticks) cpu_w0=${EPOCHREALTIME/./}; }
+cpu_since() {
+  local c1 w1; c1=$(cpu_ticks) w1=${EPOCHREALTIME/./}
+  echo $(( (c1 - cpu_c0) * 10000 * 100 / ((w1 - cpu_w0) / 100 + 1) / 100 ))
+}
 # root's --core 30 job, 2 s: its late share in $p30 (and its output in $T_DIR/r30.out)
 root30() {
   vgpu run --core 30 -- core_loop -t 2 -d 1 -s 8 -k $K >"$T_DIR/r30.out" 2>&1
@@ -64,21 +71,25 @@ run vgpu daemon --check
 assert_rc "root's --check answers after it" 0
 
 # ---- connections ------------------------------------------------------------------------------------
+# The daemon's CPU while root's job runs alone, to hold the same figure beside the connections to.
+cpu_from; vgpu run --core 30 -- core_loop -t 2 -d 1 -s 8 -k $K >/dev/null 2>&1; cpu_control=$(cpu_since)
 mkfifo "$T_DIR/hold7"
 as_nobody bash -c 'ulimit -n 2048 2>/dev/null; exec arb_attack conns 1015' <"$T_DIR/hold7" >"$T_DIR/conns.out" 2>&1 &
 holders+=($!)
 exec 7>"$T_DIR/hold7"
 wait_until 60 grep -q answered= "$T_DIR/conns.out"
-c0=$(cpu_ticks) w0=${EPOCHREALTIME/./}
+cpu_from
 run vgpu daemon --check
 assert_rc "beside nobody's 1015 connections, root's vgpu daemon --check answers" 0
 root30
 near "... and root's --core 30 job keeps its share" "$p30" "$control" 3 "$(cat "$T_DIR/r30.out")"
 assert_not_contains "... saying nothing of a lost arbiter" "arbiter" "$(cat "$T_DIR/r30.out")"
-c1=$(cpu_ticks) w1=${EPOCHREALTIME/./}
-# Ticks are 1/100 s (USER_HZ); the wall time is in microseconds.
-cpu_pct=$(( (c1 - c0) * 10000 * 100 / ((w1 - w0) / 100 + 1) / 100 ))
-check "the daemon does not spin meanwhile ($cpu_pct % of a CPU, at most 50)" test "$cpu_pct" -le 50
+cpu_pct=$(cpu_since)
+# The daemon spins a while after each request by design (--spin-us), so serving the job costs it a
+# share of a CPU of its own (38-42 % here, more under a sanitizer): the connections may not add to
+# it. (Watched by poll, 704 idle ones added 10 points; by epoll, none.)
+check "the daemon does not spin meanwhile ($cpu_pct % of a CPU; serving the job alone $cpu_control %, at most 8 more)" \
+  test "$cpu_pct" -le $((cpu_control + 8))
 answered=$(sed -n 's/.*answered=\([0-9]*\).*/\1/p' "$T_DIR/conns.out")
 check "nobody got fewer connections than it asked (${answered:-?} of 1015): the daemon's file limit is kept" \
   test "${answered:-1015}" -lt 1015
