@@ -198,21 +198,25 @@ import sys, time, torch
 secs, busy = float(sys.argv[1]), float(sys.argv[2])   # busy: seconds of work per second (1 = always)
 x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 y = x @ x; torch.cuda.synchronize()
-n, t = 0, time.time()
+E = lambda: torch.cuda.Event(enable_timing=True)
+n, t, ev = 0, time.time(), 0.0
 while time.time() - t < secs:
     s = time.time()
     while time.time() - s < busy:
+        a, b = E(), E(); a.record()
         for _ in range(50): y = x @ x
-        n += 50
-        torch.cuda.synchronize()
+        b.record(); b.synchronize()
+        n += 50; ev += a.elapsed_time(b) / 1000
     if busy < 1: time.sleep(1 - busy)
-print(f"matmuls={n}")
+print(f"matmuls={n} event_s={ev:.6f}")
 PY
-  # One matmul's GPU time, bare, two ways: back to back (the busy uncapped job's rhythm), and in
-  # bursts of 15 ms every 50 ms (a --core 30 job's turns, and the bursty jobs'): a GPU that idles
-  # between bursts runs them at higher clocks, 0.174 ms a matmul against 0.202 back to back on an
-  # H200 (12-02, .tools probe: 0.863x, the same at a 10 % duty), which is what the busy --core 30
-  # row's 0.874 was. Each row's truth is its count times the time of its own rhythm.
+  # The truth. An uncapped job's is its own: CUDA events around each 50 matmuls, which nothing
+  # holds back, time exactly the GPU's work whatever its clocks. A capped job's events would time
+  # the limiter's holds too, so its truth is its count times one matmul's bare time in its rhythm,
+  # bursts of 15 ms every 50 ms (a --core 30 job's turns): a GPU that idles between bursts runs
+  # them at higher clocks, 0.174 ms a matmul against 0.202 back to back on an H200 (12-02: 0.863x,
+  # the same at a 10 % duty), which is what the busy --core 30 row's 0.874 was. (Bursty uncapped,
+  # 100 ms every second, read 1.080 by the 15 ms figure: its own events settle what it took.)
   cat > "$tmp/cal.py" <<'PY'
 import time, torch
 x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
@@ -234,13 +238,14 @@ PY
   per_b2b=$(get "$cal" per_mm_s); per_duty=$(get "$cal" per_mm_duty_s)
   for shape in "busy 1" "bursty 0.1"; do for cap in "" "--core 30"; do
     set -- $shape; name="acct-$1${cap:+-capped}"
-    per=$per_duty; [ "$1" = busy ] && [ -z "$cap" ] && per=$per_b2b
     out=$(T 60 vgpu run --gpu 0 --name "$name" $cap -- python3 "$tmp/mm.py" 8 "$2" 2>&1 | tail -n 1)
-    n=$(get "$out" matmuls); rec=$(vgpu acct --json --name "$name" 2>/dev/null)
+    n=$(get "$out" matmuls) ev=$(get "$out" event_s); rec=$(vgpu acct --json --name "$name" 2>/dev/null)
     g=$(jq -r '.jobs[0].gpus[0].gpu_seconds // empty' <<<"$rec"); srcn=$(jq -r '.jobs[0].gpus[0].gpu_time_source // empty' <<<"$rec")
-    r=$(awk -v g="$g" -v n="$n" -v p="$per" 'BEGIN { if (g != "" && n > 0 && p > 0) printf "%.3f", g / (n * p); else print "?" }')
+    if [ -z "$cap" ]; then truth=$ev how="its own events ($n matmuls; x ${per_b2b:-?} s back to back: $(awk -v n="$n" -v p="$per_b2b" 'BEGIN { printf "%.2f", n * p }'))"
+    else truth=$(awk -v n="$n" -v p="$per_duty" 'BEGIN { printf "%.6f", n * p }') how="$n matmuls x ${per_duty:-?} s"; fi
+    r=$(awk -v g="$g" -v t="$truth" 'BEGIN { if (g != "" && t > 0) printf "%.3f", g / t; else print "?" }')
     fig "acct $1 ${cap:-uncapped} (recorded / truth)" "$r" x 0.95 1.05 closer:1 0.02 \
-      "$g GPU-s ($srcn) for $n matmuls x ${per:-?} s"
+      "$g GPU-s ($srcn) for $truth: $how"
   done; done
 fi
 
