@@ -342,6 +342,25 @@ static unsigned own_nvml_pid(struct vgpu_region *r, int slot)
     return 0;
 }
 
+/* Which of NVML's pids is this process: NVML gives the pids of the caller's own PID namespace
+ * (driver 580 on an H200: a process in a container with its own /proc is listed to itself as
+ * its pid there, 1 for unshare's child, while the host lists it as 575), where older drivers were
+ * documented to give host pids. So the host pid when NVML lists it, else this namespace's own
+ * pid (getpid) when it lists that; 0 when it lists neither (this process has no context there,
+ * or its host pid is not known yet on a driver of host pids). In the initial namespace the two
+ * are one. */
+static unsigned self_in_list(const unsigned *pids, unsigned n, unsigned host)
+{
+    unsigned own = (unsigned)getpid();
+    bool own_listed = false;
+    for (unsigned i = 0; i < n; i++) {
+        if (host && pids[i] == host)
+            return host;
+        own_listed |= pids[i] == own;
+    }
+    return own_listed ? own : 0;
+}
+
 void vgpu_nvml_await_self(void)
 {
     struct vgpu_region *r = vgpu_job();
@@ -388,13 +407,16 @@ static bool scan_processes(struct vgpu_region *r, nvmlDevice_t h, int jdev, unsi
     for (unsigned i = 0; i < n; i++) {
         /* No per-process figure here (MIG, some containers): NVML_VALUE_NOT_AVAILABLE. */
         bool na = info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE;
-        if (self && info[i].pid == self) {
-            unknown |= na;
-            *used += na ? 0 : info[i].usedGpuMemory;
-            found = true;
-        }
         pids[i] = info[i].pid;
         bytes[i] = na ? 0 : info[i].usedGpuMemory;
+    }
+    self = self_in_list(pids, n, self);
+    for (unsigned i = 0; self && i < n; i++) {
+        if (info[i].pid != self)
+            continue;
+        unknown |= info[i].usedGpuMemory == VGPU_NVML_VALUE_NOT_AVAILABLE;
+        *used += bytes[i];
+        found = true;
     }
     if (jdev >= 0) {
         struct vgpu_outside o;
@@ -424,7 +446,16 @@ int vgpu_nvml_self_used(int dev, uint64_t *used)
         if (!(info = calloc(cap, sizeof *info)))
             return 0;
     }
-    unsigned pid = own_nvml_pid(vgpu_job(), vgpu_job_slot());
+    unsigned host = own_nvml_pid(vgpu_job(), vgpu_job_slot()), pid = host;
+    if (rc == NVML_SUCCESS) {
+        unsigned listed_pids[MAX_NVML_PROCS], m = 0;
+        for (unsigned i = 0; i < n && i < cap && m < MAX_NVML_PROCS; i++)
+            listed_pids[m++] = info[i].pid;
+        unsigned in_list = self_in_list(listed_pids, m, host);
+        /* Not listed: known to have nothing there (0 bytes) when its pid is known, or NVML's
+         * pids are this namespace's own (the initial one: they are the same). */
+        pid = in_list ? in_list : host ? host : vgpu_nvml_pids_are_ours() ? (unsigned)getpid() : 0;
+    }
     int answer = rc == NVML_SUCCESS && pid ? 1 : 0;
     *used = 0;
     bool listed = false;
@@ -444,8 +475,8 @@ int vgpu_nvml_self_used(int dev, uint64_t *used)
         size_t at = 0;
         for (unsigned i = 0; i < n && i < cap && i < 8 && at < sizeof pids - 24; i++)
             at += (size_t)snprintf(pids + at, sizeof pids - at, "%s%u", i ? "," : "", info[i].pid);
-        vgpu_debug("GPU %d: NVML lists %u process%s (%s), not this one's host pid %u", dev, n, n == 1 ? "" : "es",
-                   n ? pids : "none", pid);
+        vgpu_debug("GPU %d: NVML lists %u process%s (%s), neither this one's host pid %u nor its own %u", dev, n,
+                   n == 1 ? "" : "es", n ? pids : "none", host, (unsigned)getpid());
     }
     if (info != small)
         free(info);

@@ -101,6 +101,24 @@ assert_contains "a container process charged its own context (512 MiB) is refuse
 kill -KILL $(children $runner) 2>/dev/null
 wait "$runner" 2>/dev/null
 
+# The same where NVML gives pids of the caller's own namespace, as driver 580 does (an H200 listed
+# unshare's child to itself as pid 1): the process finds itself by its own pid, not by the host pid
+# vgpu run's walk recorded. Before, it found nothing at either, fell back to the device-wide delta
+# (nothing, as the holder ended), and 2600 MiB more passed --mem 3G.
+fakegpu-ctl hold 0 $((1024 * 1048576)) 60 > "$T_DIR/holder" 2>&1 &
+holder=$!
+poll_until 20 grep -q ready "$T_DIR/holder" || not_ok "a process outside the job holds 1.5 GiB" "$(cat "$T_DIR/holder")"
+VGPU_FAKE_NVML_PIDS=caller VGPU_FAKE_CTX_CREATE_MS=2000 vgpu run --name ctxns2 --mem 3G -- \
+  unshare -pf --kill-child --mount-proc alloc_probe alloc 2600M hold > "$T_DIR/inner5" 2>&1 &
+runner=$!
+wait_until 20 ctx_begun
+kill -TERM $holder; wait $holder 2>/dev/null
+poll_until 20 grep -q "alloc rc=\|holding" "$T_DIR/inner5"
+assert_contains "NVML of the caller's pids: the container process is charged its own context, refused past --mem 3G" \
+  "alloc rc=2" "$(cat "$T_DIR/inner5")"
+kill -KILL $(children $runner) 2>/dev/null
+wait "$runner" 2>/dev/null
+
 # unshare -pf without --mount-proc: the process sees the host's /proc (NSpid has two entries).
 vgpu run --mem 4G -- unshare -pf --kill-child alloc_probe alloc 1G hold > "$T_DIR/inner2" 2>&1 &
 runner=$!

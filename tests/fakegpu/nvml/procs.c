@@ -6,7 +6,8 @@
  * usedGpuMemory is not the exact sum of what the process allocated, as with the driver: it is
  * rounded up to 2 MiB pages and has a per-process extra (VGPU_FAKE_NVML_PROC_EXTRA bytes,
  * default 0) added; VGPU_FAKE_NVML_PROC_MEM=na makes it NVML_VALUE_NOT_AVAILABLE, as some MIG
- * setups and containers report. Both are read by the process asking. */
+ * setups and containers report. Both are read by the process asking, as is VGPU_FAKE_NVML_PIDS
+ * (pid_for_caller). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,28 @@ struct rec {
     unsigned long long mem;
 };
 
+/* The pid NVML gives the caller for p, 0 for none. By default the host pid, to every caller.
+ * VGPU_FAKE_NVML_PIDS=caller (read by the process asking) is what driver 580 does on an H200:
+ * pids of the caller's own PID namespace, so a process in a container with its own /proc is
+ * listed to itself by its pid there (1 for unshare's child), and the processes of other
+ * namespaces not at all; a caller on the host still gets host pids. */
+static unsigned pid_for_caller(const struct fs_proc *p)
+{
+    static int caller = -1;
+    static unsigned mine;
+    if (caller < 0) {
+        const char *e = getenv("VGPU_FAKE_NVML_PIDS");
+        caller = e && strcmp(e, "caller") == 0;
+        if (e && *e && !caller && strcmp(e, "host") != 0)
+            fprintf(stderr, "fake NVML: VGPU_FAKE_NVML_PIDS='%s' is neither 'host' nor 'caller'\n", e);
+        mine = fs_proc_pidns(0);
+    }
+    unsigned host = fs_state()->host_pidns;
+    if (!caller || !host || !mine || mine == host)
+        return (unsigned)p->pid;
+    return p->pidns == mine ? (unsigned)p->ns_pid : 0;
+}
+
 /* The processes of the handle: all of a GPU (with MIG instance ids), or one MIG device's. */
 static unsigned gather(const struct nvmlDevice_st *d, struct rec *out)
 {
@@ -28,17 +51,20 @@ static unsigned gather(const struct nvmlDevice_st *d, struct rec *out)
         const struct fs_proc *p = &g->procs[i];
         if (!p->used || (d->gi >= 0 && (p->gi != d->gi || p->ci != d->ci)))
             continue;
+        unsigned pid = pid_for_caller(p);
+        if (!pid)
+            continue;   /* another namespace's, hidden from this caller */
         /* one line per pid on a whole GPU: a process's records on several places add up */
         unsigned gi = p->gi < 0 ? VGPU_NVML_NO_INSTANCE : g->gi[p->gi].id;
         unsigned ci = p->gi < 0 ? VGPU_NVML_NO_INSTANCE : g->gi[p->gi].ci[p->ci].id;
         bool merged = false;
         for (unsigned k = 0; k < n && !merged; k++)
-            if (out[k].pid == (unsigned)p->pid && out[k].gi == gi && out[k].ci == ci) {
+            if (out[k].pid == pid && out[k].gi == gi && out[k].ci == ci) {
                 out[k].mem += p->mem;
                 merged = true;
             }
         if (!merged)
-            out[n++] = (struct rec){(unsigned)p->pid, gi, ci, p->mem};
+            out[n++] = (struct rec){pid, gi, ci, p->mem};
     }
     return n;
 }
