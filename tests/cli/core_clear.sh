@@ -7,9 +7,11 @@
 # for the whole kernel. Before keeping clear: p50 1.05 ms, p99 2.5 ms here in both rows; the
 # client alone takes about 0.5 ms. Now the training job gives the lease back before a request is
 # due and queues nothing until it has come: p50 0.6 ms, p99 about 1.0-1.2 ms, and the training
-# job still gets 68 % (70 % minus what the client used, within 5 points). Checked at p90 (1 ms):
-# at p99 (the 10th slowest request of 1000), a CI machine busy with a build for a moment failed
-# the run (2.15 ms), and the code before fails at p90 all the same (it is above 1 ms from p50 on).
+# job still gets 68 % (70 % minus what the client used, within 5 points). Checked at p50
+# (0.85 ms: the code before is at 1.05 from p50 on, now 0.62-0.67), and at p90 against a blow-up
+# only (2 ms): at p99 (the 10th slowest request of 1000), a CI machine busy with a build for a
+# moment failed the run (2.15 ms); a p90 bound of 1 ms failed beside a CPU hog on one of 2 cores
+# (p50 0.64, p90 1.01), and p90 reads 0.80-0.96 in most runs here but 1.31 in one of nine.
 source "$(dirname "$0")/lib.sh"
 
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
@@ -22,8 +24,8 @@ in_band() { # desc value lo hi detail
 UUID=GPU-4f6c2a51-93b1-4c7e-8d2a-0b5e6f7a8c91   # GPU 0 of h100.json
 training_holds() { case $(sched_peek $UUID) in *held=1*) return 0 ;; esac; return 1; }
 
-row() { # label p90-bound (hundredths of a ms) train-prefix... :: client-prefix...
-  local label=$1 bound=$2; shift 2
+row() { # label p50-bound p90-bound (hundredths of a ms) train-prefix... :: client-prefix...
+  local label=$1 bound50=$2 bound=$3; shift 3
   local tp=() cp=()
   while [ "$1" != :: ]; do tp+=("$1"); shift; done; shift
   cp=("$@")
@@ -37,6 +39,8 @@ row() { # label p90-bound (hundredths of a ms) train-prefix... :: client-prefix.
   wait $t
   local train; train=$(cat "$T_DIR/train")
   local clears; clears=$(cat "$tr"/lease.* 2>/dev/null | grep -c '^clear ')
+  in_band "$label: client p50 in hundredths of a ms" "$(ms100 "$(field "$out" p50_ms)")" 1 "$bound50" \
+    "$out; training: $train; $clears clears"
   in_band "$label: client p90 in hundredths of a ms" "$(ms100 "$(field "$out" p90_ms)")" 1 "$bound" \
     "$out; training: $train; $clears clears"
   local busy; busy=$(ms100 "$(field "$out" busy)")
@@ -51,6 +55,6 @@ row() { # label p90-bound (hundredths of a ms) train-prefix... :: client-prefix.
   else not_ok "$label: the training job kept clear of requests" "no clear event in its lease trace"; fi
 }
 
-row "priority" 100 vgpu run --core 70 --priority low -- :: vgpu run --core 30 --priority high --core-policy soft --
-row "equal priority" 100 vgpu run --core 70 -- :: vgpu run --core 30 --
+row "priority" 85 200 vgpu run --core 70 --priority low -- :: vgpu run --core 30 --priority high --core-policy soft --
+row "equal priority" 85 200 vgpu run --core 70 -- :: vgpu run --core 30 --
 done_testing
