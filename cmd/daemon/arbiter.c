@@ -437,10 +437,10 @@ static void do_silent(struct arbiter *a, unsigned gi, struct arb_client *c, cons
         break;
     case VGPU_ARB_EXPECT:
         if (mine) {
-            uint64_t back = q->a[0], gap = q->a[1];
+            uint64_t back = q->a[0], gap = q->a[1], late = q->a[2];
             if (back && (back < now || back - now > VGPU_SCHED_CLEAR_AHEAD_NS || gap > VGPU_SCHED_CLEAR_AHEAD_NS))
-                back = gap = 0;   /* not believable: no guess */
-            vgpu_sched_expect(&g->s, q->proc, back, gap);
+                back = gap = late = 0;   /* not believable: no guess */
+            vgpu_sched_expect(&g->s, q->proc, back, gap, late > gap ? gap : late);
             return;
         }
         break;

@@ -57,4 +57,27 @@ row() { # label p50-bound p90-bound (hundredths of a ms) train-prefix... :: clie
 
 row "priority" 85 200 vgpu run --core 70 --priority low -- :: vgpu run --core 30 --priority high --core-policy soft --
 row "equal priority" 85 200 vgpu run --core 70 -- :: vgpu run --core 30 --
+
+# A client that now and then comes back late (issue 34): every 7th idle is 1.2 ms longer, as a
+# sleep woken late. On an H200 one request in ~400 came back 0.97 ms after the return the training
+# job kept clear for, and found a 2.7 ms kernel queued 0.1 ms before it (2.83 ms for a 0.8 ms
+# request). The training job now keeps clear on until the client's late bound while the client
+# is due and not back. Here, before: the late requests' p90 read 2.54-2.56 ms (the p99 of all 2.55);
+# now 0.62 (p99 1.07-1.10), the training job at 67 % either way.
+late_row() { # label train-prefix... :: client-prefix...
+  local label=$1; shift
+  local tp=() cp=()
+  while [ "$1" != :: ]; do tp+=("$1"); shift; done; shift
+  cp=("$@")
+  "${tp[@]}" core_loop -k 2400 -s 64 -t 8 >"$T_DIR/train" 2>&1 &
+  local t=$!
+  wait_until 20 training_holds
+  local out; out=$("${cp[@]}" core_loop -m client -k 60 -s 8 -i 5000 -l 1200:7 -t 6 2>&1)
+  wait $t
+  echo "# $label, late returns: $out"
+  in_band "$label, late returns: the late requests' p90 in hundredths of a ms" \
+    "$(ms100 "$(field "$out" late_p90_ms)")" 1 100 "$out; training: $(cat "$T_DIR/train")"
+}
+late_row "equal priority" vgpu run --core 70 -- :: vgpu run --core 30 --
+late_row "priority" vgpu run --core 70 --priority low -- :: vgpu run --core 30 --priority high --core-policy soft --
 done_testing

@@ -20,6 +20,8 @@
  *              (request latency: first launch to the end of the synchronize; busy: the
  *              client's kernel time over wall time)
  *     -i US    idle time between requests (client mode), default 5000
+ *     -l US:N  (client mode) every Nth idle is US longer, as a sleep woken late: prints also
+ *              "late_p50_ms=", "late_p90_ms=" and "late_max_ms=" of the requests that came late
  *     -a MIB   first allocate MIB MiB (cuMemAlloc, 64 MiB at a time) and keep it: an
  *              oversubscribed job then spills past its device share
  *
@@ -27,6 +29,7 @@
  * share = GPU time of the completed kernels / wall time: on the serialized simulated GPU that is
  * this job's fraction of the device (1.0 = uncapped alone). max_stall_ms: the longest time
  * between two synchronizations. late_share: the same share over the time after -d SEC. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +59,8 @@ int main(int argc, char **argv)
     unsigned long long us = 1000;
     double secs = 2, late = 0, late_end = 0;
     int sync_every = 1, nodes = 4, opt;
-    unsigned long long idle_us = 5000, alloc_mib = 0;
-    while ((opt = getopt(argc, argv, "m:k:t:s:g:d:e:i:a:")) != -1) {
+    unsigned long long idle_us = 5000, alloc_mib = 0, late_us = 0, late_every = 0;
+    while ((opt = getopt(argc, argv, "m:k:t:s:g:d:e:i:a:l:")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
         case 'k': us = strtoull(optarg, NULL, 10); break;
@@ -68,6 +71,12 @@ int main(int argc, char **argv)
         case 'e': late_end = atof(optarg); break;
         case 'i': idle_us = strtoull(optarg, NULL, 10); break;
         case 'a': alloc_mib = strtoull(optarg, NULL, 10); break;
+        case 'l':
+            if (sscanf(optarg, "%llu:%llu", &late_us, &late_every) != 2 || !late_every) {
+                fprintf(stderr, "core_loop: -l US:N, e.g. -l 1000:7\n");
+                return 2;
+            }
+            break;
         default:
             fprintf(stderr, "usage: core_loop [-m kernel|ex|coop|graph|streams|ptsz|grid|multi] [-k US] [-t SEC] [-s N] [-g N] [-d SEC]\n");
             return 2;
@@ -126,20 +135,34 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "client")) {
-        static double lat[1 << 16];
-        size_t n = 0, all = 0;
+        static double lat[1 << 16], lat_late[1 << 16];
+        size_t n = 0, all = 0, nl = 0;
         double t0 = now_s();
+        bool came_late = false;
         while (now_s() - t0 < secs && n < sizeof lat / sizeof *lat) {
             double a = now_s();
             for (int i = 0; i < sync_every; i++)
                 CK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, streams[0], params, NULL));
             CK(cuStreamSynchronize(streams[0]));
             all++;
-            if (a - t0 >= late && (late_end <= 0 || a - t0 < late_end))
+            if (a - t0 >= late && (late_end <= 0 || a - t0 < late_end)) {
                 lat[n++] = now_s() - a;
-            struct timespec idle = { (time_t)(idle_us / 1000000), (long)(idle_us % 1000000) * 1000 };
+                if (came_late)
+                    lat_late[nl++] = lat[n - 1];
+            }
+            unsigned long long us_idle = idle_us;
+            came_late = late_every && all % late_every == 0;
+            if (came_late)
+                us_idle += late_us;
+            struct timespec idle = { (time_t)(us_idle / 1000000), (long)(us_idle % 1000000) * 1000 };
             nanosleep(&idle, NULL);
         }
+        for (size_t i = 1; i < nl; i++)
+            for (size_t j = i; j > 0 && lat_late[j - 1] > lat_late[j]; j--) {
+                double t = lat_late[j];
+                lat_late[j] = lat_late[j - 1];
+                lat_late[j - 1] = t;
+            }
         for (size_t i = 1; i < n; i++)   /* insertion sort: a few thousand requests */
             for (size_t j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
                 double t = lat[j];
@@ -149,9 +172,13 @@ int main(int argc, char **argv)
         if (!n)
             return 1;
         double el = now_s() - t0;
-        printf("requests=%zu p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f busy=%.3f\n", n, lat[n / 2] * 1e3,
+        printf("requests=%zu p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f max_ms=%.2f busy=%.3f", n, lat[n / 2] * 1e3,
                lat[(n * 9) / 10] * 1e3, lat[(n * 99) / 100] * 1e3, lat[n - 1] * 1e3,
                (double)all * sync_every * (us / 1e6) / el);
+        if (nl)
+            printf(" late_requests=%zu late_p50_ms=%.2f late_p90_ms=%.2f late_max_ms=%.2f", nl, lat_late[nl / 2] * 1e3,
+                   lat_late[(nl * 9) / 10] * 1e3, lat_late[nl - 1] * 1e3);
+        printf("\n");
         return 0;
     }
     CUgraphExec exec = NULL;

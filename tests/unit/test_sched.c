@@ -345,16 +345,32 @@ static void test_clear_until(void **state)
 {
     (void)state;
     const uint64_t ms = 1000000ULL, now = 1000 * ms, tol = VGPU_SCHED_CLEAR_TOL_NS;
-    assert_int_equal(vgpu_sched_clear_until(now, 2 * ms, ms, 0, 0, tol), 0);                  /* no guess */
-    assert_int_equal(vgpu_sched_clear_until(now, 2 * ms, ms, now + 5 * ms, 5 * ms, tol), 0);  /* ends in time */
-    assert_int_equal(vgpu_sched_clear_until(now, 5 * ms + tol, ms, now + 5 * ms, 5 * ms, tol), 0); /* just */
-    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 5 * ms, tol), now + 5 * ms + tol);
+    assert_int_equal(vgpu_sched_clear_until(now, 2 * ms, ms, 0, 0, 0, tol), 0);                  /* no guess */
+    assert_int_equal(vgpu_sched_clear_until(now, 2 * ms, ms, now + 5 * ms, 5 * ms, 0, tol), 0);  /* ends in time */
+    assert_int_equal(vgpu_sched_clear_until(now, 5 * ms + tol, ms, now + 5 * ms, 5 * ms, 0, tol), 0); /* just */
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 5 * ms, 0, tol), now + 5 * ms + tol);
     /* the new work alone is longer than its gaps: keeping clear would only idle the GPU */
-    assert_int_equal(vgpu_sched_clear_until(now, 12 * ms, 6 * ms, now + 5 * ms, 5 * ms, tol), 0);
-    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol, 5 * ms, tol), 0);     /* past */
-    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol + 1, 5 * ms, tol), now + 1);
-    assert_int_equal(vgpu_sched_clear_until(now, 200 * ms, ms, now + VGPU_SCHED_CLEAR_AHEAD_NS + 1, 5 * ms, tol), 0);
-    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 0, tol), 0);       /* no gap: garbage */
+    assert_int_equal(vgpu_sched_clear_until(now, 12 * ms, 6 * ms, now + 5 * ms, 5 * ms, 0, tol), 0);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol, 5 * ms, 0, tol), 0);     /* past */
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol + 1, 5 * ms, 0, tol), now + 1);
+    assert_int_equal(vgpu_sched_clear_until(now, 200 * ms, ms, now + VGPU_SCHED_CLEAR_AHEAD_NS + 1, 5 * ms, 0, tol), 0);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 0, 0, tol), 0);       /* no gap: garbage */
+    /* A return that may come late: before it is due, as without (the work must end by back_at +
+     * tol); once due and not back, clear until the late bound, whatever the work; past that bound,
+     * go ahead. Lateness beyond a whole gap is taken as a gap. */
+    const uint64_t late = ms;
+    assert_int_equal(vgpu_sched_clear_until(now, 2 * ms, ms, now + 5 * ms, 5 * ms, late, tol), 0);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now + 5 * ms, 5 * ms, late, tol), now + 5 * ms + tol);
+    assert_int_equal(vgpu_sched_clear_until(now, ms / 10, ms, now - tol, 5 * ms, late, tol), now - tol + late + tol);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol - late + 1, 5 * ms, late, tol), now + 1);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol - late, 5 * ms, late, tol), 0);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol - 5 * ms, 5 * ms, 50 * ms, tol), 0);
+    assert_int_equal(vgpu_sched_clear_until(now, 6 * ms, ms, now - tol - 4 * ms, 5 * ms, 50 * ms, tol), now + ms);
+    /* the word the schedule keeps both in */
+    uint64_t w = vgpu_sched_back_word(5 * ms, late);
+    assert_int_equal(vgpu_sched_back_gap(w), 5 * ms);
+    assert_int_equal(vgpu_sched_back_late(w), late);
+    assert_int_equal(vgpu_sched_back_late(vgpu_sched_back_word(5 * ms, 1ULL << 40)), 0xffffffffULL);
 }
 
 /* A schedule in a new file at `path` (a mkstemp template) with a --core 70 training job (key 1,
@@ -391,9 +407,12 @@ static void test_keep_clear(void **state)
     assert_true(vgpu_sched_try_acquire(&s, pt, now, &lease, &end));
     now += 30 * ms;                         /* the holder has used most of its credit */
     assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), 0);   /* no guess yet */
-    vgpu_sched_expect(&s, pc, now + 3 * ms, 5 * ms);
+    vgpu_sched_expect(&s, pc, now + 3 * ms, 5 * ms, ms);
     uint64_t until = now + 3 * ms + VGPU_SCHED_CLEAR_TOL_NS;
     assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 5 * ms, 2 * ms), until);
+    /* due and not back: clear until its late bound */
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, until, ms / 10, 2 * ms), until + ms);
+    assert_int_equal(vgpu_sched_keep_clear(&s, pt, until + ms, ms / 10, 2 * ms), 0);
     assert_int_equal(vgpu_sched_keep_clear(&s, pt, now, 3 * ms, 2 * ms), 0);   /* ends in time */
     /* the service never clears for the holder: it outranks it, not the other way round */
     assert_int_equal(vgpu_sched_keep_clear(&s, pc, now, 50 * ms, 2 * ms), 0);

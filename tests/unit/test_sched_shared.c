@@ -511,7 +511,7 @@ static void test_uncapped_classes(void **state)
     vgpu_sched_unwant(&s, pc);
     assert_true(vgpu_sched_try_acquire(&s, pb, t, &lb, &end));
     vgpu_sched_note_end(&s, ps, false, t - 8 * MS);   /* the service gave its last turn back idle */
-    vgpu_sched_expect(&s, ps, t + 2 * MS, 10 * MS);
+    vgpu_sched_expect(&s, ps, t + 2 * MS, 10 * MS, 0);
     assert_true(vgpu_sched_keep_clear(&s, pb, t, 3 * MS, MS) > t);
     assert_int_equal(vgpu_sched_keep_clear(&s, pb, t, MS, MS / 2), 0);   /* ends in time */
     vgpu_sched_close(&s);

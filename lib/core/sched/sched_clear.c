@@ -9,19 +9,19 @@
 #include "sched_internal.h"
 #include "vgpu/proc.h"
 
-void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_t gap)
+void vgpu_sched_expect(struct vgpu_sched *s, int proc, uint64_t back_at, uint64_t gap, uint64_t late)
 {
     if (!s->f || proc < 0 || proc >= VGPU_SCHED_MAX_PROCS)
         return;
     if (s->remote) {
-        vgpu_arb_send(s->gen, VGPU_ARB_EXPECT, s->handle, proc, back_at, gap, 0);
+        vgpu_arb_send(s->gen, VGPU_ARB_EXPECT, s->handle, proc, back_at, gap, late);
         return;
     }
     struct vgpu_sched_job *j = (struct vgpu_sched_job *)ld_job_of(s->f, (unsigned)proc);
     if (!j)
         return;
     /* The gap first: a reader that sees the new time with the old gap is off by one guess only. */
-    atomic_store(&j->back_gap, gap);
+    atomic_store(&j->back_gap, vgpu_sched_back_word(gap, late));
     atomic_store(&j->back_at, back_at);
 }
 
@@ -56,7 +56,9 @@ uint64_t vgpu_sched_keep_clear(struct vgpu_sched *s, int proc, uint64_t now, uin
         const struct vgpu_sched_job *j = &f->jobs[i];
         if (j == mine || !atomic_load(&j->key))
             continue;
-        uint64_t until = vgpu_sched_clear_until(now, work_ns, new_ns, atomic_load(&j->back_at), atomic_load(&j->back_gap), tol);
+        uint64_t word = atomic_load(&j->back_gap);
+        uint64_t until = vgpu_sched_clear_until(now, work_ns, new_ns, atomic_load(&j->back_at), vgpu_sched_back_gap(word),
+                                                vgpu_sched_back_late(word), tol);
         /* Its return is a request: new work after a lease it gave back idle. */
         if (until && (!soonest || until < soonest) && vgpu_sched_outranks(j, mine, start, now, true, true))
             soonest = until;

@@ -173,11 +173,15 @@ uint64_t vgpu_sched_idle_need(uint64_t busy)
 /* ---- keeping clear of a job expected back ------------------------------------------------------ */
 
 uint64_t vgpu_sched_clear_until(uint64_t now, uint64_t work_ns, uint64_t new_ns, uint64_t back_at, uint64_t gap,
-                                uint64_t tol)
+                                uint64_t late, uint64_t tol)
 {
-    if (!back_at || !gap || back_at + tol <= now || back_at > now + VGPU_SCHED_CLEAR_AHEAD_NS)
+    if (late > gap)
+        late = gap;   /* later than a whole gap is not a late return but none */
+    if (!back_at || !gap || back_at + late + tol <= now || back_at > now + VGPU_SCHED_CLEAR_AHEAD_NS)
         return 0;   /* no guess, past (it came back, or it did not), or not believable */
     uint64_t until = back_at + tol;
+    if (until <= now)
+        return back_at + late + tol;   /* due and not back yet: it comes any moment */
     if (work_ns <= until - now)
         return 0;   /* ends in time */
     if (new_ns > gap + tol)

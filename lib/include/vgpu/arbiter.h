@@ -82,7 +82,7 @@ enum vgpu_arb_op {
     VGPU_ARB_DRAINING,       /* a[0] = lease */
     VGPU_ARB_DRAINED,        /* (the preempted holder finished draining now) */
     VGPU_ARB_NOTE_BUSY,      /* a = lease, busy_ns, busy_from */
-    VGPU_ARB_EXPECT,         /* proc, a = back_at, gap */
+    VGPU_ARB_EXPECT,         /* proc, a = back_at, gap, late (at most gap) */
     VGPU_ARB_SPILLING,       /* a = job, spilling */
     VGPU_ARB_YIELDED,        /* (statistics: a lease given back on request) */
 
