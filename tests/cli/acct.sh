@@ -105,8 +105,9 @@ mkdir -m 0700 "$VGPU_STATE_DIR"
 must vgpu run --name seed -- true
 PDB=$VGPU_STATE_DIR/acct.db
 sqlite3 "$PDB" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
-  INSERT INTO jobs SELECT printf('p%011d', i), 'p', 7000 + i % 3, 'u' || (i % 3), 'x', end_ns - i * 420000000000 - 5,
-    end_ns - i * 420000000000, 0, 0, 0, 0, 0 FROM n, (SELECT end_ns FROM jobs LIMIT 1);
+  INSERT INTO jobs(id, name, uid, user, command, start_ns, end_ns, exit_code, exit_signal, run_as_user)
+    SELECT printf('p%011d', i), 'p', 7000 + i % 3, 'u' || (i % 3), 'x', end_ns - i * 420000000000 - 5,
+    end_ns - i * 420000000000, 0, 0, 0 FROM n, (SELECT end_ns FROM jobs LIMIT 1);
   INSERT INTO job_gpus(job_id, ordinal, uuid, nvml_index, mem_limit_bytes, core_limit, core_policy, priority,
     oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes, mem_byte_seconds, gpu_time_source, energy_mj)
   SELECT id, 0, 'GPU-p' || (rowid % 2), rowid % 2, 0, 30, 'hard', 0, 0, rowid * 1000000, 0, 0, rowid * 1.5, 'schedule',
