@@ -6,8 +6,8 @@ static const char usage[] =
     "and GPU its memory limit, use and peak, its core limit (a ratio), its GPU time and the\n"
     "time its launches waited for the limiter (counters, seconds), its memory and processes\n"
     "outside the limiter; per GPU its memory and whether it answers; per user and GPU the\n"
-    "GPU time, GiB-seconds and jobs of ended jobs (vgpu acct), and per user their jobs, each\n"
-    "once (vgpu_user_jobs_total). Labels follow\n"
+    "GPU time, GiB-seconds (held, requested and borrowed past --mem REQUEST) and jobs of ended\n"
+    "jobs (vgpu acct), and per user their jobs, each once (vgpu_user_jobs_total). Labels follow\n"
     "DCGM-exporter's (gpu, UUID, modelName, Hostname) so that series join with DCGM's; jobs\n"
     "have job, job_name, user, and hpc_job (the Slurm job id of a job named\n"
     "slurm-JOB.STEP.TASK, as DCGM's job mapping).\n"
@@ -380,16 +380,23 @@ static void render(FILE *f, const struct snap *s)
     put_label(f, "Hostname", s->host, true);
     fprintf(f, "} %d\n", s->acct_from.source != VGPU_ACCT_FROM_ARBITER && s->acct_from.partial);
     if (s->ntotals) {
-        static const char *const names[3] = { "vgpu_user_gpu_seconds_total", "vgpu_user_memory_gib_seconds_total",
-                                              "vgpu_user_gpu_jobs_total" };
-        static const char *const helps[3] = {
+        /* The lent memory's two (issue 37) are named and typed as the memory's, in GiB-seconds. */
+        static const char *const names[5] = { "vgpu_user_gpu_seconds_total", "vgpu_user_memory_gib_seconds_total",
+                                              "vgpu_user_gpu_jobs_total",
+                                              "vgpu_user_memory_requested_gib_seconds_total",
+                                              "vgpu_user_memory_borrowed_gib_seconds_total" };
+        static const char *const helps[5] = {
             "GPU time of the user's ended jobs on the GPU, in seconds, as the schedule charged it (vgpu acct).",
             "GPU memory the user's ended jobs held on the GPU, integrated over time, in GiB-seconds (vgpu acct).",
             "The user's ended jobs that used the GPU (vgpu acct): a job of N GPUs is in N of them; "
             "vgpu_user_jobs_total counts it once.",
+            "GPU memory promised to the user's ended jobs on the GPU (REQUEST of --mem REQUEST:LIMIT, else the "
+            "memory limit), integrated over time, in GiB-seconds (vgpu acct).",
+            "GPU memory the user's ended jobs held on the GPU past their REQUEST (borrowed, --mem REQUEST:LIMIT), "
+            "integrated over time, in GiB-seconds (vgpu acct).",
         };
         user_jobs(f, s);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 5; k++) {
             family(f, names[k], "counter", helps[k]);
             for (size_t i = 0; i < s->ntotals; i++) {
                 const struct vgpu_acct_total *t = &s->totals[i];
@@ -403,7 +410,10 @@ static void render(FILE *f, const struct snap *s)
                 if (k == 2)
                     fprintf(f, "} %llu\n", (unsigned long long)t->jobs);
                 else
-                    fprintf(f, "} %.9g\n", k == 0 ? t->gpu_seconds : t->mem_gib_seconds);
+                    fprintf(f, "} %.9g\n", k == 0   ? t->gpu_seconds
+                                            : k == 1 ? t->mem_gib_seconds
+                                            : k == 3 ? t->mem_requested_gib_seconds
+                                                     : t->mem_borrowed_gib_seconds);
             }
         }
     }

@@ -324,6 +324,8 @@ static void flush_user(struct vgpu_acct_out *o)
         vgpu_json_u64(j, "gpus", o->user_rows);
         vgpu_json_dbl(j, "gpu_hours", u->gpu_seconds / 3600.0);
         vgpu_json_dbl(j, "mem_gib_hours", u->mem_gib_seconds / 3600.0);
+        vgpu_json_dbl(j, "mem_requested_gib_hours", u->mem_requested_gib_seconds / 3600.0);
+        vgpu_json_dbl(j, "mem_borrowed_gib_hours", u->mem_borrowed_gib_seconds / 3600.0);
         if (u->energy_known)
             vgpu_json_dbl(j, "energy_joules", u->energy_j);
         else
@@ -335,8 +337,10 @@ static void flush_user(struct vgpu_acct_out *o)
         if (u->energy_known)
             snprintf(en, sizeof en, "%.3f", u->energy_j / 1000.0);
         snprintf(gpus, sizeof gpus, "(%u GPUs; each job once)", o->user_rows);
-        printf("%-12s %3s %-40.40s %8llu %12.4f %12.4f %12s\n", vgpu_fit_text(user, 12, cuser, sizeof cuser), "all",
-               gpus, (unsigned long long)u->user_jobs, u->gpu_seconds / 3600.0, u->mem_gib_seconds / 3600.0, en);
+        printf("%-12s %3s %-40.40s %8llu %12.4f %12.4f %12.4f %12.4f %12s\n",
+               vgpu_fit_text(user, 12, cuser, sizeof cuser), "all", gpus, (unsigned long long)u->user_jobs,
+               u->gpu_seconds / 3600.0, u->mem_gib_seconds / 3600.0, u->mem_requested_gib_seconds / 3600.0,
+               u->mem_borrowed_gib_seconds / 3600.0, en);
     }
     o->user_rows = 0;
 }
@@ -354,6 +358,8 @@ static void add_to_user(struct vgpu_acct_out *o, const struct vgpu_acct_total *t
     u->user_jobs += t->user_jobs;
     u->gpu_seconds += t->gpu_seconds;
     u->mem_gib_seconds += t->mem_gib_seconds;
+    u->mem_requested_gib_seconds += t->mem_requested_gib_seconds;
+    u->mem_borrowed_gib_seconds += t->mem_borrowed_gib_seconds;
     u->energy_j += t->energy_j;
     u->energy_known |= t->energy_known;
     o->user_rows++;
@@ -367,6 +373,7 @@ int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
     char user[64];
     user_name_of(t, user, sizeof user);
     double gpu_h = t->gpu_seconds / 3600.0, gib_h = t->mem_gib_seconds / 3600.0;
+    double req_h = t->mem_requested_gib_seconds / 3600.0, bor_h = t->mem_borrowed_gib_seconds / 3600.0;
     if (o->f == VGPU_ACCT_JSON) {
         struct json_object *j = json_object_new_object();
         vgpu_json_u64(j, "uid", t->uid);
@@ -376,6 +383,8 @@ int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
         vgpu_json_u64(j, "jobs", t->jobs);
         vgpu_json_dbl(j, "gpu_hours", gpu_h);
         vgpu_json_dbl(j, "mem_gib_hours", gib_h);
+        vgpu_json_dbl(j, "mem_requested_gib_hours", req_h);
+        vgpu_json_dbl(j, "mem_borrowed_gib_hours", bor_h);
         if (t->energy_known)
             vgpu_json_dbl(j, "energy_joules", t->energy_j);
         else
@@ -383,14 +392,17 @@ int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
         json_object_array_add(o->list, j);
     } else if (o->f == VGPU_ACCT_CSV) {
         if (!o->rows)
-            printf("user,uid,gpu_uuid,nvml_index,jobs,gpu_hours,mem_gib_hours,energy_joules,user_jobs\n");
-        char uid[16], idx[16], jobs[24], gh[32], mh[32], en[32] = "", uj[24];
+            printf("user,uid,gpu_uuid,nvml_index,jobs,gpu_hours,mem_gib_hours,mem_requested_gib_hours,"
+                   "mem_borrowed_gib_hours,energy_joules,user_jobs\n");
+        char uid[16], idx[16], jobs[24], gh[32], mh[32], rh[32], bh[32], en[32] = "", uj[24];
         snprintf(uj, sizeof uj, "%llu", (unsigned long long)t->user_jobs);
         snprintf(uid, sizeof uid, "%u", (unsigned)t->uid);
         snprintf(idx, sizeof idx, "%d", t->nvml_index);
         snprintf(jobs, sizeof jobs, "%llu", (unsigned long long)t->jobs);
         snprintf(gh, sizeof gh, "%.6f", gpu_h);
         snprintf(mh, sizeof mh, "%.6f", gib_h);
+        snprintf(rh, sizeof rh, "%.6f", req_h);
+        snprintf(bh, sizeof bh, "%.6f", bor_h);
         if (t->energy_known)
             snprintf(en, sizeof en, "%.3f", t->energy_j);
         csv_field(user, false);
@@ -400,19 +412,21 @@ int vgpu_acct_out_total(const struct vgpu_acct_total *t, void *arg)
         csv_field(jobs, false);
         csv_field(gh, false);
         csv_field(mh, false);
+        csv_field(rh, false);
+        csv_field(bh, false);
         csv_field(en, false);
         csv_field(uj, true);
     } else {
         if (!o->rows)
-            printf("%-12s %3s %-40s %8s %12s %12s %12s\n", "USER", "GPU", "UUID", "JOBS", "GPU-HOURS", "GIB-HOURS",
-                   "ENERGY-KJ");
+            printf("%-12s %3s %-40s %8s %12s %12s %12s %12s %12s\n", "USER", "GPU", "UUID", "JOBS", "GPU-HOURS",
+                   "GIB-HOURS", "REQ-GIB-H", "BORROW-GIB-H", "ENERGY-KJ");
         char en[32] = "-";
         if (t->energy_known)
             snprintf(en, sizeof en, "%.3f", t->energy_j / 1000.0);
         char cuser[16];
-        printf("%-12s %3d %-40.40s %8llu %12.4f %12.4f %12s\n", vgpu_fit_text(user, 12, cuser, sizeof cuser),
-               t->nvml_index, t->uuid,
-               (unsigned long long)t->jobs, gpu_h, gib_h, en);
+        printf("%-12s %3d %-40.40s %8llu %12.4f %12.4f %12.4f %12.4f %12s\n",
+               vgpu_fit_text(user, 12, cuser, sizeof cuser), t->nvml_index, t->uuid, (unsigned long long)t->jobs, gpu_h,
+               gib_h, req_h, bor_h, en);
     }
     add_to_user(o, t);
     o->rows++;

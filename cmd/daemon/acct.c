@@ -311,6 +311,13 @@ bool arb_acct_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_
         arb_refuse(a, r, EPROTO, "this arbiter is another vgpu's version (its records differ): use the same vgpu");
         return true;
     }
+    /* Totals are sent as the struct is (acct_worker.c): a client of another size of it is another
+     * vgpu (an older one sends 0 there), which could not read them. */
+    if (q->op == VGPU_ARB_ACCT_TOTALS && q->a[2] != sizeof(struct vgpu_acct_total)) {
+        arb_refuse(a, r, EPROTO, "this arbiter is another vgpu's version (its accounting totals differ): use the same "
+                                 "vgpu");
+        return true;
+    }
     collect_stored(a);
     if (q->op == VGPU_ARB_ACCT_START) {
         do_start(a, c, q, in, r);

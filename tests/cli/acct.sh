@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vgpu acct and the record every job leaves (issue 28): a capped job's GPU time, an idle job, a
 # killed command, a vgpu run killed with -9 (recovered), a database locked by another writer, a
-# full disk, pruning, a schema migration from a version-1 fixture, and two users' stores.
+# full disk, pruning, schema migrations from version-1 and version-6 fixtures, and two users' stores.
 source "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/jsondoc.lib"
 
@@ -99,7 +99,8 @@ check "the database is 0600 and whole" sh -c "[ \"\$(stat -c %a '$DB')\" = 600 ]
 
 # ---- --totals adds up hours and days (schema 4), and says what the records add up to ----
 # 2000 records of 3 users on 2 GPUs, one ending every 7 minutes (some 9 days), then some moved
-# and removed by hand; every window's totals must equal the records' own sums.
+# and removed by hand; every window's totals must equal the records' own sums, the lent memory's
+# requested and borrowed GiB-hours too (schema 7; before it, --totals had neither: null).
 export VGPU_STATE_DIR=$T_DIR/periods
 mkdir -m 0700 "$VGPU_STATE_DIR"
 must vgpu run --name seed -- true
@@ -109,25 +110,30 @@ sqlite3 "$PDB" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n W
     SELECT printf('p%011d', i), 'p', 7000 + i % 3, 'u' || (i % 3), 'x', end_ns - i * 420000000000 - 5,
     end_ns - i * 420000000000, 0, 0, 0 FROM n, (SELECT end_ns FROM jobs LIMIT 1);
   INSERT INTO job_gpus(job_id, ordinal, uuid, nvml_index, mem_limit_bytes, core_limit, core_policy, priority,
-    oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes, mem_byte_seconds, gpu_time_source, energy_mj)
+    oversub_device_bytes, gpu_ns, throttled_ns, mem_peak_bytes, mem_byte_seconds, gpu_time_source, energy_mj,
+    mem_request_bytes, mem_requested_byte_seconds, mem_borrowed_byte_seconds)
   SELECT id, 0, 'GPU-p' || (rowid % 2), rowid % 2, 0, 30, 'hard', 0, 0, rowid * 1000000, 0, 0, rowid * 1.5, 'schedule',
-    CASE WHEN rowid % 4 = 0 THEN NULL ELSE rowid END FROM jobs WHERE name = 'p';
+    CASE WHEN rowid % 4 = 0 THEN NULL ELSE rowid END, 1073741824, rowid * 2.25, (rowid % 3) * 0.75
+    FROM jobs WHERE name = 'p';
   PRAGMA foreign_keys = ON;
   UPDATE jobs SET end_ns = end_ns - 2 * 86400000000000 WHERE name = 'p' AND rowid % 5 = 0;
   UPDATE job_gpus SET gpu_ns = gpu_ns + 7, uuid = 'GPU-q' WHERE rowid % 11 = 0;
+  UPDATE job_gpus SET mem_borrowed_byte_seconds = mem_borrowed_byte_seconds + 0.5 WHERE rowid % 17 = 0;
   DELETE FROM jobs WHERE rowid % 13 = 0;"
 now=$(date +%s)
 sums() { # SINCE UNTIL (seconds; 0: open): the records' own sums, as --totals --json shows them below
   sqlite3 "$PDB" "SELECT j.uid, g.uuid, count(*), sum(g.gpu_ns), CAST(round(2 * sum(g.mem_byte_seconds)) AS INTEGER),
-    sum(coalesce(g.energy_mj, 0)), count(g.energy_mj) > 0 FROM jobs j JOIN job_gpus g ON g.job_id = j.id
+    sum(coalesce(g.energy_mj, 0)), count(g.energy_mj) > 0, CAST(round(4 * sum(g.mem_requested_byte_seconds)) AS INTEGER),
+    CAST(round(4 * sum(g.mem_borrowed_byte_seconds)) AS INTEGER) FROM jobs j JOIN job_gpus g ON g.job_id = j.id
     WHERE ($1 = 0 OR j.end_ns >= $1 * 1000000000) AND ($2 = 0 OR j.end_ns < $2 * 1000000000)
     GROUP BY 1, 2 ORDER BY 1, 2" | tr '\n' ' '
 }
 totals() { # SINCE UNTIL
   local a=(); [ "$1" = 0 ] || a+=(--since "@$1"); [ "$2" = 0 ] || a+=(--until "@$2")
   vgpu acct --totals --json "${a[@]}" | jq -r '.totals[] | [.uid, .gpu_uuid, .jobs, (.gpu_hours * 3600e9 | round),
-    (.mem_gib_hours * 3600 * 1073741824 * 2 | round), ((.energy_joules // 0) * 1000 | round), (.energy_joules != null)]
-    | map(tostring) | join("|")' | sed 's/|true$/|1/; s/|false$/|0/' | tr '\n' ' '
+    (.mem_gib_hours * 3600 * 1073741824 * 2 | round), ((.energy_joules // 0) * 1000 | round), (.energy_joules != null),
+    (.mem_requested_gib_hours * 3600 * 1073741824 * 4 | round), (.mem_borrowed_gib_hours * 3600 * 1073741824 * 4 | round)]
+    | map(tostring) | join("|")' | sed 's/|true|/|1|/; s/|false|/|0|/' | tr '\n' ' '
 }
 for w in "0 0" "$((now - 3 * 86400 - 1234)) 0" "$((now - 5 * 86400 + 77)) $((now - 86400 - 999))" \
          "$((now - 7000)) $((now - 1000))" "0 $((now - 4 * 86400 + 3601))"; do
@@ -163,19 +169,55 @@ run vgpu acct --json
 assert_eq "version 1's record reads back, its GPU time marked as the schedule's, energy unknown" \
   "old-train 50 schedule null false" \
   "$(printf '%s' "$out" | jq -r '.jobs[0] | "\(.name) \(.gpus[0].gpu_seconds) \(.gpus[0].gpu_time_source) \(.gpus[0].energy_joules) \(.recovered)"')"
-assert_eq "the schema is now version 6" "6" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
+assert_eq "the schema is now version 7" "7" "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
 # Version 6 (lent memory): an old record's request is its limit, promised over its life, nothing borrowed.
 assert_eq "... an old record's request is its memory limit, promised over its duration, nothing borrowed" "true true 0" \
   "$(printf '%s' "$out" | jq -r '.jobs[0] | (.gpus[0].mem_limit_bytes // 0) as $l | "\(.gpus[0].mem_request_bytes == .gpus[0].mem_limit_bytes) \((.gpus[0].mem_requested_gib_hours * 1073741824 * 3600 - $l * .duration_seconds) | fabs < 1e6) \(.gpus[0].mem_borrowed_gib_hours)"')"
 assert_eq "... its totals by hour and day hold the old record (--totals adds them up)" "1 50 1|1" \
   "$(vgpu acct --totals --json | jq -r '.totals[0] | "\(.jobs) \(.gpu_hours * 3600 | round)"') $(sqlite3 "$VGPU_STATE_DIR/acct.db" \
     "SELECT (SELECT sum(jobs) FROM totals_by_hour), (SELECT sum(jobs) FROM totals_by_day)")"
+assert_eq "... its lent memory too: 8 GiB requested over its 100 s, nothing borrowed" "800 0" \
+  "$(vgpu acct --totals --json | jq -r '.totals[0] | "\(.mem_requested_gib_hours * 3600 | round) \(.mem_borrowed_gib_hours)"')"
 must vgpu run --name after -- true
 assert_eq "and takes new records" "old-train after" "$(vgpu acct --json | jq -r '[.jobs[].name] | join(" ")')"
 chmod 644 "$VGPU_STATE_DIR/acct.db"
 run vgpu acct
 assert_rc "a database others can read is refused" 6
 assert_contains "saying what to do" "chmod 600" "$err"
+export VGPU_STATE_DIR=$T_DIR/state
+
+# ---- a database of schema version 6 (lent memory in the records, not in the totals) ----
+# Written by the vgpu before version 7 (acct_v6.sql): two borrowers and a --mem 2G job on 2 GPUs.
+# Migrated in place, its totals by hour and day are added up again with the lent memory: --totals
+# gives the records' sums (bytes x seconds: GPU 0 1184952094 + 648461164 + 12599776 requested,
+# 2699875173 + 810155112 borrowed; GPU 1 the pair's 648461164 requested). On the code before,
+# --totals had no such figure (null).
+export VGPU_STATE_DIR=$T_DIR/v6
+mkdir -m 0700 "$VGPU_STATE_DIR"
+sqlite3 "$VGPU_STATE_DIR/acct.db" <"$VGPU_SRC/tests/cli/acct_v6.sql"; chmod 600 "$VGPU_STATE_DIR/acct.db"
+# its records end now (moved by version 6's own triggers), within any retention
+sqlite3 "$VGPU_STATE_DIR/acct.db" "UPDATE jobs SET start_ns = start_ns + (strftime('%s','now') * 1000000000 -
+  (SELECT max(end_ns) FROM jobs)), end_ns = end_ns + (strftime('%s','now') * 1000000000 - (SELECT max(end_ns) FROM jobs))"
+lent_bytes() { jq -r "$1"' | "\(.mem_requested_gib_hours * 3600 * 1073741824 | round) \(.mem_borrowed_gib_hours * 3600 * 1073741824 | round)"'; }
+run vgpu acct --totals --json
+assert_rc "vgpu acct --totals reads a version 6 database" 0
+assert_eq "its totals: the records' requested and borrowed byte-seconds per GPU" \
+  "1846013034 3510030285 | 648461164 0" \
+  "$(lent_bytes '.totals[0]' <<<"$out") | $(lent_bytes '.totals[1]' <<<"$out")"
+assert_eq "... and the user's, over both GPUs" "2494474198 3510030285" "$(lent_bytes '.users[0]' <<<"$out")"
+assert_eq "the schema is version 7, its records as they were (the lent one's 2699875173 B-s borrowed)" "7 2699875173" \
+  "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'") $(vgpu acct --json --name lent \
+     | jq -r '.jobs[0].gpus[0].mem_borrowed_gib_hours * 3600 * 1073741824 | round')"
+assert_eq "its totals by day hold it (kept by the triggers, not added up from the records)" "2494474198|3510030285" \
+  "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT CAST(round(sum(mem_requested_byte_seconds)) AS INTEGER),
+     CAST(round(sum(mem_borrowed_byte_seconds)) AS INTEGER) FROM totals_by_day")"
+# A borrower's record written after the migration is added by version 7's triggers.
+must vgpu run --name after --mem 1G:4G -- oversub_probe alloc 2G sleep 300
+recs() { vgpu acct --json | jq -r '[.jobs[].gpus[]] | group_by(.uuid) | map("\(.[0].uuid) \([.[].mem_requested_gib_hours] | add * 3600 * 1073741824 | round) \([.[].mem_borrowed_gib_hours] | add * 3600 * 1073741824 | round)") | join(" ")'; }
+tots() { vgpu acct --totals --json | jq -r '.totals | sort_by(.gpu_uuid) | map("\(.gpu_uuid) \(.mem_requested_gib_hours * 3600 * 1073741824 | round) \(.mem_borrowed_gib_hours * 3600 * 1073741824 | round)") | join(" ")'; }
+assert_eq "... so --totals stays the records' sums on every GPU, the new one's borrowing in" "$(recs)" "$(tots)"
+b=$(vgpu acct --json --name after | jq -r '.jobs[0].gpus[0].mem_borrowed_gib_hours * 3600 * 1073741824 | round')
+check "... which borrowed ($b B-s)" test "${b:-0}" -gt 0
 export VGPU_STATE_DIR=$T_DIR/state
 
 # ---- two users: each reads their own records only ----

@@ -96,7 +96,7 @@ assert_eq "the damaged one is bounded as a record of unknown GPU memory (1 PiB),
 assert_eq "the others are as they were" "4294967296 30 0.065808283 [] | null null 2 []" \
   "$(job "$out" one | jq -r '"\(.gpus[0].mem_limit_bytes) \(.gpus[0].core_limit_percent) \(.gpus[0].gpu_seconds) \(.bounded) |"')\
  $(job "$out" pair | jq -r '"\(.gpus[0].mem_limit_bytes) \(.gpus[0].core_limit_percent) \(.gpus | length) \(.bounded)"')"
-assert_eq "the schema is version 6 now" 6 \
+assert_eq "the schema is version 7 now" 7 \
   "$(sqlite3 "$VGPU_STATE_DIR/acct.db" "SELECT value FROM meta WHERE key = 'schema_version'")"
 run vgpu acct --totals --json
 assert_eq "its totals: 3 jobs on GPU 0, 1 on GPU 1, and the user's 3 jobs counted once each" "3 1 | 3" \

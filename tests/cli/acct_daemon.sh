@@ -105,4 +105,19 @@ assert_eq "nobody's records are all there, each once" "afterkill asnobody forged
 run vgpu acct --json --name afterkill
 assert_eq "root sees it too" "afterkill" "$(printf '%s' "$out" | names)"
 
+# ---- the lent memory in the daemon's totals (issue 37) ----
+# A borrower's requested and borrowed GiB-hours come over the wire in the totals (struct
+# vgpu_acct_total, its size in the request's a[2]): root's totals (the kept aggregates) are the
+# sums of root's records. On the code before, the totals had no such figure (null).
+must vgpu run --name lentd --mem 1G:8G -- oversub_probe alloc 3G sleep 500
+lent_sums() { jq -r "$1"' | "\(.mem_requested_gib_hours * 3600 * 1073741824 | round) \(.mem_borrowed_gib_hours * 3600 * 1073741824 | round)"'; }
+want=$(vgpu acct --json --user root | lent_sums '{mem_requested_gib_hours: ([.jobs[].gpus[].mem_requested_gib_hours] | add),
+  mem_borrowed_gib_hours: ([.jobs[].gpus[].mem_borrowed_gib_hours] | add)}')
+check "root's records through the daemon: a borrower's borrowed byte-seconds (${want#* })" test "${want#* }" -gt 0
+assert_eq "... and root's totals through the daemon hold the same requested and borrowed sums" "$want" \
+  "$(vgpu acct --totals --json --user root | lent_sums '.users[0]')"
+run acct_flood totals-as 0
+assert_eq "a totals request of an older vgpu (no size of its totals) is refused, saying why" \
+  "rc=-71 msg=this arbiter is another vgpu's version (its accounting totals differ): use the same vgpu" "$out"
+
 done_testing

@@ -240,4 +240,42 @@ run vgpu acct --csv --name billed
 assert_match "--csv carries the request and both integrals" \
   '^id,.*,mem_gib_hours,mem_request_bytes,mem_requested_gib_hours,mem_borrowed_gib_hours,energy_joules,' "$(printf '%s\n' "$out" | head -n 1)"
 assert_match "... in the record's row" ",$G,0\.000[0-9]+,0\.00[0-9]+," "$(printf '%s\n' "$out" | sed -n 2p)"
+
+# ---- totals: requested and borrowed GiB-hours per user and GPU, the sums of the records' ----
+# Every job of this test left a record (the user's only GPU here, 0): --totals, its users[], --csv,
+# vgpu metrics and top's u view (top_users.sh) add up the records' own figures (GiB-seconds, to
+# 1e-6). On the code before, --totals had neither figure (null here), nor metrics a series.
+run vgpu acct --json
+jobs_sum() { printf '%s' "$out" | jq -r "[.jobs[].gpus[] | select(.nvml_index == 0) | .$1] | add * 3600 * 1e6 | round"; }
+req_sum=$(jobs_sum mem_requested_gib_hours); bor_sum=$(jobs_sum mem_borrowed_gib_hours)
+check "the records' borrowed GiB-seconds: the borrower's ($bor_sum µGiB-s), more than 0" test "${bor_sum:-0}" -gt 0
+run vgpu acct --totals --json
+tot() { printf '%s' "$out" | jq -r "$1 | . * 3600 * 1e6 | round"; }
+assert_eq "--totals --json: requested and borrowed GiB-hours on GPU 0 are the records' sums" "$req_sum $bor_sum" \
+  "$(tot '.totals[] | select(.nvml_index == 0) | .mem_requested_gib_hours') $(tot '.totals[] | select(.nvml_index == 0) | .mem_borrowed_gib_hours')"
+assert_eq "... and so are the user's (users[])" "$req_sum $bor_sum" \
+  "$(tot '.users[0].mem_requested_gib_hours') $(tot '.users[0].mem_borrowed_gib_hours')"
+user=$(printf '%s' "$out" | jq -r '.totals[0].user')
+run vgpu acct --totals --csv
+assert_eq "--csv: the columns beside mem_gib_hours" \
+  "user,uid,gpu_uuid,nvml_index,jobs,gpu_hours,mem_gib_hours,mem_requested_gib_hours,mem_borrowed_gib_hours,energy_joules,user_jobs" \
+  "$(printf '%s\n' "$out" | head -n 1)"
+assert_eq "... GPU 0's row holds the records' sums (to the 6 decimals of its GiB-hours)" \
+  "$(awk -v r="$req_sum" -v b="$bor_sum" 'BEGIN { printf "%.6f %.6f", r / 3.6e9, b / 3.6e9 }')" \
+  "$(printf '%s\n' "$out" | awk -F, '$4 == 0 { print $8, $9 }')"
+run vgpu acct --totals
+assert_match "the table: REQ-GIB-H and BORROW-GIB-H beside GIB-HOURS" "GIB-HOURS +REQ-GIB-H +BORROW-GIB-H +ENERGY-KJ" \
+  "$(printf '%s\n' "$out" | head -n 1)"
+assert_match "... GPU 0's row the borrowed GiB-hours" \
+  " $(awk -v b="$bor_sum" 'BEGIN { printf "%.4f", b / 3.6e9 }' | sed 's/\./\\./') +[-0-9.]+$" "$(printf '%s\n' "$out" | sed -n 2p)"
+records_settled
+run vgpu metrics
+metric() { printf '%s\n' "$out" | grep -F "$1{user=\"$user\",gpu=\"0\"," | sed 's/.* //'; }
+for m in requested borrowed; do
+  check "vgpu_user_memory_${m}_gib_seconds_total is typed counter" \
+    grep -qx "# TYPE vgpu_user_memory_${m}_gib_seconds_total counter" <<<"$out"
+done
+assert_eq "metrics: root's requested and borrowed GiB-seconds on GPU 0 are the records' sums" "$req_sum $bor_sum" \
+  "$(awk -v r="$(metric vgpu_user_memory_requested_gib_seconds_total)" -v b="$(metric vgpu_user_memory_borrowed_gib_seconds_total)" \
+     'BEGIN { if (r == "" || b == "") exit; printf "%.0f %.0f", r * 1e6, b * 1e6 }')"
 done_testing

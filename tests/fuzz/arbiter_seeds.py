@@ -3,9 +3,9 @@
 (vgpu/arbiter.h) in fuzz_arbiter's input format (see tests/fuzz/fuzz_arbiter.c):
     u8 who, u8 flags, struct vgpu_arb_req (op, gpu, proc, len: u32 u32 i32 u32; a: 4 x u64;
     uuid: 96 bytes), then len bytes of payload.
-The numbers are vgpu/arbiter.h's and the sizes the compiler's (struct vgpu_acct_record 4152,
-struct vgpu_acct_wire_filter 440) when this was written; a seed that drifts from them is still an
-input, only a less valid one. Run it again after a protocol change:  python3 tests/fuzz/arbiter_seeds.py"""
+The numbers are vgpu/arbiter.h's and the sizes the compiler's (struct vgpu_acct_record 4544,
+struct vgpu_acct_wire_filter 440, struct vgpu_acct_total 232, VGPU_ARB_ACCT_TOTALS's a[2]) when
+this was written; a seed that drifts from them is still an input, only a less valid one. Run it again after a protocol change:  python3 tests/fuzz/arbiter_seeds.py"""
 import os
 import struct
 
@@ -19,7 +19,7 @@ HELLO, OPEN, JOB, ATTACH, ACQUIRE, RELEASE, DETACH, UNWANT, WANT_FROM, NOTE_END,
 PL_LOOK, PL_PROMISE, PL_TICKET, PL_UNQUEUE, PL_RELEASE, PL_ADOPT, JC_ENTER, JC_LEAVE, JC_COUNT, PL_GPUS = \
     range(64, 74)
 ACCT_RECORD, ACCT_QUERY, ACCT_TOTALS, ACCT_START = range(96, 100)
-RECORD, FILTER = 4152, 440
+RECORD, FILTER, TOTAL = 4544, 440, 232
 LEASE = (1 << 16) | 1   # the first grant to process entry 0
 MS = 1000000
 
@@ -80,7 +80,7 @@ SEEDS = {
     "acct": msg(NOBODY, ACCT_START, a=(0, RECORD), payload=b"0123456789abcdef")
             + msg(NOBODY, ACCT_RECORD, a=(1, RECORD), payload=bytes(RECORD))
             + msg(ROOT, ACCT_QUERY, a=(0, RECORD), payload=bytes(FILTER))
-            + msg(NOBODY, ACCT_TOTALS, a=(0, RECORD), payload=bytes(FILTER)),
+            + msg(NOBODY, ACCT_TOTALS, a=(0, RECORD, TOTAL), payload=bytes(FILTER)),
 }
 
 os.makedirs(OUT, exist_ok=True)

@@ -7,9 +7,11 @@
  *   acct_flood hello             one HELLO, timed
  *   acct_flood hellos SECONDS    HELLOs back to back for SECONDS: the same traffic with no
  *                                accounting in it, for a control run beside the same load
+ *   acct_flood totals-as SIZE    one totals request that says its totals are SIZE bytes (an
+ *                                older vgpu's: 0, it named none)
  *
  * Prints one line: "requests=N taken=T refused=R records=K" (records: taken records) for the
- * first two, "hello_ms=F rc=RC" for the last. */
+ * first two, "hello_ms=F rc=RC" for hello, "rc=RC msg=MSG" for totals-as. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +78,7 @@ static int totals(double seconds)
     unsigned long long n = 0, taken = 0, refused = 0;
     double end = now_s() + seconds;
     while (now_s() < end) {
-        uint64_t a[4] = { 0, sizeof(struct vgpu_acct_record) };
+        uint64_t a[4] = { 0, sizeof(struct vgpu_acct_record), sizeof(struct vgpu_acct_total) };
         size_t got = 0;
         int64_t rc = vgpu_arb_call_data(VGPU_ARB_ACCT_TOTALS, a, &w, sizeof w, page, sizeof page, &got, NULL);
         n++;
@@ -100,6 +102,20 @@ int main(int argc, char **argv)
         for (double end = now_s() + atof(argv[2]); now_s() < end; n++)
             taken += vgpu_arb_call_data(VGPU_ARB_HELLO, NULL, NULL, 0, NULL, 0, NULL, NULL) >= 0;
         printf("requests=%llu taken=%llu refused=%llu records=0\n", n, taken, n - taken);
+        return 0;
+    }
+    if (argc == 3 && !strcmp(argv[1], "totals-as")) {
+        static struct vgpu_acct_wire_filter w;
+        static char page[VGPU_ARB_MAX_PAYLOAD];
+        struct vgpu_acct_filter f;
+        memset(&f, 0, sizeof f);
+        vgpu_acct_filter_pack(&f, &w);
+        uint64_t a[4] = { 0, sizeof(struct vgpu_acct_record), strtoull(argv[2], NULL, 0) };
+        size_t got = 0;
+        struct vgpu_arb_rep r;
+        memset(&r, 0, sizeof r);
+        int64_t rc = vgpu_arb_call_data(VGPU_ARB_ACCT_TOTALS, a, &w, sizeof w, page, sizeof page, &got, &r);
+        printf("rc=%lld msg=%s\n", (long long)rc, r.msg);
         return 0;
     }
     if (argc == 2 && !strcmp(argv[1], "hello")) {

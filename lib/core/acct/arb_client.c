@@ -190,7 +190,8 @@ static int arb_totals(const struct vgpu_acct_filter *f, int (*fn)(const struct v
         return -1;
     }
     for (uint64_t skip = 0;;) {
-        uint64_t a[4] = { skip, LAYOUT };
+        /* a[2]: the size of a total here (the daemon refuses another vgpu's: its totals differ) */
+        uint64_t a[4] = { skip, LAYOUT, sizeof page[0] };
         size_t got = 0;
         struct vgpu_arb_rep r;
         int64_t rc = vgpu_arb_call_data(VGPU_ARB_ACCT_TOTALS, a, &w, sizeof w, page, sizeof page, &got, &r);
@@ -199,7 +200,10 @@ static int arb_totals(const struct vgpu_acct_filter *f, int (*fn)(const struct v
         if (rc < 0)
             return refused(rc, &r, "to add up the accounting records", e);
         if (r.v[0] > sizeof page / sizeof page[0] || got != r.v[0] * sizeof page[0]) {
-            vgpu_err_set(e, VGPU_EXIT_FAIL, "the arbiter sent damaged accounting totals");
+            /* an older daemon ignores a[2] and sends its own size of total */
+            vgpu_err_set(e, VGPU_EXIT_FAIL, "the arbiter sent accounting totals this vgpu cannot read (%zu bytes for "
+                         "%llu of %zu bytes: damaged, or another vgpu's version, which must be the same)", got,
+                         (unsigned long long)r.v[0], sizeof page[0]);
             return -1;
         }
         for (uint64_t i = 0; i < r.v[0]; i++) {

@@ -134,19 +134,25 @@ static const char migrate_v2_v3[] =
  * of periods of P ns. */
 #define TOTALS_ADD(T, P, j, g, src, where)                                                                            \
     " INSERT INTO " T "(period, uid, uuid, nvml_index, user, jobs, gpu_ns, mem_byte_seconds, energy_mj,"            \
-    " energy_jobs, user_jobs) SELECT " j ".end_ns / " P ", " j ".uid, " g ".uuid, " g ".nvml_index, " j ".user, 1, " \
-    g ".gpu_ns, " g ".mem_byte_seconds, coalesce(" g ".energy_mj, 0), " g ".energy_mj IS NOT NULL," FIRST_GPU(g)    \
+    " energy_jobs, user_jobs, mem_requested_byte_seconds, mem_borrowed_byte_seconds) SELECT " j ".end_ns / " P ","  \
+    " " j ".uid, " g ".uuid, " g ".nvml_index, " j ".user, 1, " g ".gpu_ns, " g ".mem_byte_seconds,"                 \
+    " coalesce(" g ".energy_mj, 0), " g ".energy_mj IS NOT NULL," FIRST_GPU(g) ", " g ".mem_requested_byte_seconds," \
+    " " g ".mem_borrowed_byte_seconds"                                                                              \
     " FROM " src " WHERE " where " ON CONFLICT(period, uid, uuid) DO UPDATE SET user = max(user, excluded.user),"   \
     " nvml_index = max(nvml_index, excluded.nvml_index), jobs = jobs + 1, gpu_ns = gpu_ns + excluded.gpu_ns,"      \
     " mem_byte_seconds = mem_byte_seconds + excluded.mem_byte_seconds,"                                             \
     " energy_mj = energy_mj + excluded.energy_mj, energy_jobs = energy_jobs + excluded.energy_jobs,"                \
-    " user_jobs = user_jobs + excluded.user_jobs;"
+    " user_jobs = user_jobs + excluded.user_jobs,"                                                                  \
+    " mem_requested_byte_seconds = mem_requested_byte_seconds + excluded.mem_requested_byte_seconds,"               \
+    " mem_borrowed_byte_seconds = mem_borrowed_byte_seconds + excluded.mem_borrowed_byte_seconds;"
 /* Subtracts the GPUs of job OLD (a jobs row), and removes the periods of its user left empty. */
 #define TOTALS_SUB_JOB(T, P)                                                                                          \
     " UPDATE " T " SET jobs = jobs - 1, gpu_ns = " T ".gpu_ns - g.gpu_ns,"                                          \
     " mem_byte_seconds = " T ".mem_byte_seconds - g.mem_byte_seconds,"                                              \
     " energy_mj = " T ".energy_mj - coalesce(g.energy_mj, 0), energy_jobs = energy_jobs - (g.energy_mj IS NOT NULL),"\
-    " user_jobs = user_jobs -" FIRST_GPU("g")                                                                       \
+    " user_jobs = user_jobs -" FIRST_GPU("g") ","                                                                   \
+    " mem_requested_byte_seconds = " T ".mem_requested_byte_seconds - g.mem_requested_byte_seconds,"                \
+    " mem_borrowed_byte_seconds = " T ".mem_borrowed_byte_seconds - g.mem_borrowed_byte_seconds"                    \
     " FROM job_gpus g WHERE g.job_id = OLD.id AND " T ".period = OLD.end_ns / " P " AND " T ".uid = OLD.uid"          \
     " AND " T ".uuid = g.uuid;"                                                                                     \
     " DELETE FROM " T " WHERE period = OLD.end_ns / " P " AND uid = OLD.uid AND jobs <= 0;"
@@ -154,14 +160,17 @@ static const char migrate_v2_v3[] =
 #define TOTALS_SUB_GPU(T, P)                                                                                          \
     " UPDATE " T " SET jobs = jobs - 1, gpu_ns = gpu_ns - OLD.gpu_ns,"                                              \
     " mem_byte_seconds = mem_byte_seconds - OLD.mem_byte_seconds, energy_mj = energy_mj - coalesce(OLD.energy_mj, 0),"\
-    " energy_jobs = energy_jobs - (OLD.energy_mj IS NOT NULL), user_jobs = user_jobs -" FIRST_GPU("OLD")            \
+    " energy_jobs = energy_jobs - (OLD.energy_mj IS NOT NULL), user_jobs = user_jobs -" FIRST_GPU("OLD") ","        \
+    " mem_requested_byte_seconds = mem_requested_byte_seconds - OLD.mem_requested_byte_seconds,"                    \
+    " mem_borrowed_byte_seconds = mem_borrowed_byte_seconds - OLD.mem_borrowed_byte_seconds"                        \
     " WHERE (period, uid) = (SELECT end_ns / " P ", uid FROM jobs WHERE id = OLD.job_id)"                           \
     " AND uuid = OLD.uuid;"                                                                                         \
     " DELETE FROM " T " WHERE jobs <= 0;"
 #define TOTALS_FILL(T, P)                                                                                             \
     "INSERT INTO " T "(period, uid, uuid, nvml_index, user, jobs, gpu_ns, mem_byte_seconds, energy_mj, energy_jobs,"  \
-    " user_jobs) SELECT j.end_ns / " P ", j.uid, g.uuid, max(g.nvml_index), max(j.user), count(*), sum(g.gpu_ns),"  \
-    " sum(g.mem_byte_seconds), sum(coalesce(g.energy_mj, 0)), count(g.energy_mj), sum(" FIRST_GPU("g") ")"          \
+    " user_jobs, mem_requested_byte_seconds, mem_borrowed_byte_seconds) SELECT j.end_ns / " P ", j.uid, g.uuid,"    \
+    " max(g.nvml_index), max(j.user), count(*), sum(g.gpu_ns), sum(g.mem_byte_seconds), sum(coalesce(g.energy_mj, 0)),"\
+    " count(g.energy_mj), sum(" FIRST_GPU("g") "), sum(g.mem_requested_byte_seconds), sum(g.mem_borrowed_byte_seconds)"\
     " FROM jobs j JOIN job_gpus g ON g.job_id = j.id GROUP BY 1, 2, 3;"
 #define TOTALS_BOTH(what) what("totals_by_hour", ACCT_HOUR_NS) what("totals_by_day", ACCT_DAY_NS)
 #define ADD_NEW_GPU(T, P) TOTALS_ADD(T, P, "j", "NEW", "jobs j", "j.id = NEW.job_id")
@@ -171,11 +180,12 @@ static const char migrate_v3_v4[] =
     TOTALS_TABLE("totals_by_hour") TOTALS_TABLE("totals_by_day")
     "UPDATE meta SET value = '4' WHERE key = 'schema_version';";
 /* Version 5 (issue 36): the bounds a record was cut to (jobs.bounded, VGPU_ACCT_BOUND_*), and the
- * totals' user_jobs (FIRST_GPU). Its triggers replace version 4's (which version 3 databases get
- * no more: the tables come from version 4, what fills them from here). The records already there
- * are bounded as vgpu_acct_bound bounds a record whose GPUs' memory is unknown (a record of a
- * damaged region stored by an older vgpu: a core limit of 1753333957 %), and the totals are
- * added up again from the records (0.3 s for 100 000 records, once). */
+ * totals' user_jobs (FIRST_GPU). It drops version 4's triggers (which version 3 databases get no
+ * more: the tables come from version 4, the triggers that fill them from version 7 now, which
+ * every migration ends with). The records already there are bounded as vgpu_acct_bound bounds a
+ * record whose GPUs' memory is unknown (a record of a damaged region stored by an older vgpu: a
+ * core limit of 1753333957 %); version 7 then adds the totals up again from the records (0.3 s
+ * for 100 000 records, once). */
 #define V5_BOUND_MEM "(1 << 50)"
 static const char migrate_v4_v5[] =
     "DROP TRIGGER IF EXISTS totals_add; DROP TRIGGER IF EXISTS totals_sub; DROP TRIGGER IF EXISTS totals_move;"
@@ -211,16 +221,8 @@ static const char migrate_v4_v5[] =
     " THEN " V5_BOUND_MEM " * ((j.end_ns - j.start_ns) / 1e9 + 1) ELSE job_gpus.mem_byte_seconds END"
     " FROM jobs j WHERE j.id = job_gpus.job_id)"
     " WHERE job_id IN (SELECT id FROM jobs WHERE bounded != 0);"
-    "CREATE TRIGGER IF NOT EXISTS totals_add AFTER INSERT ON job_gpus BEGIN" TOTALS_BOTH(ADD_NEW_GPU) " END;"
-    "CREATE TRIGGER IF NOT EXISTS totals_sub BEFORE DELETE ON jobs BEGIN" TOTALS_BOTH(TOTALS_SUB_JOB) " END;"
-    /* What vgpu never does, but root's sqlite3 may: a record's end or user changed (tests move
-     * records back in time), or a GPU row changed. */
-    "CREATE TRIGGER IF NOT EXISTS totals_move AFTER UPDATE OF end_ns, uid, user ON jobs BEGIN"
-    TOTALS_BOTH(MOVE_JOB) " END;"
-    "CREATE TRIGGER IF NOT EXISTS totals_regpu AFTER UPDATE OF job_id, uuid, nvml_index, gpu_ns, mem_byte_seconds,"
-    " energy_mj ON job_gpus BEGIN" TOTALS_BOTH(REDO_GPU) " END;"
-    "DELETE FROM totals_by_hour; DELETE FROM totals_by_day;"
-    TOTALS_BOTH(TOTALS_FILL)
+    /* The triggers and the totals added up again: version 7's (migrate_v6_v7), in the same
+     * transaction (migrate), from the records as bounded here. */
     "UPDATE meta SET value = '5' WHERE key = 'schema_version';";
 /* Version 6: lent memory (--mem REQUEST:LIMIT, issue 37): each GPU's REQUEST and the memory
  * promised and borrowed over time. A record of an older vgpu had no REQUEST: its request is its
@@ -233,6 +235,31 @@ static const char migrate_v5_v6[] =
     "UPDATE job_gpus SET mem_request_bytes = mem_limit_bytes, mem_requested_byte_seconds ="
     " (SELECT mem_limit_bytes * ((j.end_ns - j.start_ns) / 1e9) FROM jobs j WHERE j.id = job_gpus.job_id);"
     "UPDATE meta SET value = '6' WHERE key = 'schema_version';";
+/* Version 7: the totals by hour and day keep the lent memory too (requested and borrowed
+ * byte-seconds, summed as mem_byte_seconds), for vgpu acct --totals, vgpu metrics and the
+ * arbiter's totals without a pass over every record. Its triggers replace the earlier ones
+ * (version 5 made them until version 7; every migration from before 7 ends here, so they are
+ * made once, after the records are bounded and have their version 6 columns), and the totals are
+ * added up again from the records (so a version 6 database's lent memory is in them at once). */
+static const char migrate_v6_v7[] =
+    "DROP TRIGGER IF EXISTS totals_add; DROP TRIGGER IF EXISTS totals_sub; DROP TRIGGER IF EXISTS totals_move;"
+    "DROP TRIGGER IF EXISTS totals_regpu;"
+    "ALTER TABLE totals_by_hour ADD COLUMN mem_requested_byte_seconds REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE totals_by_hour ADD COLUMN mem_borrowed_byte_seconds REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE totals_by_day ADD COLUMN mem_requested_byte_seconds REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE totals_by_day ADD COLUMN mem_borrowed_byte_seconds REAL NOT NULL DEFAULT 0;"
+    "CREATE TRIGGER IF NOT EXISTS totals_add AFTER INSERT ON job_gpus BEGIN" TOTALS_BOTH(ADD_NEW_GPU) " END;"
+    "CREATE TRIGGER IF NOT EXISTS totals_sub BEFORE DELETE ON jobs BEGIN" TOTALS_BOTH(TOTALS_SUB_JOB) " END;"
+    /* What vgpu never does, but root's sqlite3 may: a record's end or user changed (tests move
+     * records back in time), or a GPU row changed. */
+    "CREATE TRIGGER IF NOT EXISTS totals_move AFTER UPDATE OF end_ns, uid, user ON jobs BEGIN"
+    TOTALS_BOTH(MOVE_JOB) " END;"
+    "CREATE TRIGGER IF NOT EXISTS totals_regpu AFTER UPDATE OF job_id, uuid, nvml_index, gpu_ns, mem_byte_seconds,"
+    " mem_requested_byte_seconds, mem_borrowed_byte_seconds, energy_mj ON job_gpus BEGIN" TOTALS_BOTH(REDO_GPU)
+    " END;"
+    "DELETE FROM totals_by_hour; DELETE FROM totals_by_day;"
+    TOTALS_BOTH(TOTALS_FILL)
+    "UPDATE meta SET value = '7' WHERE key = 'schema_version';";
 
 static int schema_version(struct vgpu_acct_store *s, int *v, struct vgpu_err *e)
 {
@@ -280,6 +307,8 @@ static int migrate(struct vgpu_acct_store *s, struct vgpu_err *e)
     if (v < 5 && exec(s, migrate_v4_v5, "updating its schema from version 4 to 5", e) < 0)
         goto undo;
     if (v < 6 && exec(s, migrate_v5_v6, "updating its schema from version 5 to 6", e) < 0)
+        goto undo;
+    if (v < 7 && exec(s, migrate_v6_v7, "updating its schema from version 6 to 7", e) < 0)
         goto undo;
     if (exec(s, "COMMIT", "updating its schema", e) < 0)
         goto undo;
@@ -782,21 +811,24 @@ static int totals_stmt(struct vgpu_acct_store *s, const struct vgpu_acct_filter 
 {
     static const char cols[] =
         "SELECT uid, max(user), uuid, max(nvml_index), sum(jobs), sum(gpu_ns) / 1e9, sum(mbs) / 1073741824.0,"
-        " sum(emj) / 1000.0, sum(en), sum(uj) FROM (";
+        " sum(emj) / 1000.0, sum(en), sum(uj), sum(rbs) / 1073741824.0, sum(bbs) / 1073741824.0 FROM (";
     static const char tail[] = ") GROUP BY uid, uuid ORDER BY uid, uuid";
     static const char rows[] =
         "SELECT j.uid, j.user, g.uuid, g.nvml_index, 1 AS jobs, g.gpu_ns, g.mem_byte_seconds AS mbs,"
         " coalesce(g.energy_mj, 0) AS emj, g.energy_mj IS NOT NULL AS en,"
         /* the job's first GPU among those the filter keeps (a window over the filtered rows) */
-        " g.ordinal = min(g.ordinal) OVER (PARTITION BY j.id) AS uj FROM jobs j JOIN job_gpus g ON g.job_id = j.id";
+        " g.ordinal = min(g.ordinal) OVER (PARTITION BY j.id) AS uj, g.mem_requested_byte_seconds AS rbs,"
+        " g.mem_borrowed_byte_seconds AS bbs FROM jobs j JOIN job_gpus g ON g.job_id = j.id";
     static const char sums[] =
         "SELECT uid, user, uuid, nvml_index, jobs, gpu_ns, mem_byte_seconds AS mbs, energy_mj AS emj,"
-        " energy_jobs AS en, user_jobs AS uj";
-    char sql[3000];
+        " energy_jobs AS en, user_jobs AS uj, mem_requested_byte_seconds AS rbs, mem_borrowed_byte_seconds AS bbs";
+    char sql[4000];
     if (f->gpu || f->name || f->id || f->after_id) {
         char where[700];
         where_clause(f, where, sizeof where);
-        snprintf(sql, sizeof sql, "%s%s%s%s", cols, rows, where, tail);
+        int n = snprintf(sql, sizeof sql, "%s%s%s%s", cols, rows, where, tail);
+        if (n < 0 || (size_t)n >= sizeof sql)
+            return SQLITE_TOOBIG;   /* never: sql holds the longest filter's */
         int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
         if (rc == SQLITE_OK)
             bind_filter(*st, f);
@@ -815,13 +847,15 @@ static int totals_stmt(struct vgpu_acct_store *s, const struct vgpu_acct_filter 
         h0, d1 > d0 ? d0 * 24 : h1, d1 > d0 ? d1 * 24 : h1, h1,   /* hours before and after the days */
         since, h1 > h0 ? h0 * HOUR_NS : until, h1 > h0 ? h1 * HOUR_NS : until, until,   /* records */
     };
-    snprintf(sql, sizeof sql,
+    int n = snprintf(sql, sizeof sql,
              "%s%s FROM totals_by_day WHERE period >= ?1 AND period < ?2 AND (?11 = 0 OR uid = ?12)"
              " UNION ALL %s FROM totals_by_hour WHERE period >= ?3 AND period < ?4 AND (?11 = 0 OR uid = ?12)"
              " UNION ALL %s FROM totals_by_hour WHERE period >= ?5 AND period < ?6 AND (?11 = 0 OR uid = ?12)"
              " UNION ALL %s WHERE j.end_ns >= ?7 AND j.end_ns < ?8 AND (?11 = 0 OR j.uid = ?12)"
              " UNION ALL %s WHERE j.end_ns >= ?9 AND j.end_ns < ?10 AND (?11 = 0 OR j.uid = ?12)%s",
              cols, sums, sums, sums, rows, rows, tail);
+    if (n < 0 || (size_t)n >= sizeof sql)
+        return SQLITE_TOOBIG;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
     if (rc != SQLITE_OK)
         return rc;
@@ -852,6 +886,8 @@ int vgpu_acct_totals(struct vgpu_acct_store *s, const struct vgpu_acct_filter *f
         t.energy_j = sqlite3_column_double(st, 7);
         t.energy_known = sqlite3_column_int(st, 8) > 0;
         t.user_jobs = (uint64_t)sqlite3_column_int64(st, 9);
+        t.mem_requested_gib_seconds = sqlite3_column_double(st, 10);
+        t.mem_borrowed_gib_seconds = sqlite3_column_double(st, 11);
         if (fn(&t, arg))
             break;
     }

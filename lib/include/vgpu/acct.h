@@ -21,7 +21,7 @@
 #include "vgpu/region.h"
 
 #define VGPU_ACCT_DB_NAME            "acct.db"
-#define VGPU_ACCT_SCHEMA_VERSION     6
+#define VGPU_ACCT_SCHEMA_VERSION     7
 #define VGPU_ACCT_RETENTION_DEFAULT  400     /* days */
 #define VGPU_ACCT_BUSY_TIMEOUT_MS    5000
 
@@ -176,6 +176,10 @@ struct vgpu_acct_total {
     uint64_t user_jobs;
     double gpu_seconds, mem_gib_seconds, energy_j;
     bool energy_known;                  /* some job there had its energy measured */
+    /* Lent memory (issue 37): the sums of the jobs' mem_requested_byte_seconds and
+     * mem_borrowed_byte_seconds there, in GiB-seconds as mem_gib_seconds. On the arbiter's wire
+     * (VGPU_ARB_ACCT_TOTALS) the struct goes as it is: a request names its size in a[2]. */
+    double mem_requested_gib_seconds, mem_borrowed_gib_seconds;
 };
 
 /* Totals per user and GPU over the matching records (for the job's GPUs that match f->gpu). */

@@ -127,7 +127,9 @@ enum vgpu_arb_op {
                               * page it), a[1] as above: out: records, oldest end first; v[0] =
                               * how many, v[1] = 1 when more may follow (ask again after the last).
                               * A caller other than root gets its own user's records only */
-    VGPU_ARB_ACCT_TOTALS,    /* in: the filter, a[0] = totals to skip, a[1] as above: out: struct vgpu_acct_total
+    VGPU_ARB_ACCT_TOTALS,    /* in: the filter, a[0] = totals to skip, a[1] as above, a[2] =
+                              * sizeof(struct vgpu_acct_total) (another is refused: the struct grew
+                              * with the lent memory, issue 37): out: struct vgpu_acct_total
                               * entries (per user and GPU); v[0] = how many, v[1] = 1 when more */
     VGPU_ARB_ACCT_START,     /* in: the job's id (VGPU_JOB_ID_LEN bytes, NUL-terminated), a[1] as
                               * above: rc 0. Sent by vgpu run on its connection before the command
