@@ -1,5 +1,6 @@
-/* vgpu top's users view (see users.h): today's jobs, GPU-hours, GiB-hours and energy per user,
- * added up from the records of jobs that ended since local midnight. Jobs are counted from the
+/* vgpu top's users view (see users.h): today's jobs, GPU-hours, GiB-hours (held, and, where the
+ * screen is wide enough, requested and borrowed past --mem REQUEST) and energy per user, added
+ * up from the records of jobs that ended since local midnight. Jobs are counted from the
  * records themselves, not from vgpu acct --totals' per-GPU rows, where a job on two GPUs would
  * count twice. */
 #include "top/users.h"
@@ -59,6 +60,8 @@ static int add(const struct vgpu_acct_record *rec, void *arg)
         const struct vgpu_acct_gpu *g = &rec->gpu[d];
         t->gpu_hours += (double)g->gpu_ns / 3.6e12;
         t->gib_hours += g->mem_byte_seconds / (1073741824.0 * 3600.0);
+        t->req_gib_hours += g->mem_requested_byte_seconds / (1073741824.0 * 3600.0);
+        t->borrow_gib_hours += g->mem_borrowed_byte_seconds / (1073741824.0 * 3600.0);
         if (g->energy_known) {
             t->energy_j += g->energy_j;
             t->energy_known = true;
@@ -66,6 +69,9 @@ static int add(const struct vgpu_acct_record *rec, void *arg)
     }
     return 0;
 }
+
+/* The view's width with the lent memory's columns: 66 without them, two of 1 + 12 more. */
+#define USERS_WIDTH_LENT 92
 
 static int by_gpu_hours(const void *a, const void *b)
 {
@@ -144,7 +150,13 @@ void top_users_draw(const struct top_users *v, int y, int h, int cols)
                   "(jobs that ended while it was down) are added up", cols);
     if (h < 3)
         return;
-    snprintf(line, sizeof line, "%-16s %8s %12s %12s %14s", "USER", "JOBS", "GPU-HOURS", "GIB-HOURS", "ENERGY-KJ");
+    /* The lent memory's columns come after the others, and only whole: left out on a screen
+     * narrower than all of them (the first five are the 80-column view's). */
+    bool lent = cols >= USERS_WIDTH_LENT;
+    int n = snprintf(line, sizeof line, "%-16s %8s %12s %12s %14s", "USER", "JOBS", "GPU-HOURS", "GIB-HOURS",
+                     "ENERGY-KJ");
+    if (lent)
+        snprintf(line + n, sizeof line - (size_t)n, " %12s %12s", "REQ-GIB-H", "BORROW-GIB-H");
     attron(A_REVERSE);
     mvaddnstr(y + 2, 0, line, cols);
     for (int k = (int)strlen(line); k < cols; k++)
@@ -163,8 +175,10 @@ void top_users_draw(const struct top_users *v, int y, int h, int cols)
         char energy[32] = "-";
         if (u->energy_known)
             snprintf(energy, sizeof energy, "%.3f", u->energy_j / 1000.0);
-        snprintf(line, sizeof line, "%-16.16s %8llu %12.4f %12.4f %14s", u->user, (unsigned long long)u->jobs,
-                 u->gpu_hours, u->gib_hours, energy);
+        n = snprintf(line, sizeof line, "%-16.16s %8llu %12.4f %12.4f %14s", u->user, (unsigned long long)u->jobs,
+                     u->gpu_hours, u->gib_hours, energy);
+        if (lent)
+            snprintf(line + n, sizeof line - (size_t)n, " %12.4f %12.4f", u->req_gib_hours, u->borrow_gib_hours);
         mvaddnstr(row, 0, line, cols);
     }
 }

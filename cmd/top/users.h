@@ -13,6 +13,7 @@ struct top_user_total {
     char user[64];
     uint64_t jobs;
     double gpu_hours, gib_hours, energy_j;
+    double req_gib_hours, borrow_gib_hours;   /* memory promised, and held past it (vgpu/acct.h) */
     bool energy_known;              /* some job of theirs had its energy measured */
 };
 

@@ -64,6 +64,28 @@ else
   skip "the view while a record is on its way" "the job's finisher had written its record before it could be held"
 fi
 
+# Lent memory (issue 37): on a screen of 92 columns or more, the GiB-hours requested and borrowed
+# past --mem REQUEST after the others. A borrower holds 3 GiB and its context (0.5 GiB) against
+# a 1 GiB request for 2 s: 5 GiB-s borrowed (0.0014 GiB-hours), 2 GiB-s requested (0.0006). On the
+# code before, the view had neither column.
+records_settled
+must vgpu run --name lent --mem 1G:8G -- oversub_probe alloc 3G sleep 2000
+tm new-session -d -s t -x 120 -y 40 "vgpu top -d 0.5"
+expect "top starts (a borrower's record in)" "vgpu top - "
+keys u
+expect "the view's lent columns on a wide screen" "USER +JOBS +GPU-HOURS +GIB-HOURS +ENERGY-KJ +REQ-GIB-H +BORROW-GIB-H"
+expect "... root's requested and borrowed GiB-hours (the borrower's 0.0006 and 0.0014)" \
+  "^root +4 .* 0\.000[5-7] +0\.001[3-5] *$"
+keys q
+tm kill-server 2>/dev/null
+tm new-session -d -s t -x 80 -y 40 "vgpu top -d 0.5"
+expect "top starts at 80 columns" "vgpu top - "
+keys u
+expect "... where the first five columns stay" "USER +JOBS +GPU-HOURS +GIB-HOURS +ENERGY-KJ *$"
+check "... and the lent ones are left out whole, never cut" test -z "$(pane | grep -E 'REQ-GIB|BORROW')"
+keys q
+tm kill-server 2>/dev/null
+
 # With the arbiter: root's view is every user's, from the daemon's database.
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
   user_dirs
@@ -76,7 +98,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2
   expect "top starts (with a daemon)" "vgpu top - "
   keys u
   expect "root's view through the daemon shows nobody's job" "^nobody +1 "
-  expect "... and root's own, handed to the daemon" "^root +3 "
+  expect "... and root's own, handed to the daemon" "^root +4 "
   keys q
 else
   skip "the view through the daemon" "needs root, setpriv and a user nobody"
