@@ -40,6 +40,28 @@ sentence vgpu.1 'Leading zeros are decimal, never octal: 010G is 10 GiB.'
 sentence vgpu.1 'must be at least 1048576 (1 MiB)'
 sentence vgpu-run.1 'A number without a unit is bytes and must be at least 1048576 (1 MiB)'
 
+# vgpu-top(1)'s EXAMPLES: the --json example into a pipe streams (issue 36 L18: `vgpu top --json -d 5
+# | jq` printed one line and exited, as top does into a pipe without -n). Its vgpu top part runs
+# here as written, with -d made short, into a pipe.
+ex=$(render "$VGPU_SRC/man/vgpu-top.1" | sed -n '/^EXAMPLES/,/^SEE ALSO/p' | grep -m1 'vgpu top --json.*|')
+ex=${ex#"${ex%%[! ]*}"}
+if [ -z "$ex" ]; then not_ok "vgpu-top(1) EXAMPLES has a vgpu top --json example into a pipe"
+else
+  read -ra words <<<"${ex%%|*}"
+  for i in "${!words[@]}"; do
+    case ${words[$i]} in -d|--delay) words[$((i + 1))]=0.1 ;; esac
+  done
+  lines=$("${words[@]}" 2>/dev/null | cat)
+  n=$(grep -c '^{"schema":1,' <<<"$lines")
+  [ "$n" -gt 1 ] && ok "vgpu-top(1)'s example '${ex%%|*}| ...' streams into a pipe ($n JSON lines at -d 0.1)" \
+    || not_ok "vgpu-top(1)'s example '${ex%%|*}| ...' streams into a pipe" "$n JSON lines at -d 0.1: ${lines:0:300}"
+  if type -P jq >/dev/null; then
+    filt=${ex#*| jq -c }; filt=${filt#\'}; filt=${filt%\'*}
+    jq -c "$filt" <<<"$lines" >/dev/null 2>&1 && ok "... and its jq filter reads those lines" \
+      || not_ok "... and its jq filter reads those lines" "filter: $filt"
+  fi
+fi
+
 # vgpu(1)'s EXIT STATUS names every status of lib/include/vgpu/exitcode.h (124 was left out).
 status_text=$(render "$VGPU_SRC/man/vgpu.1" | sed -n '/^EXIT STATUS/,/^ENVIRONMENT/p')
 for code in $(sed -n 's/^ *VGPU_EXIT_[A-Z_]* *= *\([0-9]*\),.*/\1/p' "$VGPU_SRC/lib/include/vgpu/exitcode.h"); do
