@@ -100,6 +100,19 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2
   expect "root's view through the daemon shows nobody's job" "^nobody +1 "
   expect "... and root's own, handed to the daemon" "^root +4 "
   keys q
+  tm kill-server 2>/dev/null
+  # The daemon down (issue 36 N3): a job ended now is in root's own store alone; the view says it
+  # adds up a part, and counts that job, not the database's 5.
+  kill "$daemon"; wait "$daemon"; daemon=""
+  must vgpu run --name while-down -- true
+  tm new-session -d -s t -x 120 -y 40 "vgpu top -d 0.5"
+  expect "top starts (the daemon stopped)" "vgpu top - "
+  keys u
+  expect "the daemon down: the view says PARTIAL, the arbiter does not answer" \
+    "PARTIAL: the arbiter \\(vgpu daemon\\) does not answer; only your own store's records"
+  expect "... and counts the job ended while it was down, from root's own store" "^root +1 "
+  check "... not nobody's, which only the daemon's database holds" test -z "$(pane | grep '^nobody ')"
+  keys q
 else
   skip "the view through the daemon" "needs root, setpriv and a user nobody"
 fi
