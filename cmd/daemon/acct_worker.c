@@ -139,27 +139,64 @@ int arb_acct_check(const char *path, struct vgpu_err *e)
     return 0;
 }
 
+/* The reason `why` in a reply's msg, a field of fixed size in the protocol (struct vgpu_arb_rep):
+ * whole when it fits. Else without the database's path, which root gave the daemon and its log
+ * names ("its accounting database: ..."; issue 36 N9: a damaged database's advice was cut to
+ * "move it away; vgpu start"); and when that is still too long, cut after a word and marked
+ * so, with `tail` saying where the whole text is. */
+static void refuse_fit(struct vgpu_arb_rep *r, int err, const char *why, const char *tail)
+{
+    const size_t cap = sizeof r->msg;
+    char shorter[sizeof W.why + 32];
+    r->rc = -err;
+    size_t plen = strlen(W.path);
+    if (strlen(why) >= cap && !strncmp(why, "accounting database ", 20) && plen && !strncmp(why + 20, W.path, plen) &&
+        !strncmp(why + 20 + plen, ": ", 2)) {
+        snprintf(shorter, sizeof shorter, "its accounting database: %s", why + 20 + plen + 2);
+        why = shorter;
+    }
+    size_t n = strlen(why);
+    if (n >= cap) {
+        size_t room = cap - 1 - strlen(tail);
+        n = room;
+        while (n > 0 && why[n] != ' ')
+            n--;
+        while (n > 0 && (why[n - 1] == ' ' || why[n - 1] == ',' || why[n - 1] == ';' || why[n - 1] == ':'))
+            n--;
+        if (!n)
+            n = room;
+        snprintf(r->msg, cap, "%.*s%s", (int)n, why, tail);
+        return;
+    }
+    memcpy(r->msg, why, n + 1);
+}
+
 static void refuse(struct vgpu_arb_rep *r, int err, const char *why)
 {
-    r->rc = -err;
-    size_t n = strnlen(why, sizeof r->msg - 1);   /* cut to fit the reply */
-    memcpy(r->msg, why, n);
-    r->msg[n] = 0;
+    refuse_fit(r, err, why, " ...");
 }
 
 /* What a client is told when the database fails: root, whose file it is, gets the reason; other
  * users get where their records went and who can mend it, never advice about root's file. */
 static void refuse_failed(uid_t uid, struct vgpu_arb_rep *r, const char *why)
 {
-    refuse(r, EIO, uid == 0 ? why : "the arbiter cannot use its accounting database now (root: see vgpu daemon's "
-                                    "log); records stay in your own store meanwhile");
+    if (uid == 0)
+        refuse_fit(r, EIO, why, " ... (the whole reason: vgpu daemon's log)");
+    else
+        refuse(r, EIO, "the arbiter cannot use its accounting database now (root: see vgpu daemon's log); records "
+                       "stay in your own store meanwhile");
 }
 
-/* A failure of the database is logged, once for as long as it keeps failing the same way. */
+/* A failure of the database is logged, once for as long as it keeps failing the same way. The
+ * store's reasons name the database already (issue 36 N9: the log line said "accounting
+ * database P: accounting database P: ..."); another reason (its directory) gets the name. */
 static void log_failure(const char *why)
 {
     if (strcmp(W.why, why)) {
-        vgpu_warn("accounting database %s: %s (records go to each user's own store meanwhile)", W.path, why);
+        if (strstr(why, W.path))
+            vgpu_warn("%s (records go to each user's own store meanwhile)", why);
+        else
+            vgpu_warn("accounting database %s: %s (records go to each user's own store meanwhile)", W.path, why);
         snprintf(W.why, sizeof W.why, "%s", why);
     }
 }

@@ -65,4 +65,43 @@ VGPU_MACHINE_DIR=$closed wait_until 20 vgpu daemon --check
 assert_not_contains "... and a 0755 one without it" "cannot reach" "$(cat "$T_DIR/open.log")"
 stop_daemon
 
+# ---- N9: the database damaged while the daemon runs ----
+# Its header overwritten after a checkpoint (the WAL emptied into the file): the next record
+# fails. The daemon logs it, naming the file once (it said "accounting database P: accounting
+# database P: ..."); a user is told to ask root, never to move root's file away; root's vgpu
+# acct gets the whole reason, advice included (the reply's 160 bytes cut it to "...; vgpu start").
+if command -v setpriv >/dev/null && command -v sqlite3 >/dev/null && id nobody >/dev/null 2>&1; then
+  user_dirs
+  DDIR=$(mktemp -d /tmp/vgpu-acctdb.XXXXXX); chmod 0755 "$DDIR"; T_USER_DIRS+=("$DDIR")
+  DDB=$DDIR/db/acct.db
+  NSTATE=/tmp/vgpu-start-nobody-$$; T_USER_DIRS+=("$NSTATE")
+  as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env -u XDG_RUNTIME_DIR VGPU_STATE_DIR=$NSTATE "$@"; }
+  : >"$T_DIR/damaged.log"
+  vgpu daemon --acct-db "$DDB" 2>>"$T_DIR/damaged.log" &
+  daemon=$!
+  wait_until 20 vgpu daemon --check
+  must vgpu run --name before -- true
+  must sqlite3 "$DDB" 'PRAGMA wal_checkpoint(TRUNCATE)'
+  printf 'not an SQLite file: its header overwritten while the daemon has it open.......' |
+    dd of="$DDB" bs=1 conv=notrunc status=none
+  must as_nobody vgpu run --name damaged -- true
+  run as_nobody vgpu acct
+  assert_contains "damaged while it runs: nobody's vgpu acct is told to ask root" "root: see vgpu daemon's log" "$err"
+  assert_not_contains "... never to move root's file away" "move it away" "$out$err"
+  assert_contains "... and shown its job, from its own store" "damaged" "$out"
+  warn=$(grep "warning: .*accounting database" "$T_DIR/damaged.log")
+  assert_contains "the daemon's log warns that the database is not one" \
+    "warning: accounting database $DDB: starting to write a record: file is not a database" "$warn"
+  once=$(printf '%s\n' "$warn" | awk -v p="$DDB" '{ n = 0; s = $0; while ((i = index(s, p))) { n++; s = substr(s, i + length(p)) }
+    print n }' | sort -u)
+  assert_eq "... naming the file once" 1 "$once"
+  run vgpu acct
+  assert_rc "root's vgpu acct: refused (1)" 1
+  assert_contains "... with the whole reason and advice, not cut by the reply's size" \
+    "file is not a database (the database is damaged: move it away; vgpu starts a new one)" "$err"
+  stop_daemon
+else
+  skip "the database damaged while the daemon runs" "needs setpriv, the sqlite3 command and a user nobody"
+fi
+
 done_testing
