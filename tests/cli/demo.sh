@@ -13,6 +13,9 @@ assert_match "vgpu top --once shows train against 8G and 60%" "train .* 0 .*/8G 
 # the first 2 s: late_share) is what the limiter allows, within 5 points of the cap.
 for j in infer:30 train:60; do
   share=$(sed -n "s/^  ${j%%:*}: share=.* late_share=\([0-9.]*\).*/\1/p" <<<"$out")
+  # Under ASan on 2 CPUs both jobs ran ~10 % under their caps together (0.268 and 0.546 in a CI
+  # run, max_stall 118 ms: the instrumented loops, not the limiter, ran short of CPU).
+  timing_skipped "${j%%:*} got its ${j#*:}% cap, within 5 points" "$share" && continue
   if [ -n "$share" ] && awk -v s="$share" -v c="${j#*:}" 'BEGIN { exit !(s * 100 <= c + 5 && s * 100 >= c - 5) }'; then
     ok "${j%%:*} got its ${j#*:}% cap, within 5 points ($share)"
   else
