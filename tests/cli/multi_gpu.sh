@@ -129,6 +129,10 @@ assert_match "vgpu top --json: gpu_time_percent_per_gpu has a share for each GPU
 # job's GPUs, not their sum (issue 36 N6: "94/50%").
 first=$(vgpu top --json -n 1 | jq '[.jobs[] | select(.name == "rr2") | .gpu_time_percent][0] // empty')
 in_band "vgpu top --json, first line: a 2-GPU job's share is the mean of its GPUs'" "${first%.*}" 0 60 "$first"
+# The same on --once's screen, the job's GPU-TIME/CORE cell (with the sum it read 96/50%).
+row=$(vgpu top --once 2>/dev/null | grep -E '^rr2 ')
+once=$(sed -nE 's|^rr2 .* ([0-9]+)(\.[0-9]+)?/50% .*|\1|p' <<<"$row")
+in_band "vgpu top --once: a 2-GPU job's share is the mean of its GPUs'" "${once:--1}" 0 60 "$row"
 wait $rrj
 for n in 2 4; do
   if gang $n; then
