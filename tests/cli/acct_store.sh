@@ -51,6 +51,8 @@ assert_eq "-j with the id's start in upper case finds the job" "first" "$(printf
 # ---- L6: a retention with a space ----
 run vgpu acct --retention ' 5'
 assert_rc "--retention ' 5': a usage error, as top -d ' 5'" 2
+assert_contains "... saying the value as given and what to give, as top -d ' 5' does" \
+  "--retention ' 5': give a number of days from 1 to 36500" "$err"
 
 # ---- L4: a long name is cut with '+' ----
 run vgpu acct --name a-very-long-job-name-24c
