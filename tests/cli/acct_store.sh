@@ -72,6 +72,14 @@ assert_eq "--csv writes no raw control byte" "0" "$(printf '%s' "$out" | tr -d '
 assert_contains "... but the escapes" 'b\x1b[31mell\x07' "$out"
 run vgpu acct --csv --name csvformula
 assert_contains "a cell that starts with '=' is quoted with an apostrophe (text for a spreadsheet)" ",\"'=cmd\"," "$out"
+# The other characters a spreadsheet starts a formula with: + - @.
+for c in +:plus -:minus @:at; do
+  n=csv${c#*:} c=${c%%:*}
+  cp "$T_DIR/=cmd" "$T_DIR/${c}cmd"
+  must env -C "$T_DIR" PATH="$T_DIR:$PATH" vgpu run --name "$n" -- "${c}cmd"
+  run vgpu acct --csv --name "$n"
+  assert_contains "a cell that starts with '$c' is quoted with an apostrophe too" ",\"'${c}cmd\"," "$out"
+done
 
 # ---- N12: a failed vgpu acct prints nothing on stdout ----
 cp "$DB" "$T_DIR/db.keep"
