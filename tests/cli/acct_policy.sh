@@ -34,6 +34,17 @@ policy 'acct-retention-days 0'
 run vgpu acct --retention 2
 assert_rc "acct-retention-days 0 is refused (a bad state, 11)" 11
 assert_contains "naming the line and the range" "line 1: 'acct-retention-days 0'" "$err"
+# A key given twice (issue 36 L21): refused naming both lines, not the last one winning (which
+# would hide the first from whoever reads the file top down).
+policy 'acct-retention-days 5' 'acct-retention-days 9'
+run vgpu acct --retention 2
+assert_rc "acct-retention-days given twice is refused (a bad state, 11)" 11
+assert_contains "... naming the key and both lines" "'acct-retention-days' given twice (lines 1 and 2)" "$err"
+assert_eq "... and nothing was changed" "3" "$(sqlite3 "$DB" "SELECT value FROM meta WHERE key = 'retention_days'")"
+policy '# split count' 'max-jobs-per-gpu 4' '' 'max-jobs-per-gpu 1'
+run vgpu run --name twice -- true
+assert_rc "vgpu run under a policy with a key given twice: refused (125)" 125
+assert_contains "... naming the key and both lines" "'max-jobs-per-gpu' given twice (lines 2 and 4)" "$err"
 policy 'max-jobs-per-gpu 2'
 run vgpu run --name plain -- true
 assert_rc "a policy without acct-retention-days still runs jobs" 0
