@@ -57,11 +57,13 @@ struct loan {
 };
 
 /* Per CUDA ordinal: the stream the moves go on (non-blocking, in ctx: never the program's
- * default stream, which would order them with its work), and when the last demotion was. */
+ * default stream, which would order them with its work), when the last demotion was, and whether
+ * a move is in flight. */
 struct devstate {
     CUcontext ctx;
     CUstream stream;
     uint64_t demoted_at_ns;
+    bool moving;                       /* a move was issued on stream and not seen done yet */
 };
 
 typedef CUresult (*advise_fn)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
@@ -99,16 +101,18 @@ static void once_init(void)
     pthread_atfork(NULL, NULL, reset_child);
 }
 
-/* Caller holds mu. What this process has demoted on CUDA ordinal dev, published in its slot. */
+/* Caller holds mu. What this process has demoted on CUDA ordinal dev, published in its slot, and
+ * whether a move is in flight there (the other borrowers' looks do not count it as gone yet). */
 static void publish(int dev)
 {
+    bool moving = devs[dev].moving;
     uint64_t sum = 0;
     for (size_t i = 0; i < nloans; i++)
         if (loans[i].dev == dev && loans[i].demoted)
             sum += loans[i].bytes;
     int jdev = vgpu_job_dev(dev);
     if (jdev >= 0)
-        vgpu_region_set_demoted(vgpu_job(), vgpu_job_slot(), (unsigned)jdev, sum);
+        vgpu_region_set_demoted(vgpu_job(), vgpu_job_slot(), (unsigned)jdev, sum, moving);
 }
 
 static void remove_at(size_t i)
@@ -210,32 +214,41 @@ static void look(int dev, CUcontext ctx, uint64_t now)
     CUstream s = stream_of(dev, ctx);
     if (!s || query(s) == CUDA_ERROR_NOT_READY)
         return;                          /* a move still lands: its room is not counted yet */
+    struct devstate *ds = &devs[dev];
+    if (ds->moving) {
+        ds->moving = false;              /* landed: the other borrowers may count it off the GPU */
+        publish(dev);
+    }
     uint64_t free_b, total_b;
     if (!vgpu_real_meminfo(&free_b, &total_b))
         return;
+    /* Our part of what the borrowers owe the other jobs' unmet requests, in the order of giving
+     * way (vgpu_lend_target): never more than the job borrows; memory within its REQUEST is its
+     * own (a REQUEST raised by vgpu limit makes some loans no longer borrowed). */
+    uint64_t borrowed = vgpu_region_mem_borrowed(r, (unsigned)jdev), demoted = vgpu_region_mem_demoted(r, (unsigned)jdev);
+    struct vgpu_lend_key me = { r->hdr ? atomic_load(&r->hdr->dev[jdev].priority) : 0, borrowed, r->info->id };
     struct vgpu_lend_others o;
-    vgpu_lend_others(r, (unsigned)jdev, &o);
-    struct devstate *ds = &devs[dev];
+    vgpu_lend_look(r, (unsigned)jdev, &me, &o);
+    uint64_t gone = o.demoted + demoted < demoted ? UINT64_MAX : o.demoted + demoted;
+    uint64_t target = vgpu_lend_target(o.unmet, free_b, gone, o.ahead, borrowed);
     char a[32], b[32], c[32];
-    if (free_b < o.unmet) {
-        /* Never more than the job borrows and has not demoted yet: memory within its REQUEST is
-         * its own (a REQUEST raised by vgpu limit makes some loans no longer borrowed). */
-        uint64_t borrowed = vgpu_region_mem_borrowed(r, (unsigned)jdev), demoted = vgpu_region_mem_demoted(r, (unsigned)jdev);
-        uint64_t need = o.unmet - free_b, can = borrowed > demoted ? borrowed - demoted : 0;
-        if (need > can)
-            need = can;
-        uint64_t moved = need ? demote(dev, s, need) : 0;
+    if (demoted < target) {
+        uint64_t moved = demote(dev, s, target - demoted);
         if (moved) {
             ds->demoted_at_ns = now;
+            ds->moving = true;
             vgpu_info("%s: demoted %s of borrowed memory on GPU %d to host memory: other jobs' requests need %s "
                       "that the GPU does not have free (%s free); the job runs on, slower", vgpu_job_label(),
                       vgpu_format_size(moved, a, sizeof a), dev, vgpu_format_size(o.unmet, b, sizeof b),
                       vgpu_format_size(free_b, c, sizeof c));
             publish(dev);
         }
-    } else if (now - ds->demoted_at_ns >= PROMOTE_AFTER_NS) {
-        uint64_t moved = promote(dev, s, free_b - o.unmet);
+    } else if (demoted > target && !o.moving && now - ds->demoted_at_ns >= PROMOTE_AFTER_NS) {
+        /* Not while another borrower's move is in flight: the sum leaves its demoted bytes out
+         * until it lands, which would read as room that is not there. */
+        uint64_t moved = promote(dev, s, demoted - target);
         if (moved) {
+            ds->moving = true;
             vgpu_info("%s: promoted %s of borrowed memory on GPU %d back to the device (%s free, %s of it "
                       "requested by other jobs)", vgpu_job_label(), vgpu_format_size(moved, a, sizeof a), dev,
                       vgpu_format_size(free_b, b, sizeof b), vgpu_format_size(o.unmet, c, sizeof c));
@@ -355,7 +368,7 @@ void vgpu_squeeze_drop_ctx(uint64_t ctx)
         }
     for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
         if ((uint64_t)(uintptr_t)devs[d].ctx == ctx)
-            devs[d].ctx = NULL, devs[d].stream = NULL;   /* the driver destroyed the stream with it */
+            devs[d].ctx = NULL, devs[d].stream = NULL, devs[d].moving = false;   /* the driver destroyed the stream */
         if (changed & 1u << d)
             publish(d);
     }

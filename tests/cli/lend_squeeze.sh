@@ -88,6 +88,32 @@ kill "$owner2"; wait "$owner2" 2>/dev/null
 if poll_until 5 demoted_is b1 0 && poll_until 5 demoted_is b2 0; then ok "... both promoted back once the owner ended"; else not_ok "... both promoted back once the owner ended" "b1 $(demoted b1) b2 $(demoted b2)"; fi
 kill "$b1" "$b2"; wait "$b1" "$b2" 2>/dev/null
 
+# ---- the order of giving way: the lower priority first, then the one that borrows more ----
+# (issue 37 item 4.) Two borrowers of 30 GiB each leave ~17 GiB free; an owner of 30 GiB needs
+# ~13 GiB more, which either can cover: only the first in the order gives way. On the code before
+# (each borrower demoted what was missing, whoever it was) both demoted their 30 GiB.
+order_case() { # desc first-args second-args first-name second-name
+  vgpu run --name "$4" $2 -- oversub_probe alloc "$6" hold >"$T_DIR/$4.out" 2>&1 &
+  local p1=$!
+  vgpu run --name "$5" $3 -- oversub_probe alloc "$7" hold >"$T_DIR/$5.out" 2>&1 &
+  local p2=$!
+  poll_until 10 grep -q holding "$T_DIR/$4.out"; poll_until 10 grep -q holding "$T_DIR/$5.out"
+  VGPU_FAKE_NO_EVICT=1 vgpu run --name owner5 --mem 30G -- oversub_probe timed 29G hold >"$T_DIR/owner5.out" 2>&1 &
+  local po=$!
+  poll_until 10 grep -q holding "$T_DIR/owner5.out"
+  ms=$(timed_ms "$(grep '^timed ' "$T_DIR/owner5.out")")
+  check "$1: the owner's 29 GiB within 1 s (${ms:-no} ms)" test -n "$ms" -a "${ms:-9999}" -lt 1000
+  poll_until 5 bash -c '[ "$(demoted "$1")" != 0 ]' _ "$4"
+  local d1 d2; d1=$(demoted "$4"); d2=$(demoted "$5")
+  check "... $4 gave way ($d1 B demoted), $5 did not ($d2 B)" test "${d1:-0}" -ge $((13 * G)) -a "${d2:-x}" = 0
+  check "... neither killed" kill -0 "$p1" "$p2"
+  kill "$po"; wait "$po" 2>/dev/null
+  if poll_until 5 demoted_is "$4" 0; then ok "... $4 promoted back once the owner ended"; else not_ok "... $4 promoted back once the owner ended" "$(demoted "$4")"; fi
+  kill "$p1" "$p2"; wait "$p1" "$p2" 2>/dev/null
+}
+order_case "a --priority low borrower and a normal one" "--mem 1G:40G --priority low" "--mem 1G:40G" low norm 30G 30G
+order_case "two borrowers of one priority" "--mem 1G:50G" "--mem 1G:50G" big small 40G 20G
+
 # ---- a borrower killed mid-demotion leaves nothing held ----
 # The h200 model moves managed memory at its measured rates: 100 GiB to the host takes ~7 s of
 # the demoting stream, so a SIGKILL right after the borrower said it demoted lands mid-move. The

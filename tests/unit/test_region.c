@@ -963,6 +963,44 @@ static void test_lend_free(void **state)
     assert_int_equal(vgpu_lend_owner_free(60 * G, 0, UINT64_MAX, 1), 60 * G);   /* saturates */
 }
 
+/* Decision 13's order of giving way (issue 37 item 4): each borrower's part of what the
+ * borrowers owe the unmet requests, so that the parts add up to the need and no two borrowers
+ * give for the same bytes. */
+static void test_lend_target(void **state)
+{
+    (void)state;
+    const uint64_t G = 1ULL << 30;
+    /* Alone: what is missing (30 unmet, 17 free) and no more than it borrows. */
+    assert_int_equal(vgpu_lend_target(30 * G, 17 * G, 0, 0, 30 * G), 13 * G);
+    assert_int_equal(vgpu_lend_target(30 * G, 17 * G, 0, 0, 5 * G), 5 * G);
+    /* Enough free: nothing. */
+    assert_int_equal(vgpu_lend_target(10 * G, 17 * G, 0, 0, 30 * G), 0);
+    /* What it demoted already counts as owed still (it is off the GPU: free includes it). */
+    assert_int_equal(vgpu_lend_target(30 * G, 30 * G, 13 * G, 0, 30 * G), 13 * G);
+    /* Behind a borrower that can cover it: nothing; behind one that covers a part: the rest. */
+    assert_int_equal(vgpu_lend_target(30 * G, 17 * G, 0, 30 * G, 30 * G), 0);
+    assert_int_equal(vgpu_lend_target(50 * G, 8 * G, 0, 35 * G, 35 * G), 7 * G);
+    /* The two parts of one need add up to it exactly. */
+    uint64_t first = vgpu_lend_target(50 * G, 8 * G, 0, 0, 35 * G), second = vgpu_lend_target(50 * G, 8 * G, 0, 35 * G, 35 * G);
+    assert_int_equal(first + second, 42 * G);
+    /* Saturating, never negative, never wrapping. */
+    assert_int_equal(vgpu_lend_target(UINT64_MAX, 0, UINT64_MAX, 0, 3 * G), 3 * G);
+    assert_int_equal(vgpu_lend_target(0, UINT64_MAX, 0, 0, 3 * G), 0);
+
+    /* The order: the lower priority first; at one priority the larger borrower; then the id. */
+    struct vgpu_lend_key low = { -1, 10 * G, "b" }, norm = { 0, 30 * G, "a" }, high = { 1, 50 * G, "c" };
+    assert_true(vgpu_lend_gives_first(&low, &norm));
+    assert_false(vgpu_lend_gives_first(&norm, &low));
+    assert_true(vgpu_lend_gives_first(&norm, &high));
+    struct vgpu_lend_key big = { 0, 40 * G, "z" }, small = { 0, 20 * G, "a" };
+    assert_true(vgpu_lend_gives_first(&big, &small));
+    assert_false(vgpu_lend_gives_first(&small, &big));
+    struct vgpu_lend_key x = { 0, 20 * G, "a1" }, y = { 0, 20 * G, "b1" };
+    assert_true(vgpu_lend_gives_first(&x, &y));
+    assert_false(vgpu_lend_gives_first(&y, &x));
+    assert_false(vgpu_lend_gives_first(&x, &x));   /* never ahead of itself */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -983,6 +1021,7 @@ int main(void)
         cmocka_unit_test(test_split_layout),
         cmocka_unit_test(test_lent_memory),
         cmocka_unit_test(test_lend_free),
+        cmocka_unit_test(test_lend_target),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -58,10 +58,51 @@ static void add_name(char *names, size_t len, const struct vgpu_region_header *h
         memcpy(names + len - 4, "...", 4);
 }
 
+uint64_t vgpu_lend_target(uint64_t unmet, uint64_t device_free, uint64_t demoted, uint64_t ahead, uint64_t mine)
+{
+    uint64_t owed = unmet + demoted < unmet ? UINT64_MAX : unmet + demoted;
+    uint64_t part = sat_sub(sat_sub(owed, device_free), ahead);
+    return part < mine ? part : mine;
+}
+
+bool vgpu_lend_gives_first(const struct vgpu_lend_key *a, const struct vgpu_lend_key *b)
+{
+    if (a->prio != b->prio)
+        return a->prio < b->prio;
+    if (a->borrowed != b->borrowed)
+        return a->borrowed > b->borrowed;
+    return strcmp(a->id ? a->id : "", b->id ? b->id : "") < 0;
+}
+
+/* What a borrowing job's processes demoted on its job device d, and whether a move is in flight:
+ * its slots' words, read from the usage part at ufd/base. */
+static void demoted_of(int ufd, off_t base, unsigned d, uint64_t *demoted, bool *moving)
+{
+    *demoted = 0;
+    *moving = false;
+    uint32_t end = 0;
+    if (pread(ufd, &end, sizeof end, base + (off_t)offsetof(struct vgpu_region_usage, slot_end)) != (ssize_t)sizeof end)
+        return;
+    unsigned n = end & VGPU_SLOT_END_KEPT ? end & ~VGPU_SLOT_END_KEPT : VGPU_REGION_MAX_SLOTS;
+    if (n > VGPU_REGION_MAX_SLOTS)
+        n = VGPU_REGION_MAX_SLOTS;
+    for (unsigned i = 0; i < n; i++) {
+        struct vgpu_region_slot sl;
+        off_t at = base + (off_t)offsetof(struct vgpu_region_usage, slot) + (off_t)(i * sizeof sl);
+        if (pread(ufd, &sl, sizeof sl, at) != (ssize_t)sizeof sl)
+            return;
+        uint32_t sd = atomic_load(&sl.spill_dev);
+        if (vgpu_slot_state_of(atomic_load(&sl.owner)) == VGPU_SLOT_FREE || (sd & VGPU_SLOT_SPILL_DEV_MASK) != d + 1)
+            continue;
+        add_sat(demoted, vgpu_slot_demoted_of(sd));
+        *moving = *moving || (sd & VGPU_SLOT_MOVING);
+    }
+}
+
 /* One other job on the GPU named `uuid`, read from the region file at dirfd/name, into *o; a job
- * that borrows there is named in names[len] (len 0: not asked). */
-static void other_of(int dirfd, const char *name, const char *self_id, const char *uuid, struct vgpu_lend_others *o,
-                     char *names, size_t len)
+ * that borrows there is named in names[len] (len 0: not asked), and set against `me` when given. */
+static void other_of(int dirfd, const char *name, const char *self_id, const char *uuid, const struct vgpu_lend_key *me,
+                     struct vgpu_lend_others *o, char *names, size_t len)
 {
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
@@ -104,6 +145,18 @@ static void other_of(int dirfd, const char *name, const char *self_id, const cha
         if (lends && held > req) {
             add_sat(&o->borrowed, held - req);
             add_name(names, len, h);
+            if (me) {
+                uint64_t demoted;
+                bool moving;
+                demoted_of(ufd, base, d, &demoted, &moving);
+                if (moving)
+                    o->moving = true;   /* its demoted bytes may still be on the GPU */
+                else
+                    add_sat(&o->demoted, demoted);
+                struct vgpu_lend_key k = { atomic_load(&h->dev[d].priority), held - req, h->id };
+                if (vgpu_lend_gives_first(&k, me))
+                    add_sat(&o->ahead, k.borrowed);
+            }
         }
     }
     if (ufd != fd)
@@ -113,10 +166,10 @@ out:
     close(fd);
 }
 
-static void others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out, char *names,
-                   size_t len)
+static void others(const struct vgpu_region *self, unsigned dev, const struct vgpu_lend_key *me,
+                   struct vgpu_lend_others *out, char *names, size_t len)
 {
-    out->unmet = out->borrowed = 0;
+    *out = (struct vgpu_lend_others){ 0 };
     if (len)
         names[0] = 0;
     if (!self || !self->info || dev >= vgpu_region_device_count(self) || !self->info->dev[dev].uuid[0])
@@ -140,18 +193,24 @@ static void others(const struct vgpu_region *self, unsigned dev, struct vgpu_len
         size_t n = strlen(de->d_name);
         if (n < 8 || de->d_name[0] == '.' || strcmp(de->d_name + n - 7, ".region") != 0)
             continue;
-        other_of(dirfd, de->d_name, self->info->id, self->info->dev[dev].uuid, out, names, len);
+        other_of(dirfd, de->d_name, self->info->id, self->info->dev[dev].uuid, me, out, names, len);
     }
     closedir(dp);
 }
 
 void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out)
 {
-    others(self, dev, out, NULL, 0);
+    others(self, dev, NULL, out, NULL, 0);
+}
+
+void vgpu_lend_look(const struct vgpu_region *self, unsigned dev, const struct vgpu_lend_key *me,
+                    struct vgpu_lend_others *out)
+{
+    others(self, dev, me, out, NULL, 0);
 }
 
 void vgpu_lend_borrowers(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out, char *names,
                          size_t len)
 {
-    others(self, dev, out, names, len);
+    others(self, dev, NULL, out, names, len);
 }

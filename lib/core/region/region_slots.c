@@ -237,12 +237,13 @@ void vgpu_region_unspill(struct vgpu_region *r, int slot, unsigned dev, uint64_t
         sub_saturating(&r->use->dev[dev].spilled, take);
 }
 
-void vgpu_region_set_demoted(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes)
+void vgpu_region_set_demoted(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes, bool moving)
 {
     if (!slot_ok(r, slot) || !region_dev_ok(r, dev))
         return;
-    uint64_t mib = (bytes + VGPU_SLOT_DEMOTED_UNIT - 1) / VGPU_SLOT_DEMOTED_UNIT, most = UINT32_MAX >> VGPU_SLOT_SPILL_DEV_BITS;
-    uint32_t want = (uint32_t)(mib < most ? mib : most) << VGPU_SLOT_SPILL_DEV_BITS;
+    uint64_t mib = (bytes + VGPU_SLOT_DEMOTED_UNIT - 1) / VGPU_SLOT_DEMOTED_UNIT,
+             most = (uint64_t)(~VGPU_SLOT_MOVING) >> VGPU_SLOT_SPILL_DEV_BITS;
+    uint32_t want = (uint32_t)(mib < most ? mib : most) << VGPU_SLOT_SPILL_DEV_BITS | (moving ? VGPU_SLOT_MOVING : 0);
     _Atomic uint32_t *w = &r->use->slot[slot].spill_dev;
     uint32_t cur = atomic_load(w);
     while ((cur & VGPU_SLOT_SPILL_DEV_MASK) == dev + 1 &&
@@ -260,9 +261,23 @@ uint64_t vgpu_region_mem_demoted(const struct vgpu_region *r, unsigned dev)
         uint32_t sd = atomic_load(&s->spill_dev);
         if (vgpu_slot_state_of(atomic_load(&s->owner)) == VGPU_SLOT_FREE || (sd & VGPU_SLOT_SPILL_DEV_MASK) != dev + 1)
             continue;
-        sum += (uint64_t)(sd >> VGPU_SLOT_SPILL_DEV_BITS) * VGPU_SLOT_DEMOTED_UNIT;
+        sum += vgpu_slot_demoted_of(sd);
     }
     return sum;
+}
+
+bool vgpu_region_mem_moving(const struct vgpu_region *r, unsigned dev)
+{
+    if (!r || !r->use || !region_dev_ok(r, dev) || !vgpu_region_lending(r, dev, NULL))
+        return false;
+    for (unsigned i = 0; i < vgpu_region_slot_end(r); i++) {
+        const struct vgpu_region_slot *s = &r->use->slot[i];
+        uint32_t sd = atomic_load(&s->spill_dev);
+        if (vgpu_slot_state_of(atomic_load(&s->owner)) != VGPU_SLOT_FREE &&
+            (sd & VGPU_SLOT_SPILL_DEV_MASK) == dev + 1 && (sd & VGPU_SLOT_MOVING))
+            return true;
+    }
+    return false;
 }
 
 int vgpu_region_reserve_split(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes, bool spillable,

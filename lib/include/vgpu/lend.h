@@ -3,6 +3,7 @@
 #ifndef VGPU_LEND_H
 #define VGPU_LEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "vgpu/region.h"
 
@@ -27,8 +28,35 @@ uint64_t vgpu_lend_owner_free(uint64_t limit, uint64_t used, uint64_t device_fre
  * Zeros for a job without UUIDs (HAMi variables). */
 struct vgpu_lend_others {
     uint64_t unmet, borrowed;
+    /* Filled by vgpu_lend_look only (0 otherwise): */
+    uint64_t ahead;     /* what the borrowers that give way before self borrow (vgpu_lend_gives_first) */
+    uint64_t demoted;   /* what the other borrowers demoted, not counting any whose move is in flight */
+    bool moving;        /* a move of another borrower's memory is in flight */
 };
 void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out);
+
+/* The order in which borrowers give way (decision 13, issue 37 item 4): the lower priority first;
+ * at one priority the one that borrows more (it holds the most of what nobody promised it); then
+ * the job id, so that every borrower's look agrees on one order. */
+struct vgpu_lend_key {
+    int prio;           /* the job's --priority on that GPU (region dev[].priority: < 0 low) */
+    uint64_t borrowed;  /* vgpu_region_mem_borrowed: what it holds past its REQUEST, demoted included */
+    const char *id;
+};
+bool vgpu_lend_gives_first(const struct vgpu_lend_key *a, const struct vgpu_lend_key *b);
+
+/* vgpu_lend_others for a borrower `me`, with ahead, demoted and moving. */
+void vgpu_lend_look(const struct vgpu_region *self, unsigned dev, const struct vgpu_lend_key *me,
+                    struct vgpu_lend_others *out);
+
+/* What one borrower should have demoted on a GPU: the room the borrowers together owe the unmet
+ * requests (unmet less what the device would have free with nothing demoted: device_free less
+ * `demoted`, every borrower's demoted memory that has left the GPU), less what the borrowers ahead
+ * of it in the order borrow, between 0 and `mine` (what it borrows). Each borrower's look
+ * computes its own part of one sum, so two borrowers never both give way for the same bytes, and
+ * a borrower behind gives nothing while those ahead can cover the need. `demoted` leaving out a
+ * move in flight only makes the sum smaller: a borrower may give later, never twice. */
+uint64_t vgpu_lend_target(uint64_t unmet, uint64_t device_free, uint64_t demoted, uint64_t ahead, uint64_t mine);
 /* The same, and the jobs that borrow there named in names[len] ("NAME (ID)", or the ID of a job
  * without a name, ", " between, "..." when they do not fit): for the message of an allocation
  * that borrowers' memory kept off the GPU (lib/hook/giveway.c). */

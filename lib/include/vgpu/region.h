@@ -231,7 +231,10 @@ struct vgpu_region_usage {
 #define VGPU_SLOT_END_KEPT 0x80000000u   /* slot_end is maintained (set at creation) */
 #define VGPU_SLOT_SPILL_DEV_BITS 5u      /* spill_dev: the device + 1 (0..VGPU_REGION_MAX_DEVICES) */
 #define VGPU_SLOT_SPILL_DEV_MASK ((1u << VGPU_SLOT_SPILL_DEV_BITS) - 1)
-#define VGPU_SLOT_DEMOTED_UNIT   (1ull << 20)   /* spill_dev's upper bits count demoted MiB */
+#define VGPU_SLOT_DEMOTED_UNIT   (1ull << 20)   /* spill_dev's bits 5..30 count demoted MiB */
+/* spill_dev's top bit: a move of that process's borrowed memory is in flight (its stream is not
+ * done), so what it demoted may not have left the GPU yet (decision 13's order of giving way). */
+#define VGPU_SLOT_MOVING         0x80000000u
 
 static inline unsigned vgpu_slot_state_of(uint64_t owner) { return (unsigned)(owner & 0xff); }
 static inline pid_t vgpu_slot_pid_of(uint64_t owner) { return (pid_t)(uint32_t)(owner >> 8); }
@@ -374,9 +377,15 @@ bool vgpu_region_mark_spilled(struct vgpu_region *r, int slot, unsigned dev, uin
 /* Before releasing spilled bytes: they no longer count as spilled. */
 void vgpu_region_unspill(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
 /* Records that slot's process has `bytes` of its borrowed memory on job device dev demoted to
- * host memory now (lib/hook/squeeze.c), kept in MiB rounded up (at most 2^27 - 1 MiB). Nothing
- * when the process has not spilled there (it then has nothing borrowed to demote). */
-void vgpu_region_set_demoted(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
+ * host memory now (lib/hook/squeeze.c), kept in MiB rounded up (at most 2^26 - 1 MiB), and
+ * whether a move of it is still in flight. Nothing when the process has not spilled there (it
+ * then has nothing borrowed to demote). */
+void vgpu_region_set_demoted(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes, bool moving);
+/* The demoted bytes a slot's spill_dev word holds (the MiB bits, without the moving bit). */
+static inline uint64_t vgpu_slot_demoted_of(uint32_t spill_dev)
+{
+    return (uint64_t)((spill_dev & ~VGPU_SLOT_MOVING) >> VGPU_SLOT_SPILL_DEV_BITS) * VGPU_SLOT_DEMOTED_UNIT;
+}
 /* Returns `bytes` (after a free, or after the real allocation failed). Never underflows: at
  * most what the slot holds is released. 0, or -1 with errno EINVAL for bad indexes. */
 int vgpu_region_release(struct vgpu_region *r, int slot, unsigned dev, uint64_t bytes);
@@ -419,6 +428,8 @@ uint64_t vgpu_region_mem_borrowed(const struct vgpu_region *r, unsigned dev);
  * squeeze): the sum of the slots' figures (a dead process's until it is reaped), in MiB
  * granules. 0 for a job that borrows nothing, and in regions of an older vgpu. */
 uint64_t vgpu_region_mem_demoted(const struct vgpu_region *r, unsigned dev);
+/* Whether a process of the job has a move of its borrowed memory on device dev in flight. */
+bool vgpu_region_mem_moving(const struct vgpu_region *r, unsigned dev);
 /* One past the highest slot that may be in use: the bound of every scan of the slots. Re-read it
  * at each step of a scan (`for (i = 0; i < vgpu_region_slot_end(r); i++)`), so that a slot claimed
  * during the scan, past the bound read at its start, is still seen. VGPU_REGION_MAX_SLOTS for a
