@@ -47,6 +47,11 @@
 
 #define TICK_NS 200000000ULL           /* a look this often while the process borrows */
 #define PROMOTE_AFTER_NS 1000000000ULL /* room that stayed this long since the last demotion */
+/* A shortfall (free less than the others' unmet requests) that lasted this long: a borrower
+ * behind in the order gives as if it were first. Those ahead may be stopped, starved of CPU, or
+ * lying about what they borrow (a figure another user sends the arbiter); an owner's allocation
+ * waits 1 s at most (giveway.c), so it must not wait for them much longer than two looks. */
+#define PATIENCE_NS 500000000ULL
 
 struct loan {
     CUdeviceptr p;
@@ -63,6 +68,7 @@ struct devstate {
     CUcontext ctx;
     CUstream stream;
     uint64_t demoted_at_ns;
+    uint64_t short_since_ns;           /* when the GPU's free fell short of the unmet requests, 0: not */
     bool moving;                       /* a move was issued on stream and not seen done yet */
 };
 
@@ -230,7 +236,12 @@ static void look(int dev, CUcontext ctx, uint64_t now)
     struct vgpu_lend_others o;
     vgpu_lend_look(r, (unsigned)jdev, &me, &o);
     uint64_t gone = o.demoted + demoted < demoted ? UINT64_MAX : o.demoted + demoted;
-    uint64_t target = vgpu_lend_target(o.unmet, free_b, gone, o.ahead, borrowed);
+    if (free_b >= o.unmet)
+        ds->short_since_ns = 0;
+    else if (!ds->short_since_ns)
+        ds->short_since_ns = now;
+    bool impatient = ds->short_since_ns && now - ds->short_since_ns >= PATIENCE_NS;
+    uint64_t target = vgpu_lend_target(o.unmet, free_b, gone, impatient ? 0 : o.ahead, borrowed);
     char a[32], b[32], c[32];
     if (demoted < target) {
         uint64_t moved = demote(dev, s, target - demoted);

@@ -114,6 +114,29 @@ order_case() { # desc first-args second-args first-name second-name
 order_case "a --priority low borrower and a normal one" "--mem 1G:40G --priority low" "--mem 1G:40G" low norm 30G 30G
 order_case "two borrowers of one priority" "--mem 1G:50G" "--mem 1G:50G" big small 40G 20G
 
+# A borrower ahead in the order that does not give way (stopped here; starved of CPU, or another
+# user lying to the arbiter about what it borrows): the one behind gives after the shortfall
+# lasted half a second, so the owner still gets its request within 1 s. Before, the owner waited
+# its second for the stopped one and failed.
+vgpu run --name stuck --mem 1G:40G --priority low -- sh -c 'oversub_probe alloc 30G hold & echo "pid $!"; wait' \
+  >"$T_DIR/stuck.out" 2>&1 &
+stuck=$!
+vgpu run --name behind --mem 1G:40G -- oversub_probe alloc 30G hold >"$T_DIR/behind.out" 2>&1 &
+behind=$!
+poll_until 10 grep -q holding "$T_DIR/stuck.out"; poll_until 10 grep -q holding "$T_DIR/behind.out"
+spid=$(sed -n 's/^pid \([0-9]*\)$/\1/p' "$T_DIR/stuck.out")
+[ -n "$spid" ] && kill -STOP "$spid"
+VGPU_FAKE_NO_EVICT=1 vgpu run --name owner6 --mem 30G -- oversub_probe timed 29G hold >"$T_DIR/owner6.out" 2>&1 &
+owner6=$!
+poll_until 10 grep -q -e holding -e '^timed' "$T_DIR/owner6.out"
+ms=$(timed_ms "$(grep '^timed ' "$T_DIR/owner6.out")")
+check "the first in the order stopped: the owner's 29 GiB within 1 s all the same (${ms:-no} ms)" \
+  test -n "$ms" -a "${ms:-9999}" -lt 1000
+d2=$(demoted behind)
+check "... the borrower behind it gave way ($d2 B demoted)" test "${d2:-0}" -ge $((13 * G))
+[ -n "$spid" ] && kill -CONT "$spid"
+kill "$owner6" "$stuck" "$behind" 2>/dev/null; wait "$owner6" "$stuck" "$behind" 2>/dev/null
+
 # ---- a borrower killed mid-demotion leaves nothing held ----
 # The h200 model moves managed memory at its measured rates: 100 GiB to the host takes ~7 s of
 # the demoting stream, so a SIGKILL right after the borrower said it demoted lands mid-move. The
