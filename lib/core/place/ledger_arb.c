@@ -38,7 +38,9 @@ int ledger_arb_look(struct ledger *l, const char *const *uuids, const uint64_t *
     uint64_t a[4] = { ticket };
     size_t got = 0;
     struct vgpu_arb_rep r;
-    int64_t rc = vgpu_arb_call_data(VGPU_ARB_PL_LOOK, a, g, n * sizeof *g, back, sizeof back, &got, &r);
+    /* A daemon that has just started answers "try again" until the running jobs it served before
+     * have promised again (cmd/daemon/place.c): what it would show until then is too little. */
+    int64_t rc = vgpu_arb_call_patient(VGPU_ARB_PL_LOOK, a, g, n * sizeof *g, back, sizeof back, &got, &r);
     if (rc == -EPIPE) {
         gone(e);
         return -1;

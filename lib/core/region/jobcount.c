@@ -218,7 +218,8 @@ static int enter_arb(const char *const *uuids, unsigned n, unsigned max, int *fu
     n = pack(g, uuids, n);
     uint64_t a[4] = { max };
     struct vgpu_arb_rep r;
-    int64_t rc = vgpu_arb_call_data(VGPU_ARB_JC_ENTER, a, g, n * sizeof *g, NULL, 0, NULL, &r);
+    /* patient: a daemon that has just started counts the running jobs first (cmd/daemon/place.c) */
+    int64_t rc = vgpu_arb_call_patient(VGPU_ARB_JC_ENTER, a, g, n * sizeof *g, NULL, 0, NULL, &r);
     if (rc == -EPIPE)
         return 2;
     if (rc == -EBUSY && r.v[0] < n) {

@@ -299,6 +299,22 @@ int64_t vgpu_arb_call_data(enum vgpu_arb_op op, const uint64_t a[4], const void 
     return ok ? r->rc : -EPIPE;
 }
 
+int64_t vgpu_arb_call_patient(enum vgpu_arb_op op, const uint64_t a[4], const void *in, size_t inlen, void *out,
+                              size_t outcap, size_t *outlen, struct vgpu_arb_rep *r)
+{
+    struct vgpu_arb_rep mine;
+    if (!r)
+        r = &mine;
+    int64_t rc = 0;
+    for (int tries = 0; tries <= 3 * VGPU_ARB_RESTART_MS / 10; tries++) {
+        rc = vgpu_arb_call_data(op, a, in, inlen, out, outcap, outlen, r);
+        if (rc != -EAGAIN)
+            break;
+        nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
+    }
+    return rc;
+}
+
 void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, uint64_t a0, uint64_t a1, uint64_t a2)
 {
     pthread_mutex_lock(&mu);

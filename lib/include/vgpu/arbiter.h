@@ -55,6 +55,7 @@
 #define VGPU_ARB_SOCK         "sock"
 #define VGPU_ARB_LOCK         "lock"        /* one daemon per machine-wide directory (flock) */
 #define VGPU_ARB_REPLY_MS     1000          /* a reply later than this: the daemon is taken as gone */
+#define VGPU_ARB_RESTART_MS   1000          /* a restarted daemon holds placements back this long at most */
 #define VGPU_ARB_USER_JOBS    8             /* of VGPU_SCHED_MAX_JOBS (32) per GPU, for a user other than root */
 #define VGPU_ARB_USER_PROCS   64            /* of VGPU_SCHED_MAX_PROCS (256) */
 #define VGPU_ARB_MAX_GPUS     64
@@ -94,11 +95,15 @@ enum vgpu_arb_op {
                               * caller sees it, for the record), a[0] = the caller's ticket (0:
                               * none): out: the same GPUs, bytes = promised to running jobs;
                               * v[0] = the ledger's version, v[1] = waiters of the caller's user
-                              * ahead (cmd/daemon/place.c says why only those) */
+                              * ahead (cmd/daemon/place.c says why only those). -EAGAIN: the
+                              * daemon has just started and waits for the running jobs of the one
+                              * before it to promise again (VGPU_ARB_RESTART_MS at most): ask
+                              * again (vgpu_arb_call_patient) */
     VGPU_ARB_PL_PROMISE,     /* in: GPUs with bytes, a[0] = the version looked at: rc 0 (recorded,
-                              * and the caller leaves the queue), or -EAGAIN (changed: look again);
-                              * a[1] = 1: a running job's promise again, after a daemon restart
-                              * (recorded whatever the version) */
+                              * and the caller leaves the queue), or -EAGAIN (changed, or the wait
+                              * of PL_LOOK: look again); a[1] = 1: a running job's promise again,
+                              * after a daemon restart (recorded whatever the version, never
+                              * held back) */
     VGPU_ARB_PL_TICKET,      /* a[0] = bytes, a[1] = GPUs the caller waits for (for the record):
                               * v[0] = the connection's place in the --wait queue (taken if none) */
     VGPU_ARB_PL_UNQUEUE,     /* leaves the queue: rc 0 */
@@ -108,7 +113,8 @@ enum vgpu_arb_op {
     VGPU_ARB_JC_ENTER,       /* in: GPUs; a[0] = the job's --max-jobs (0: none), a[1] = 1: a running
                               * job counted again after a daemon restart (no limit): rc 0 counted, or
                               * -EBUSY with v[0] = the full GPU's position in `in`, v[1] = its jobs
-                              * | the limit (min(--max-jobs, root's policy)) << 32 */
+                              * | the limit (min(--max-jobs, root's policy)) << 32; -EAGAIN as for
+                              * PL_LOOK (never for a[1] = 1) */
     VGPU_ARB_JC_LEAVE,       /* rc 0 */
     VGPU_ARB_JC_COUNT,       /* in: one GPU: rc = jobs counted on it */
     VGPU_ARB_PL_GPUS,        /* out: the machine's GPUs and MIG devices (struct vgpu_arb_gpu), as the
@@ -207,6 +213,11 @@ int64_t vgpu_arb_call(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc,
  * daemon answers (or it went away); r (optional) gets the reply's header, msg included. */
 int64_t vgpu_arb_call_data(enum vgpu_arb_op op, const uint64_t a[4], const void *in, size_t inlen, void *out,
                            size_t outcap, size_t *outlen, struct vgpu_arb_rep *r);
+/* vgpu_arb_call_data, asked again every 10 ms while the daemon answers -EAGAIN because it has
+ * just started and waits for the running jobs it served before to promise again (PL_LOOK,
+ * JC_ENTER), for 3 * VGPU_ARB_RESTART_MS at most; then -EAGAIN, with r->msg saying why. */
+int64_t vgpu_arb_call_patient(enum vgpu_arb_op op, const uint64_t a[4], const void *in, size_t inlen, void *out,
+                              size_t outcap, size_t *outlen, struct vgpu_arb_rep *r);
 /* A call that is not answered (sent in order with the others). */
 void vgpu_arb_send(uint32_t gen, enum vgpu_arb_op op, uint32_t gpu, int proc, uint64_t a0, uint64_t a1,
                    uint64_t a2);
