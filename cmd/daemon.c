@@ -12,7 +12,10 @@ static const char usage[] =
     "second. It also keeps every user's placement promises (vgpu run --mem), --wait queue and\n"
     "job count (--max-jobs, root's max-jobs-per-gpu), each ending with the vgpu run that made\n"
     "it, and writes every user's accounting records (each user reads only their own). Without\n"
-    "it, jobs of different users are not scheduled or placed together.\n"
+    "it, jobs of different users are not scheduled or placed together. It names the processes\n"
+    "it serves in MACHINE_DIR/arbiter/holders; a daemon started after it holds other placements\n"
+    "back until those still running have promised again (1 s at most), and a fresh one never\n"
+    "waits.\n"
     "\n"
     "The socket is MACHINE_DIR/arbiter/sock (MACHINE_DIR: VGPU_MACHINE_DIR, else\n"
     "/run/vgpu-machine; an empty VGPU_MACHINE_DIR is refused). Run it as root; a daemon of\n"
@@ -383,6 +386,11 @@ static int serve(uint64_t spin_ns, const char *acct_db)
     arb_gpus_start(a);
     fprintf(stderr, "vgpu daemon: the arbiter of %s listens on %s (%u connections at most, %u of one login's, %u "
                     "kept for root)\n", mpath, sock_path, lim.total, lim.per_login, lim.total - lim.others);
+    /* Before the first request: the holders file of the daemon before this one (a restart), whose
+     * running jobs make their promises again before anyone else's placement is admitted. */
+    char adir_path[4200];
+    snprintf(adir_path, sizeof adir_path, "%s/%s", mpath, VGPU_ARB_DIR);
+    arb_place_start(a, adir, adir_path);
     unsigned n = 0;
     a->clients = cl;
     a->nclients = &n;

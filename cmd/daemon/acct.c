@@ -301,6 +301,8 @@ static void do_start(struct arbiter *a, struct arb_client *c, const struct vgpu_
     int rc = arb_acct_job_start(c, id, &why);
     if (rc < 0)
         arb_refuse(a, r, -rc, why);
+    else
+        arb_place_job_named(a, c, id);   /* the holders file names the job (place.c) */
 }
 
 bool arb_acct_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,

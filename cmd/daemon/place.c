@@ -10,15 +10,29 @@
  * The choice itself stays with the client (lib/core/place/placement.c): it looks (the promised
  * bytes of its candidate GPUs and the ledger's version), decides, and records its promise with the
  * version it looked at; when anything changed in between, it is told to look again. So two
- * placements never both take the last room, and the daemon never waits for a client. */
+ * placements never both take the last room, and the daemon never waits for a client.
+ *
+ * A restart: the running jobs' vgpu run make their promises and places in the count again to the
+ * new daemon at their next walk (every 250 ms: ledger_arb_keep in lib/core/place/ledger_arb.c,
+ * vgpu_jobcount_keep), and a placement asked before that was admitted against an empty ledger
+ * (with 102 GiB promised on a 140 GiB H200, `vgpu run --mem 60G` ran right after a restart, 10
+ * times of 10). So the daemon names the processes it serves in a file beside its socket
+ * (holders.c), and one that starts and finds some of them alive answers everyone else's look,
+ * promise and count "try again" (-EAGAIN; vgpu_arb_call_patient asks again every 10 ms) until
+ * each has come back or ended, VGPU_ARB_RESTART_MS after its start at most (a vgpu run stopped
+ * with SIGSTOP cannot hold every placement for ever). A fresh daemon, or one whose holders are
+ * gone, never waits. */
 #include "daemon/server.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "vgpu/jobcount.h"
+#include "vgpu/proc.h"
 
 enum entry_kind { PROMISE, COUNTED };
 
@@ -28,6 +42,14 @@ struct entry {
     enum entry_kind kind;
     char uuid[96];
     uint64_t bytes;             /* PROMISE */
+};
+
+/* A connection that holds entries, as the holders file names it. */
+struct held {
+    uint64_t client;
+    struct arb_holder h;        /* h.kinds: what it holds now (0: nothing, dropped at the next write) */
+    unsigned written;           /* h.kinds as the file says it */
+    bool renamed;               /* its job named since the file was written */
 };
 
 struct ticket {
@@ -43,16 +65,317 @@ struct arb_place {
     size_t nt, tcap;
     unsigned long long next_ticket;
     uint64_t version;           /* moves with every change of the promises or the queue */
+    /* Whom the entries are of (one record a connection), and the holders file (arb_place_start). */
+    struct held *held;
+    size_t nheld, heldcap;
+    int dir;                    /* the daemon's directory (-1: no file kept) */
+    char *shown;                /* the file's path, for messages */
+    bool pending_changed;       /* the list below changed since the file was written */
+    int write_err;              /* the error of the last write, said once */
+    uint64_t written_ns;        /* when the file was last written */
+    /* The holders of the daemon before this one that still live and have not come back. */
+    struct arb_holder *pending;
+    size_t npending, listed, back, ended;
+    uint64_t start_ns, checked_ns;
 };
+
+#define MS_NS 1000000ULL
+#define PENDING_CHECK_NS (10 * MS_NS)   /* how often the pending holders' liveness is read again */
+#define SHRINK_NS        (100 * MS_NS)  /* a holder that holds nothing any more leaves the file this late */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 
 static struct arb_place *state(struct arbiter *a)
 {
     if (!a->place) {
         a->place = calloc(1, sizeof *a->place);
-        if (a->place)
+        if (a->place) {
             a->place->version = 1;
+            a->place->dir = -1;
+        }
     }
     return a->place;
+}
+
+/* ---- whom the entries are of ------------------------------------------------------------------- */
+
+static unsigned kind_bit(enum entry_kind kind)
+{
+    return kind == PROMISE ? ARB_HELD_PROMISE : ARB_HELD_COUNT;
+}
+
+static struct held *held_of(struct arb_place *p, uint64_t client)
+{
+    for (size_t i = 0; i < p->nheld; i++)
+        if (p->held[i].client == client)
+            return &p->held[i];
+    return NULL;
+}
+
+/* Client c's record (made when it has none; NULL: no memory, and then the file does not name it). */
+static struct held *held_get(struct arb_place *p, const struct arb_client *c)
+{
+    struct held *h = held_of(p, c->id);
+    if (h)
+        return h;
+    if (p->nheld == p->heldcap) {
+        size_t cap = p->heldcap ? p->heldcap * 2 : 16;
+        struct held *m = realloc(p->held, cap * sizeof *m);
+        if (!m)
+            return NULL;
+        p->held = m;
+        p->heldcap = cap;
+    }
+    h = &p->held[p->nheld++];
+    *h = (struct held){ .client = c->id, .h = { .pid = c->pid, .uid = c->uid } };
+    h->h.start = c->pid > 0 ? vgpu_proc_start_time(c->pid) : 0;
+    return h;
+}
+
+/* ---- the holders of the daemon before this one ------------------------------------------------ */
+
+static bool alive(const struct arb_holder *h)
+{
+    return h->pid > 0 && vgpu_proc_start_time(h->pid) == h->start;
+}
+
+/* "pid 123 of job 4f2a..., pid 456 and 2 more" */
+static void describe(const struct arb_holder *h, size_t n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < n && used + 1 < len; i++) {
+        bool last = i == 4 && n > 5;
+        int k = last ? snprintf(buf + used, len - used, " and %zu more", n - i)
+                     : snprintf(buf + used, len - used, "%spid %d%s%s", i ? ", " : "", (int)h[i].pid,
+                                h[i].job[0] ? " of job " : "", h[i].job);
+        if (k < 0)
+            break;
+        used += (size_t)k;
+        if (used >= len)
+            used = len - 1;
+        if (last)
+            break;
+    }
+}
+
+/* The wait is over: every holder came back or ended, or the time is up (then who did not is said). */
+static void pending_over(struct arb_place *p, uint64_t now)
+{
+    unsigned ms = (unsigned)((now - p->start_ns) / MS_NS);
+    if (p->npending) {
+        char who[512];
+        describe(p->pending, p->npending, who, sizeof who);
+        fprintf(stderr, "vgpu daemon: stopped waiting after %u ms for %zu of the %zu running jobs of the daemon "
+                        "before this one to make their promises again (%s): placements go on without them\n", ms,
+                p->npending, p->listed, who);
+    } else {
+        fprintf(stderr, "vgpu daemon: the %zu running job%s of the daemon before this one promised again after %u ms "
+                        "(%zu came back, %zu had ended): placements go on\n", p->listed, p->listed == 1 ? "" : "s", ms,
+                p->back, p->ended);
+    }
+    free(p->pending);
+    p->pending = NULL;
+    p->npending = 0;
+    p->pending_changed = true;   /* those left out are not this daemon's to name */
+}
+
+static void pending_remove(struct arb_place *p, size_t i)
+{
+    p->pending[i] = p->pending[--p->npending];
+    p->pending_changed = true;
+}
+
+/* The time is up (ARB_RESTART_MS after the start), whether or not all came back. */
+static bool pending_expired(struct arb_place *p, uint64_t now)
+{
+    if (!p->npending || now - p->start_ns < VGPU_ARB_RESTART_MS * MS_NS)
+        return false;
+    pending_over(p, now);
+    return true;
+}
+
+/* Whether client c's look, promise or count (kind ARB_HELD_*) must wait for the holders of the
+ * daemon before this one: then r says "try again". A holder itself never waits. */
+static bool must_wait(struct arbiter *a, struct arb_place *p, const struct arb_client *c, unsigned kind,
+                      struct vgpu_arb_rep *r)
+{
+    if (!p->npending)
+        return false;
+    uint64_t now = now_ns();
+    if (pending_expired(p, now))
+        return false;
+    if (now - p->checked_ns >= PENDING_CHECK_NS) {
+        p->checked_ns = now;
+        for (size_t i = p->npending; i-- > 0;)
+            if (!alive(&p->pending[i])) {
+                pending_remove(p, i);
+                p->ended++;
+            }
+        if (!p->npending) {
+            pending_over(p, now);
+            return false;
+        }
+    }
+    bool waits = false;
+    for (size_t i = 0; i < p->npending; i++) {
+        if (c->pid > 0 && p->pending[i].pid == c->pid && alive(&p->pending[i]))
+            return false;   /* one of them: it comes back by these requests */
+        waits |= (p->pending[i].kinds & kind) != 0;
+    }
+    if (!waits)
+        return false;
+    arb_refuse(a, r, EAGAIN, "the arbiter has just started and waits for the running jobs it served before to make "
+                             "their promises again (1 s at most): try again");
+    return true;
+}
+
+/* Client c holds entries of `kind` now (record h): when its process is a holder of the daemon
+ * before this one, that much of it is back, and its job's id is the one it had. */
+static void holder_back(struct arb_place *p, struct held *h, unsigned kind)
+{
+    for (size_t i = 0; i < p->npending; i++) {
+        struct arb_holder *o = &p->pending[i];
+        if (o->pid != h->h.pid || o->start != h->h.start)
+            continue;
+        if (!h->h.job[0] && o->job[0]) {
+            memcpy(h->h.job, o->job, sizeof o->job);
+            h->renamed = true;
+        }
+        o->kinds &= ~kind;
+        if (!o->kinds) {
+            pending_remove(p, i);
+            p->back++;
+            if (!p->npending)
+                pending_over(p, now_ns());
+        }
+        return;
+    }
+}
+
+/* ---- the holders file ------------------------------------------------------------------------- */
+
+/* Writes the holders file when the holders changed: this daemon's (one a connection's process),
+ * and those of the daemon before it still awaited (so a daemon that follows this one soon waits
+ * for them too). A holder that gains something is written before the reply (a daemon killed
+ * after it admitted a job knows the job); one that holds less, or nothing, at the next request
+ * SHRINK_NS after the last write, or with the next gain: a daemon that follows meanwhile at most
+ * waits for a process that promises nothing again, and one that leaves and enters the count over
+ * and over costs no write (4000 holders: 0.2 ms a write on tmpfs). `force`: write now. */
+static void holders_sync(struct arb_place *p, bool force)
+{
+    uint64_t now = now_ns();
+    if (p->dir >= 0)
+        pending_expired(p, now);
+    bool grew = force, shrank = p->pending_changed;
+    size_t named = 0;
+    for (size_t i = 0; i < p->nheld; i++) {
+        const struct held *h = &p->held[i];
+        grew |= (h->h.kinds & ~h->written) != 0 || h->renamed;
+        shrank |= (h->written & ~h->h.kinds) != 0;
+        named += h->h.kinds && h->h.pid > 0 && h->h.start;   /* one this daemon cannot see in its /proc: not named */
+    }
+    if (!grew && !(shrank && now - p->written_ns >= SHRINK_NS)) {
+        if (!shrank || p->dir < 0) {   /* nothing written is stale: records of nothing go */
+            size_t k = 0;
+            for (size_t i = 0; i < p->nheld; i++)
+                if (p->held[i].h.kinds || (p->dir >= 0 && p->held[i].written))
+                    p->held[k++] = p->held[i];
+            p->nheld = k;
+        }
+        return;
+    }
+    int err = 0;
+    if (p->dir >= 0) {
+        struct arb_holder *all = named + p->npending ? malloc((named + p->npending) * sizeof *all) : NULL;
+        size_t k = 0;
+        if (!all && named + p->npending) {
+            err = ENOMEM;
+        } else {
+            for (size_t i = 0; i < p->nheld; i++)
+                if (p->held[i].h.kinds && p->held[i].h.pid > 0 && p->held[i].h.start)
+                    all[k++] = p->held[i].h;
+            if (p->npending)
+                memcpy(all + k, p->pending, p->npending * sizeof *all);
+            err = -arb_holders_write(p->dir, all, k + p->npending);
+        }
+        free(all);
+        if (err && err != p->write_err)
+            vgpu_warn("cannot write %s: %s; a daemon started after this one may admit placements before the running "
+                      "jobs have made their promises again", p->shown ? p->shown : ARB_HOLDERS_FILE, strerror(err));
+        p->write_err = err;
+        if (err)
+            return;   /* written again at the next change, with this one */
+        p->written_ns = now;
+    }
+    p->pending_changed = false;
+    size_t k = 0;
+    for (size_t i = 0; i < p->nheld; i++) {
+        struct held *h = &p->held[i];
+        h->written = h->h.kinds;
+        h->renamed = false;
+        if (h->h.kinds)
+            p->held[k++] = *h;
+    }
+    p->nheld = k;
+}
+
+void arb_place_start(struct arbiter *a, int dir, const char *shown)
+{
+    struct arb_place *p = state(a);
+    if (!p)
+        return;
+    p->dir = dir;
+    size_t sl = strlen(shown) + sizeof "/" ARB_HOLDERS_FILE;
+    p->shown = malloc(sl);
+    if (p->shown)
+        snprintf(p->shown, sl, "%s/%s", shown, ARB_HOLDERS_FILE);
+    /* A version a client looked at with the daemon before this one is not this one's. */
+    uint64_t v;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
+        p->version = v | 1;
+    else
+        p->version = now_ns() | 1;
+    p->start_ns = p->checked_ns = now_ns();
+    struct arb_holder *h;
+    size_t n;
+    if (arb_holders_read(dir, p->shown ? p->shown : ARB_HOLDERS_FILE, &h, &n) == 0) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (alive(&h[i]))
+                h[k++] = h[i];
+        if (k) {
+            p->pending = h;
+            p->npending = p->listed = k;
+        } else {
+            free(h);
+        }
+    }
+    if (p->npending) {
+        char who[512];
+        describe(p->pending, p->npending, who, sizeof who);
+        fprintf(stderr, "vgpu daemon: %zu running job%s held promises or places in the job count with the daemon "
+                        "before this one (%s): new placements wait until %s made them again, %u ms at most\n",
+                p->npending, p->npending == 1 ? "" : "s", who, p->npending == 1 ? "it has" : "they have",
+                VGPU_ARB_RESTART_MS);
+    }
+    holders_sync(p, true);   /* this daemon's own list from now on (it replaces one not trusted) */
+}
+
+void arb_place_job_named(struct arbiter *a, const struct arb_client *c, const char *id)
+{
+    struct arb_place *p = a->place;
+    struct held *h = p ? held_of(p, c->id) : NULL;
+    if (!h || !strncmp(h->h.job, id, sizeof h->h.job))
+        return;
+    snprintf(h->h.job, sizeof h->h.job, "%s", id);
+    h->renamed = true;
+    holders_sync(p, false);
 }
 
 /* The GPUs of a payload: n entries, each a NUL-terminated UUID of a GPU or MIG device. */
@@ -100,16 +423,25 @@ static bool add_entries(struct arbiter *a, struct arb_place *p, const struct arb
         arb_refuse(a, r, EDQUOT, "your user already holds the most placement entries a user may hold (256)");
         return false;
     }
+    /* Named in the holders file before the reply (a record first: without one, nothing is added). */
+    struct held *h = held_get(p, c);
+    if (!h) {
+        arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
+        return false;
+    }
     for (size_t i = 0; i < n; i++) {
         struct entry *e = add_entry(p);
         if (!e) {
             arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
+            h->h.kinds |= i ? kind_bit(kind) : 0;
             return false;
         }
         *e = (struct entry){ .client = c->id, .uid = c->uid, .kind = kind, .bytes = kind == PROMISE ? g[i].bytes : 0 };
         memcpy(e->uuid, g[i].uuid, sizeof e->uuid);
     }
     p->version++;
+    h->h.kinds |= kind_bit(kind);
+    holder_back(p, h, kind_bit(kind));
     r->rc = 0;
     return true;
 }
@@ -137,8 +469,12 @@ static void drop_entries(struct arb_place *p, uint64_t client, enum entry_kind k
     for (size_t i = 0; i < p->n; i++)
         if (p->e[i].client != client || p->e[i].kind != kind)
             p->e[k++] = p->e[i];
-    if (k != p->n)
+    if (k != p->n) {
         p->version++;
+        struct held *h = held_of(p, client);
+        if (h)
+            h->h.kinds &= ~kind_bit(kind);   /* all of that kind go together */
+    }
     p->n = k;
 }
 
@@ -254,6 +590,20 @@ static void adopt(struct arb_place *p, struct arb_client *c, const struct vgpu_a
                 p->e[i].client = c->id;
                 moved++;
             }
+        /* The holders file names the adopter from now on, with the job it took over. */
+        struct held *from = held_of(p, o->id);
+        if (from && from->h.kinds) {
+            struct arb_holder was = from->h;
+            from->h.kinds = 0;
+            struct held *to = held_get(p, c);   /* (may move the records: `from` is not used again) */
+            if (to) {
+                to->h.kinds |= was.kinds;
+                if (!to->h.job[0] && was.job[0]) {
+                    memcpy(to->h.job, was.job, sizeof to->h.job);
+                    to->renamed = true;
+                }
+            }
+        }
         struct ticket *t = ticket_of(p, o->id);
         if (t && !ticket_of(p, c->id)) {
             t->client = c->id;
@@ -307,13 +657,23 @@ void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu
     const struct vgpu_arb_gpu_bytes *g;
     size_t n;
     switch (q->op) {
-    case VGPU_ARB_PL_LOOK: look(p, c, q, in, r, out); break;
-    case VGPU_ARB_PL_PROMISE: promise(a, p, c, q, in, r); break;
+    case VGPU_ARB_PL_LOOK:
+        if (!must_wait(a, p, c, ARB_HELD_PROMISE, r))
+            look(p, c, q, in, r, out);
+        break;
+    case VGPU_ARB_PL_PROMISE:
+        /* a[1]: a running job's promise again, which is what the others wait for */
+        if (q->a[1] || !must_wait(a, p, c, ARB_HELD_PROMISE, r))
+            promise(a, p, c, q, in, r);
+        break;
     case VGPU_ARB_PL_TICKET: take_ticket(a, p, c, q, r); break;
     case VGPU_ARB_PL_UNQUEUE: unqueue(p, c->id); break;
     case VGPU_ARB_PL_RELEASE: drop_entries(p, c->id, PROMISE); break;
     case VGPU_ARB_PL_ADOPT: adopt(p, c, q, r, a->clients, a->nclients ? *a->nclients : 0); break;
-    case VGPU_ARB_JC_ENTER: count_enter(a, p, c, q, in, r); break;
+    case VGPU_ARB_JC_ENTER:
+        if (q->a[1] || !must_wait(a, p, c, ARB_HELD_COUNT, r))
+            count_enter(a, p, c, q, in, r);
+        break;
     case VGPU_ARB_JC_LEAVE: drop_entries(p, c->id, COUNTED); break;
     case VGPU_ARB_JC_COUNT:
         if (!gpus_of(q, in, &g, &n) || n != 1)
@@ -324,6 +684,7 @@ void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu
     case VGPU_ARB_PL_GPUS: arb_gpus_answer(a, r, out); break;
     default: arb_refuse(a, r, ENOSYS, "not a request this arbiter knows"); break;
     }
+    holders_sync(p, false);
 }
 
 void arb_place_client_gone(struct arbiter *a, struct arb_client *c)
@@ -334,6 +695,7 @@ void arb_place_client_gone(struct arbiter *a, struct arb_client *c)
     drop_entries(p, c->id, PROMISE);
     drop_entries(p, c->id, COUNTED);
     unqueue(p, c->id);
+    holders_sync(p, false);
 }
 
 void arb_place_free(struct arbiter *a)
@@ -342,6 +704,9 @@ void arb_place_free(struct arbiter *a)
         return;
     free(a->place->e);
     free(a->place->t);
+    free(a->place->held);
+    free(a->place->pending);
+    free(a->place->shown);
     free(a->place);
     a->place = NULL;
 }

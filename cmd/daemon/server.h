@@ -105,6 +105,32 @@ void arb_client_gone(struct arbiter *a, struct arb_client *c);
 void arb_place_client_gone(struct arbiter *a, struct arb_client *c);
 /* Placement's memory given back (a daemon's ends with it; the fuzzer's each input). */
 void arb_place_free(struct arbiter *a);
+/* Before serving: placement keeps the list of its holders in `dir` (the daemon's own directory,
+ * shown as `shown` in messages; holders.c), and reads the list a daemon before it left there:
+ * while a holder named there lives and has not made its promise or place in the job count again,
+ * other clients' placements are answered -EAGAIN ("try again"), VGPU_ARB_RESTART_MS after this
+ * call at most. Without it (the unit tests, the fuzzer) nothing is written and nothing waits. */
+void arb_place_start(struct arbiter *a, int dir, const char *shown);
+/* Connection c named its job `id` (VGPU_ARB_ACCT_START): the holders file says it. */
+void arb_place_job_named(struct arbiter *a, const struct arb_client *c, const char *id);
+
+/* The holders file (holders.c): one holder a process, what it holds (kinds). */
+#define ARB_HOLDERS_FILE "holders"
+#define ARB_HOLDERS_MAX  16384
+#define ARB_HELD_PROMISE 1u
+#define ARB_HELD_COUNT   2u
+struct arb_holder {
+    pid_t pid;                                 /* as the daemon sees it (SO_PEERCRED) */
+    uint64_t start;                            /* its start time, /proc/PID/stat field 22 */
+    uid_t uid;
+    unsigned kinds;                            /* ARB_HELD_* */
+    char job[16];                              /* its job's id (VGPU_JOB_ID_LEN), "" not named yet */
+};
+/* Reads dir's list: 0 with *n holders in *out (malloc'd; none when there is no file, or it is of
+ * another boot), or -1 when the file is there but not trusted (said why, naming it `shown`). */
+int arb_holders_read(int dir, const char *shown, struct arb_holder **out, size_t *n);
+/* Writes the list (a new file renamed over the old one): 0, or -errno. */
+int arb_holders_write(int dir, const struct arb_holder *h, size_t n);
 void arb_acct_client_gone(struct arbiter *a, struct arb_client *c);
 /* The schedule entry's key of a job of user `uid` whose own key (its processes') is `key`: two
  * users' jobs never share an entry, whatever keys they send, and the key is mixed with a secret
