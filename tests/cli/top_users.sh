@@ -18,6 +18,11 @@ expect() { # desc regex [seconds]
   if poll_until "${3:-10}" on_pane "$2"; then ok "$1"; else not_ok "$1" "missing: $2"$'\n'"$(pane)"; fi
 }
 keys() { tm send-keys -t t "$@"; }
+# The server ended, before a new one is asked for: `q` ends top, and with it the last session, so
+# the server is exiting on its own, and a new-session that reached it then failed with "server
+# exited unexpectedly" (a make test beside a CPU hog, twice).
+tm_gone() { ! tm ls >/dev/null 2>&1; }
+tm_end() { tm kill-server 2>/dev/null; wait_until 5 tm_gone; }
 
 # Two capped jobs of root's today: 30 % of 2 s each, 0.6 GPU-seconds (0.00017 GPU-hours) apiece.
 must vgpu run --core 30 -- core_loop -t 2 -k 2000 -s 8
@@ -34,7 +39,7 @@ expect "u closes it: the panels again" "PID USER"
 keys h
 expect "the help lists the key" "today's usage per user"
 keys x
-tm kill-server 2>/dev/null
+tm_end
 
 # A job whose record vgpu run's finisher is still writing as the view opens: said so, and read
 # again at each refresh until it is in. The finisher is held with SIGSTOP while the view opens.
@@ -57,7 +62,7 @@ if [ -n "$fin" ] && kill -STOP "$fin" 2>/dev/null && vgpu acct --name held 2>&1 
   expect "... and adds it once written, without being opened again" "^root +3 +0\.000[1-2]"
   check "... saying no more of it" test -z "$(pane | grep 'still writing')"
   keys q
-  tm kill-server 2>/dev/null
+  tm_end
 else
   [ -n "$fin" ] && kill -CONT "$fin" 2>/dev/null
   records_settled
@@ -77,14 +82,14 @@ expect "the view's lent columns on a wide screen" "USER +JOBS +GPU-HOURS +GIB-HO
 expect "... root's requested and borrowed GiB-hours (the borrower's 0.0006 and 0.0014)" \
   "^root +4 .* 0\.000[5-7] +0\.001[3-5] *$"
 keys q
-tm kill-server 2>/dev/null
+tm_end
 tm new-session -d -s t -x 80 -y 40 "vgpu top -d 0.5"
 expect "top starts at 80 columns" "vgpu top - "
 keys u
 expect "... where the first five columns stay" "USER +JOBS +GPU-HOURS +GIB-HOURS +ENERGY-KJ *$"
 check "... and the lent ones are left out whole, never cut" test -z "$(pane | grep -E 'REQ-GIB|BORROW')"
 keys q
-tm kill-server 2>/dev/null
+tm_end
 
 # With the arbiter: root's view is every user's, from the daemon's database.
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
@@ -100,7 +105,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2
   expect "root's view through the daemon shows nobody's job" "^nobody +1 "
   expect "... and root's own, handed to the daemon" "^root +4 "
   keys q
-  tm kill-server 2>/dev/null
+  tm_end
   # The daemon down (issue 36 N3): a job ended now is in root's own store alone; the view says it
   # adds up a part, and counts that job, not the database's 5.
   kill "$daemon"; wait "$daemon"; daemon=""
