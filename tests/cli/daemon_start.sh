@@ -81,9 +81,15 @@ if command -v setpriv >/dev/null && command -v sqlite3 >/dev/null && id nobody >
   daemon=$!
   wait_until 20 vgpu daemon --check
   must vgpu run --name before -- true
-  must sqlite3 "$DDB" 'PRAGMA wal_checkpoint(TRUNCATE)'
-  printf 'not an SQLite file: its header overwritten while the daemon has it open.......' |
-    dd of="$DDB" bs=1 conv=notrunc status=none
+  # The record is written by the daemon's accounting thread after the job ended, and a checkpoint
+  # while it writes cannot empty the WAL (busy): wait for both.
+  recorded() { [ "$(sqlite3 "$DDB" "SELECT COUNT(*) FROM jobs WHERE name = 'before'" 2>/dev/null)" = 1 ]; }
+  checkpointed() { [ "$(sqlite3 "$DDB" 'PRAGMA wal_checkpoint(TRUNCATE)' 2>/dev/null | cut -d'|' -f1)" = 0 ]; }
+  wait_until 20 recorded
+  wait_until 20 checkpointed
+  # Written by the shell itself (1<> opens without truncating): dd under make asan's preloaded
+  # sanitizer aborted on its aligned_alloc, and the file was never damaged.
+  printf 'not an SQLite file: its header overwritten while the daemon has it open.......' 1<>"$DDB"
   must as_nobody vgpu run --name damaged -- true
   run as_nobody vgpu acct
   assert_contains "damaged while it runs: nobody's vgpu acct is told to ask root" "root: see vgpu daemon's log" "$err"
