@@ -165,7 +165,7 @@ uint64_t arb_user_key(uint64_t key, uid_t uid)
 /* The priority a job of `uid` is granted for the one it asked for (root's policy file,
  * vgpu/policy.h): high only for root and the users and groups the policy names, and a normal
  * request the policy's default. A policy that cannot be read grants nothing above normal. */
-static int granted_prio(uid_t uid, int asked)
+int arb_granted_prio(uid_t uid, int asked)
 {
     if (uid == 0 || asked == VGPU_PRIO_LOW)
         return asked;
@@ -221,7 +221,7 @@ static int do_job(struct arbiter *a, struct arb_gpu *g, struct arb_client *c, co
     /* Priority is a right, not a wish: the job's word is what it asks, the policy what it gets
      * (an administrator's --user limits are root's word already). */
     if (!admin)
-        prio = granted_prio(c->uid, prio);
+        prio = arb_granted_prio(c->uid, prio);
     /* An uncapped job that is not background preempts only within a fair share: its cap is
      * that share, soft (it still uses what nobody else wants). Uncapped high once held
      * another user's --core 30 job at 2 % of the GPU. */
@@ -491,9 +491,11 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
     *send_fd = -1;
     a->requests++;
     bool answered = (q->op >= VGPU_ARB_HELLO && q->op <= VGPU_ARB_RELEASE) ||
-                    (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_ACCT_LAST);
+                    (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_LEND_LAST);
     if (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_PLACE_LAST) {
         arb_place_handle(a, c, q, in, r, out);
+    } else if (q->op >= VGPU_ARB_LEND_FIRST && q->op <= VGPU_ARB_LEND_LAST) {
+        arb_lend_handle(a, c, q, in, r, out);
     } else if (q->op >= VGPU_ARB_ACCT_FIRST && q->op <= VGPU_ARB_ACCT_LAST) {
         if (!arb_acct_handle(a, c, q, in, r, out))
             return false;   /* queued: the accounting thread answers it (acct_worker.c) */
@@ -535,6 +537,7 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
 void arb_client_gone(struct arbiter *a, struct arb_client *c)
 {
     arb_place_client_gone(a, c);
+    arb_lend_client_gone(a, c);
     arb_acct_client_gone(a, c);
     uint64_t now = now_ns();
     for (unsigned i = 0; i < a->ngpus; i++)

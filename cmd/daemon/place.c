@@ -455,6 +455,16 @@ static uint64_t promised_on(const struct arb_place *p, const char *uuid)
     return sum;
 }
 
+uint64_t arb_place_promised(struct arbiter *a, uint64_t client, const char *uuid)
+{
+    const struct arb_place *p = a->place;
+    uint64_t sum = 0;
+    for (size_t i = 0; p && i < p->n; i++)
+        if (p->e[i].kind == PROMISE && p->e[i].client == client && !strcmp(p->e[i].uuid, uuid))
+            sum = sum + p->e[i].bytes < sum ? UINT64_MAX : sum + p->e[i].bytes;
+    return sum;
+}
+
 static unsigned counted_on(const struct arb_place *p, const char *uuid)
 {
     unsigned k = 0;

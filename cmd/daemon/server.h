@@ -65,6 +65,7 @@ struct arb_acct;    /* accounting: cmd/daemon/acct.c */
 struct arb_charged; /* what the schedules charged each job: cmd/daemon/charged.c */
 struct arb_gpus;    /* the machine's GPUs, from NVML: cmd/daemon/gpus.c */
 struct arb_logins;  /* subordinate uids and their logins: cmd/daemon/logins.c */
+struct arb_lend;    /* what every job says it holds, for lending across users: cmd/daemon/lend.c */
 
 /* Entries of each GPU's schedule that only root's jobs take (quota.c), so root always has room. */
 #define ARB_ROOT_JOBS  4
@@ -77,6 +78,7 @@ struct arbiter {
     struct arb_charged *charged;
     struct arb_gpus *machine_gpus;
     struct arb_logins *logins;
+    struct arb_lend *lend;
     const struct arb_client *clients;          /* the connections now: clients[0 .. *nclients) */
     const unsigned *nclients;
     unsigned ngpus;
@@ -105,6 +107,15 @@ void arb_client_gone(struct arbiter *a, struct arb_client *c);
 void arb_place_client_gone(struct arbiter *a, struct arb_client *c);
 /* Placement's memory given back (a daemon's ends with it; the fuzzer's each input). */
 void arb_place_free(struct arbiter *a);
+/* The bytes connection `client` has promised on GPU `uuid` (0: none). */
+uint64_t arb_place_promised(struct arbiter *a, uint64_t client, const char *uuid);
+/* Lending across users (lend.c, VGPU_ARB_LEND_*): one request; client c gone; the memory given back. */
+void arb_lend_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+                     struct vgpu_arb_rep *r, void *out);
+void arb_lend_client_gone(struct arbiter *a, struct arb_client *c);
+void arb_lend_free(struct arbiter *a);
+/* The priority a job of `uid` is granted for the one it asked for (root's policy file). */
+int arb_granted_prio(uid_t uid, int asked);
 /* Before serving: placement keeps the list of its holders in `dir` (the daemon's own directory,
  * shown as `shown` in messages; holders.c), and reads the list a daemon before it left there:
  * while a holder named there lives and has not made its promise or place in the job count again,

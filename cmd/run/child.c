@@ -19,6 +19,7 @@
 #include "vgpu/gpu.h"
 #include "vgpu/log.h"
 #include "vgpu/jobcount.h"
+#include "vgpu/lend.h"
 #include "vgpu/overlimit.h"
 #include "vgpu/placement.h"
 #include "vgpu/proc.h"
@@ -132,6 +133,7 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
                 (void)vgpu_region_reap(r);
                 vgpu_acct_sample(r);    /* the memory-time integral (vgpu/acct.h) */
                 vgpu_place_keep();      /* a restarted arbiter learns the job's promise and count */
+                vgpu_lend_share(r);     /* what other users' jobs add to giving way (vgpu/lend.h) */
                 vgpu_jobcount_keep();
                 (void)vgpu_overlimit_tick(watch, r);
                 continue;
@@ -174,6 +176,10 @@ int vgpu_run_child(struct vgpu_region *r, char **argv, const char *place_dir, co
      * waits for this walk to find its host pid only while it sees the walk running (libvgpu.so,
      * vgpu_nvml_await_self), so it must not start before the walk is seen. */
     vgpu_acct_sample(r);
+    /* And the arbiter's first answer for lending across users, so that an allocation the command
+     * makes at once already sees other users' borrowers to wait for (one round trip, with a
+     * daemon and a memory limit only). */
+    vgpu_lend_share(r);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {

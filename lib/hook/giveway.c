@@ -30,12 +30,20 @@ bool vgpu_giveway_wait(struct vgpu_giveway *g, int dev, uint64_t bytes, const ch
     if (!r || jdev < 0 || !bytes || !vgpu_acct_tracked(dev))
         return false;
     uint64_t now = vgpu_now_ns();
-    if (!g->start_ns) {
+    if (!g->start_ns || g->unsure) {
         struct vgpu_lend_others o;
         vgpu_lend_others(r, (unsigned)jdev, &o);
-        if (!o.borrowed)
+        /* Another user's borrower is known from the arbiter's answer, which vgpu run renews every
+         * 250 ms: one older than this wait may predate that borrower's first figures (a job that
+         * allocates as soon as it starts, beside a borrower that just did). Then the wait goes on
+         * until an answer newer than its start says whether anyone borrows. */
+        uint64_t at = vgpu_lend_answered_at(r);
+        bool stale = at && at < (g->start_ns ? g->start_ns : now);
+        if (!o.borrowed && !stale)
             return false;              /* nobody borrows here: an ordinary out of memory */
-        g->start_ns = now;
+        if (!g->start_ns)
+            g->start_ns = now;
+        g->unsure = !o.borrowed;
     }
     if (now - g->start_ns >= WAIT_NS) {
         struct vgpu_lend_others o;

@@ -268,6 +268,7 @@ void vgpu_squeeze_drop_ctx(uint64_t ctx);
 struct vgpu_giveway {
     uint64_t start_ns;     /* 0 before the first wait */
     unsigned rounds;
+    bool unsure;           /* no borrower seen yet, but the arbiter's answer predates the wait */
 };
 /* After the real allocation of `bytes` (reserved) on CUDA device dev answered out of memory:
  * true when it should be tried again (other jobs borrow on the GPU and the bounded wait of 1 s is

@@ -134,6 +134,7 @@ static void reset(void)
     }
     A.ngpus = 0;
     arb_place_free(&A);
+    arb_lend_free(&A);
     free(A.charged);
     A.charged = NULL;
     free(A.acct);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "region_internal.h"
@@ -166,6 +167,58 @@ out:
     close(fd);
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The arbiter's answer that self's vgpu run wrote beside the region (vgpu_lend_share), when it is
+ * there, whole and fresh. */
+static bool read_answer(const struct vgpu_region *self, struct vgpu_lend_file *f)
+{
+    char path[sizeof self->path];
+    if (!self || !vgpu_region_sibling_path(self->path, ".lend", path, sizeof path))
+        return false;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    ssize_t got = pread(fd, f, sizeof *f, 0);
+    close(fd);
+    uint64_t now = mono_ns();
+    return got == (ssize_t)sizeof *f && f->magic == VGPU_LEND_FILE_MAGIC && f->version == VGPU_LEND_FILE_VERSION &&
+           f->count <= VGPU_REGION_MAX_DEVICES && f->at_ns <= now && now - f->at_ns <= VGPU_LEND_FRESH_NS;
+}
+
+uint64_t vgpu_lend_answered_at(const struct vgpu_region *self)
+{
+    struct vgpu_lend_file f;
+    return read_answer(self, &f) ? f.at_ns : 0;
+}
+
+/* What the other users' jobs on self's GPU add, from the arbiter's answer. */
+static void add_remote(const struct vgpu_region *self, unsigned dev, bool look, struct vgpu_lend_others *out,
+                       char *names, size_t len)
+{
+    struct vgpu_lend_file f;
+    if (!read_answer(self, &f) || dev >= f.count)
+        return;
+    const struct vgpu_lend_remote *x = &f.dev[dev];
+    add_sat(&out->unmet, x->unmet);
+    add_sat(&out->borrowed, x->borrowed);
+    if (look) {
+        add_sat(&out->demoted, x->demoted);
+        add_sat(&out->ahead, x->ahead);
+        out->moving = out->moving || x->moving;
+    }
+    if (x->borrowed && names && len) {
+        size_t k = strlen(names);
+        if (snprintf(names + k, len - k, "%sother users' jobs", k ? ", " : "") >= (int)(len - k) && len >= 4)
+            memcpy(names + len - 4, "...", 4);
+    }
+}
+
 static void others(const struct vgpu_region *self, unsigned dev, const struct vgpu_lend_key *me,
                    struct vgpu_lend_others *out, char *names, size_t len)
 {
@@ -196,6 +249,7 @@ static void others(const struct vgpu_region *self, unsigned dev, const struct vg
         other_of(dirfd, de->d_name, self->info->id, self->info->dev[dev].uuid, me, out, names, len);
     }
     closedir(dp);
+    add_remote(self, dev, me != NULL, out, names, len);
 }
 
 void vgpu_lend_others(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out)

@@ -38,12 +38,7 @@ static inline size_t region_file_size_of(uint32_t layout)
  * does not end in .region. */
 static inline bool region_usage_path(const char *region, char *out, size_t len)
 {
-    size_t n = strlen(region);
-    if (n < 7 || strcmp(region + n - 7, ".region") != 0 || n - 7 + sizeof ".usage" > len)
-        return false;
-    memcpy(out, region, n - 7);
-    memcpy(out + n - 7, ".usage", sizeof ".usage");
-    return true;
+    return vgpu_region_sibling_path(region, ".usage", out, len);
 }
 
 static inline bool region_dev_ok(const struct vgpu_region *r, unsigned dev)

@@ -583,5 +583,8 @@ int vgpu_region_remove(struct vgpu_region *r, struct vgpu_err *e)
     char upath[sizeof r->path];
     if (vgpu_region_split(r) && region_usage_path(r->path, upath, sizeof upath))
         unlink(upath);      /* after the .region: a reader never finds a region without its usage */
+    char lpath[sizeof r->path];
+    if (vgpu_region_sibling_path(r->path, ".lend", lpath, sizeof lpath))
+        unlink(lpath);      /* the arbiter's answer of lending across users (vgpu/lend.h) */
     return 0;
 }

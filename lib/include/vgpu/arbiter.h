@@ -143,6 +143,14 @@ enum vgpu_arb_op {
                               * (or root's, or, once it is gone, the same user's); -EEXIST: another
                               * user's job has that id */
     VGPU_ARB_ACCT_LAST = 127,
+    /* Lending across users (128..143, cmd/daemon/lend.c; vgpu/lend.h), answered. */
+    VGPU_ARB_LEND_FIRST = 128,
+    VGPU_ARB_LEND_SHARE = 128, /* in: struct vgpu_lend_report per GPU of the job (1 to 16), a[0] =
+                              * the job id as a number (its 12 hex digits): out: struct
+                              * vgpu_lend_remote per GPU, in order: what the other users' jobs there
+                              * add to the job's order of giving way. What one says ends with its
+                              * connection, or when not said again within 2 s */
+    VGPU_ARB_LEND_LAST = 143,
 };
 
 struct vgpu_arb_req {

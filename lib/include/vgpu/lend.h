@@ -63,4 +63,46 @@ uint64_t vgpu_lend_target(uint64_t unmet, uint64_t device_free, uint64_t demoted
 void vgpu_lend_borrowers(const struct vgpu_region *self, unsigned dev, struct vgpu_lend_others *out, char *names,
                          size_t len);
 
+/* ---- Across users: the arbiter's part (issue 37 item 4) ----------------------------------------
+ * A job's regions are its user's, so without the arbiter a borrower sees only its own user's jobs.
+ * With it, each job's vgpu run tells the arbiter, at every walk (250 ms), what the job holds on
+ * each of its GPUs (VGPU_ARB_LEND_SHARE), and writes the answer, what the other users' jobs there
+ * add to vgpu_lend_others, into "<id>.lend" beside its region, which the job's processes read
+ * with their regions (vgpu_lend_look, vgpu_lend_others, vgpu_lend_borrowers). The arbiter trusts
+ * a job's unmet request only up to the promise its connection holds on that GPU (placement), and
+ * its priority only as root's policy grants it; what a job says it borrows can only put it ahead
+ * in the order of giving way, and a borrower behind a liar gives all the same once the shortfall
+ * lasts (lib/hook/squeeze.c, PATIENCE_NS). */
+struct vgpu_lend_report {              /* in: one per GPU of the job */
+    char uuid[VGPU_REGION_UUID_LEN];
+    uint64_t request;                  /* REQUEST (the limit of a job that lends nothing) */
+    uint64_t held;                     /* its memory there: used + outside */
+    uint64_t borrowed, demoted;        /* past REQUEST, and of that what left the GPU */
+    int32_t prio;                      /* the job's --priority there (region dev[].priority) */
+    uint32_t moving;                   /* a move in flight: demoted may not have left yet */
+};
+struct vgpu_lend_remote {              /* out: one per GPU of the request, in its order */
+    uint64_t unmet, borrowed;          /* the other users' jobs there, as vgpu_lend_others counts */
+    uint64_t demoted, ahead;           /* as vgpu_lend_look counts them, by the job's own key */
+    uint32_t moving, pad;
+};
+#define VGPU_LEND_FILE_MAGIC   0x444e454cu   /* "LEND" */
+#define VGPU_LEND_FILE_VERSION 1u
+#define VGPU_LEND_FRESH_NS     1000000000ULL /* an answer older than this is not used */
+struct vgpu_lend_file {
+    uint32_t magic, version;
+    uint64_t at_ns;                    /* CLOCK_MONOTONIC of the answer */
+    uint32_t count, pad;               /* job devices answered (dev[0 .. count)) */
+    struct vgpu_lend_remote dev[VGPU_REGION_MAX_DEVICES];
+};
+/* When the arbiter's answer beside self's region was given (CLOCK_MONOTONIC), 0 when there is
+ * none (no arbiter, or not yet). */
+uint64_t vgpu_lend_answered_at(const struct vgpu_region *self);
+/* vgpu run's walk: the job's figures to the arbiter, its answer into the job's .lend file. Nothing
+ * without the arbiter, or for a job without a memory limit; a refused or lost answer removes the
+ * file (the processes then see their own user's jobs only, as without the arbiter). */
+void vgpu_lend_share(struct vgpu_region *r);
+/* The job's .lend file removed (its end). */
+void vgpu_lend_share_end(const struct vgpu_region *r);
+
 #endif

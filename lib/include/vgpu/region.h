@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include "vgpu/log.h"
 #include "vgpu/proc.h"
@@ -239,6 +240,19 @@ struct vgpu_region_usage {
 static inline unsigned vgpu_slot_state_of(uint64_t owner) { return (unsigned)(owner & 0xff); }
 static inline pid_t vgpu_slot_pid_of(uint64_t owner) { return (pid_t)(uint32_t)(owner >> 8); }
 static inline uint32_t vgpu_slot_nstag_of(uint64_t owner) { return (uint32_t)(owner >> 40); }
+
+/* "<dir>/<id>SUFFIX" beside the region file "<dir>/<id>.region" (its ".usage" of a split region,
+ * the ".lend" of vgpu/lend.h), into out[len]; false when `region` is not so named or it does not
+ * fit. */
+static inline bool vgpu_region_sibling_path(const char *region, const char *suffix, char *out, size_t len)
+{
+    size_t n = strlen(region), k = strlen(suffix);
+    if (n < 7 || strcmp(region + n - 7, ".region") != 0 || n - 7 + k + 1 > len)
+        return false;
+    memcpy(out, region, n - 7);
+    memcpy(out + n - 7, suffix, k + 1);
+    return true;
+}
 
 /* An open region. */
 struct vgpu_region {
