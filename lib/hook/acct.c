@@ -177,7 +177,7 @@ static struct vgpu_lend_others others_on(struct vgpu_region *r, int jdev)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);   /* not vgpu_now_ns: this layer is tested alone */
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, at = atomic_load(&at_ns[jdev]);
-    struct vgpu_lend_others o;
+    struct vgpu_lend_others o = { 0 };
     if (at && now - at < VGPU_REGION_REAP_NS) {
         o.unmet = atomic_load(&unmet[jdev]);
         o.borrowed = atomic_load(&borrowed[jdev]);
