@@ -127,6 +127,7 @@ static const char usage[] =
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/jobcount.h"
+#include "vgpu/lend.h"
 #include "vgpu/log.h"
 #include "vgpu/machinedir.h"
 #include "vgpu/nvml.h"
@@ -795,6 +796,7 @@ out:
     if (created)
         vgpu_sched_sweep();   /* schedules whose last user could not remove them (vgpu/sched.h) */
     if (created) {
+        vgpu_lend_share_end(&r);   /* its lending answer (vgpu/lend.h) ends with the job */
         /* An ended job stays, EXITED with its status, for vgpu ps and vgpu wait; the next
          * listing after VGPU_EXITED_KEEP_DEFAULT_S removes it (lib/core/region/jobs.c). A job whose
          * command never started is removed now. */

@@ -102,7 +102,7 @@ daemon_stop
 vgpu run --name alone --mem 2G:75G -- oversub_probe alloc 70G hold >"$T_DIR/alone.out" 2>&1 &
 alone=$!
 poll_until 10 grep -q holding "$T_DIR/alone.out"
-check "without the daemon no answer file is kept beside the region" \
-  sh -c '! ls "$1"/*.lend 2>/dev/null | grep -q .' _ "$VGPU_STATE_DIR"
+check "without the daemon no answer file is kept beside the region, and the ended jobs left none" \
+  sh -c '! ls "$1"/jobs/*.lend 2>/dev/null | grep -q .' _ "$VGPU_STATE_DIR"
 kill "$alone"; wait "$alone" 2>/dev/null
 done_testing

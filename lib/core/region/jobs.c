@@ -91,6 +91,9 @@ static void remove_job(int jobs, const char *region_name)
         /* A split region's usage (vgpu run --user), after the region it belongs to. */
         memcpy(log + len - 7, ".usage", 7);
         unlinkat(jobs, log, 0);
+        /* The arbiter's lending answer (vgpu/lend.h). */
+        memcpy(log + len - 7, ".lend", 6);
+        unlinkat(jobs, log, 0);
     }
 }
 
