@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vgpu/policy.h"
 #include "vgpu/proc.h"
 #include "vgpu/region.h"
 
@@ -160,22 +159,6 @@ uint64_t arb_user_key(uint64_t key, uid_t uid)
     k = (k ^ key_secret) * 0xff51afd7ed558ccdULL;
     k ^= k >> 33;
     return k ? k : 1;
-}
-
-/* The priority a job of `uid` is granted for the one it asked for (root's policy file,
- * vgpu/policy.h): high only for root and the users and groups the policy names, and a normal
- * request the policy's default. A policy that cannot be read grants nothing above normal. */
-int arb_granted_prio(uid_t uid, int asked)
-{
-    if (uid == 0 || asked == VGPU_PRIO_LOW)
-        return asked;
-    struct vgpu_policy pol;
-    struct vgpu_err e = { 0 };
-    if (vgpu_policy_read(&pol, &e) < 0)
-        return VGPU_PRIO_NORMAL;
-    if (asked == VGPU_PRIO_HIGH && vgpu_policy_may_high(&pol, uid))
-        return VGPU_PRIO_HIGH;
-    return pol.default_prio < 0 ? VGPU_PRIO_LOW : VGPU_PRIO_NORMAL;
 }
 
 /* Writes job entry `j`'s cap for a job held to a fair share: called at its JOB and at each of its
@@ -484,21 +467,42 @@ static void do_silent(struct arbiter *a, unsigned gi, struct arb_client *c, cons
     a->refused++;
 }
 
+/* The requests of vgpu's commands, served beside the schedules (vgpu/arbiter.h's ranges): each
+ * service answers its range (false: later, from a thread of its own) and forgets what a client
+ * held when it goes. This file only dispatches to them; none of them calls back into it. */
+static const struct arb_service {
+    uint32_t first, last;
+    bool (*handle)(struct arbiter *, struct arb_client *, const struct vgpu_arb_req *, const void *,
+                   struct vgpu_arb_rep *, void *);
+    void (*gone)(struct arbiter *, struct arb_client *);
+} services[] = {
+    { VGPU_ARB_PLACE_FIRST, VGPU_ARB_PLACE_LAST, arb_place_handle, arb_place_client_gone },
+    { VGPU_ARB_LEND_FIRST, VGPU_ARB_LEND_LAST, arb_lend_handle, arb_lend_client_gone },
+    { VGPU_ARB_ACCT_FIRST, VGPU_ARB_ACCT_LAST, arb_acct_handle, arb_acct_client_gone },
+};
+
+static const struct arb_service *service_of(uint32_t op)
+{
+    for (size_t i = 0; i < sizeof services / sizeof services[0]; i++)
+        if (op >= services[i].first && op <= services[i].last)
+            return &services[i];
+    return NULL;
+}
+
 bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in, int passed_fd,
                 struct vgpu_arb_rep *r, void *out, int *send_fd)
 {
     memset(r, 0, sizeof *r);
     *send_fd = -1;
     a->requests++;
-    bool answered = (q->op >= VGPU_ARB_HELLO && q->op <= VGPU_ARB_RELEASE) ||
-                    (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_LEND_LAST);
-    if (q->op >= VGPU_ARB_PLACE_FIRST && q->op <= VGPU_ARB_PLACE_LAST) {
-        arb_place_handle(a, c, q, in, r, out);
-    } else if (q->op >= VGPU_ARB_LEND_FIRST && q->op <= VGPU_ARB_LEND_LAST) {
-        arb_lend_handle(a, c, q, in, r, out);
-    } else if (q->op >= VGPU_ARB_ACCT_FIRST && q->op <= VGPU_ARB_ACCT_LAST) {
-        if (!arb_acct_handle(a, c, q, in, r, out))
+    const struct arb_service *svc = service_of(q->op);
+    bool answered = (q->op >= VGPU_ARB_HELLO && q->op <= VGPU_ARB_RELEASE) || svc;
+    if (svc) {
+        if (!svc->handle(a, c, q, in, r, out)) {
+            if (passed_fd >= 0)
+                close(passed_fd);
             return false;   /* queued: the accounting thread answers it (acct_worker.c) */
+        }
     } else if (q->op == VGPU_ARB_HELLO) {
         r->rc = VGPU_ARB_PROTO;
     } else if (q->op == VGPU_ARB_OPEN) {
@@ -536,9 +540,8 @@ bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_r
 
 void arb_client_gone(struct arbiter *a, struct arb_client *c)
 {
-    arb_place_client_gone(a, c);
-    arb_lend_client_gone(a, c);
-    arb_acct_client_gone(a, c);
+    for (size_t i = 0; i < sizeof services / sizeof services[0]; i++)
+        services[i].gone(a, c);
     uint64_t now = now_ns();
     for (unsigned i = 0; i < a->ngpus; i++)
         for (int p = 0; p < VGPU_SCHED_MAX_PROCS; p++)

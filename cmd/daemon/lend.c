@@ -119,36 +119,36 @@ static void remote_for(const struct arb_lend *l, const struct lend_entry *me, st
     }
 }
 
-void arb_lend_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+bool arb_lend_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
                      struct vgpu_arb_rep *r, void *out)
 {
     if (q->op != VGPU_ARB_LEND_SHARE) {
         arb_refuse(a, r, ENOSYS, "not a request this arbiter knows");
-        return;
+        return true;
     }
     if (!a->lend && !(a->lend = calloc(1, sizeof *a->lend))) {
         arb_refuse(a, r, ENOMEM, "out of memory");
-        return;
+        return true;
     }
     struct arb_lend *l = a->lend;
     size_t n = q->len / sizeof(struct vgpu_lend_report);
     if (q->len % sizeof(struct vgpu_lend_report) || n == 0 || n > VGPU_REGION_MAX_DEVICES || !q->a[0] ||
         q->a[0] >= 1ULL << 48) {
         arb_refuse(a, r, EINVAL, "a lending report is one to 16 GPUs of one job, with the job's id");
-        return;
+        return true;
     }
     struct vgpu_lend_report rep[VGPU_REGION_MAX_DEVICES];
     memcpy(rep, in, n * sizeof *rep);   /* the payload may be unaligned for these fields */
     for (size_t i = 0; i < n; i++)
         if (!uuid_str(rep[i].uuid, sizeof rep[i].uuid)) {
             arb_refuse(a, r, EINVAL, "a lending report names a GPU that is not a GPU or MIG UUID");
-            return;
+            return true;
         }
     uint64_t now = now_ns();
     drop(l, c->id, q->a[0], now);
     if (!room_for(l, c->login, n)) {
         arb_refuse(a, r, EDQUOT, "the arbiter keeps no more lending figures for this user");
-        return;
+        return true;
     }
     struct vgpu_lend_remote *back = out;
     size_t first = l->n;
@@ -176,6 +176,7 @@ void arb_lend_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_
         remote_for(l, &l->e[first + i], &back[i]);
     r->len = (uint32_t)(n * sizeof *back);
     r->rc = 0;
+    return true;
 }
 
 void arb_lend_client_gone(struct arbiter *a, struct arb_client *c)

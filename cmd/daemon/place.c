@@ -656,13 +656,13 @@ static void count_enter(struct arbiter *a, struct arb_place *p, struct arb_clien
     add_entries(a, p, c, g, n, COUNTED, r);
 }
 
-void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+bool arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
                       struct vgpu_arb_rep *r, void *out)
 {
     struct arb_place *p = state(a);
     if (!p) {
         arb_refuse(a, r, ENOMEM, "the arbiter is out of memory");
-        return;
+        return true;
     }
     const struct vgpu_arb_gpu_bytes *g;
     size_t n;
@@ -695,6 +695,7 @@ void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu
     default: arb_refuse(a, r, ENOSYS, "not a request this arbiter knows"); break;
     }
     holders_sync(p, false);
+    return true;
 }
 
 void arb_place_client_gone(struct arbiter *a, struct arb_client *c)

@@ -93,7 +93,7 @@ struct arbiter {
 bool arb_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in, int passed_fd,
                 struct vgpu_arb_rep *r, void *out, int *send_fd);
 /* The same for the ranges of vgpu/arbiter.h: placement (place.c) and accounting (acct.c). */
-void arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+bool arb_place_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
                       struct vgpu_arb_rep *r, void *out);
 /* Accounting: false when the request was handed to the accounting thread, which answers it
  * (acct_worker.c); true when r is the answer now. */
@@ -110,7 +110,7 @@ void arb_place_free(struct arbiter *a);
 /* The bytes connection `client` has promised on GPU `uuid` (0: none). */
 uint64_t arb_place_promised(struct arbiter *a, uint64_t client, const char *uuid);
 /* Lending across users (lend.c, VGPU_ARB_LEND_*): one request; client c gone; the memory given back. */
-void arb_lend_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
+bool arb_lend_handle(struct arbiter *a, struct arb_client *c, const struct vgpu_arb_req *q, const void *in,
                      struct vgpu_arb_rep *r, void *out);
 void arb_lend_client_gone(struct arbiter *a, struct arb_client *c);
 void arb_lend_free(struct arbiter *a);
