@@ -19,6 +19,7 @@ HELLO, OPEN, JOB, ATTACH, ACQUIRE, RELEASE, DETACH, UNWANT, WANT_FROM, NOTE_END,
 PL_LOOK, PL_PROMISE, PL_TICKET, PL_UNQUEUE, PL_RELEASE, PL_ADOPT, JC_ENTER, JC_LEAVE, JC_COUNT, PL_GPUS = \
     range(64, 74)
 ACCT_RECORD, ACCT_QUERY, ACCT_TOTALS, ACCT_START = range(96, 100)
+LEND_SHARE = 128
 RECORD, FILTER, TOTAL = 4544, 440, 232
 LEASE = (1 << 16) | 1   # the first grant to process entry 0
 MS = 1000000
@@ -31,6 +32,11 @@ def msg(who, op, gpu=0, proc=-1, a=(0, 0, 0, 0), payload=b"", flags=0, uuid=b"")
 
 def gpus(*pairs):
     return b"".join(struct.pack("<96sQ", u, n) for u, n in pairs)
+
+
+def lend(uuid, request, held, borrowed, demoted=0, prio=0, moving=0):
+    """struct vgpu_lend_report (vgpu/lend.h): one GPU of a job."""
+    return struct.pack("<96s4QiI", uuid, request, held, borrowed, demoted, prio, moving)
 
 
 def opened(who, key, cap, prio=0, soft=0, flags=0, job=0):
@@ -77,6 +83,13 @@ SEEDS = {
     "job-count": msg(USER, JC_ENTER, a=(2, 1), payload=gpus((UUID, 0)))
                  + msg(USER, JC_COUNT, payload=gpus((UUID, 0))) + msg(USER, JC_LEAVE),
     "gpu-list": msg(NOBODY, PL_GPUS) + msg(USER, PL_GPUS) + msg(ROOT, PL_GPUS),
+    # Lending across users: root borrows, nobody's promise waits; nobody lies and asks high.
+    "lend": msg(ROOT, PL_PROMISE, a=(0, 1), payload=gpus((UUID, 2 << 30)))
+            + msg(ROOT, LEND_SHARE, a=(0x111,), payload=lend(UUID, 2 << 30, 72 << 30, 70 << 30))
+            + msg(NOBODY, PL_PROMISE, a=(0, 1), payload=gpus((UUID, 60 << 30)))
+            + msg(NOBODY, LEND_SHARE, a=(0x222,), payload=lend(UUID, 80 << 30, 0, 1 << 40, 1 << 41, 1, 1))
+            + msg(ROOT, LEND_SHARE, a=(0x111,), payload=lend(UUID, 2 << 30, 72 << 30, 70 << 30, 70 << 30))
+            + msg(NOBODY, LEND_SHARE, a=(0,), payload=lend(b"not-a-gpu", 1, 0, 0)),
     "acct": msg(NOBODY, ACCT_START, a=(0, RECORD), payload=b"0123456789abcdef")
             + msg(NOBODY, ACCT_RECORD, a=(1, RECORD), payload=bytes(RECORD))
             + msg(ROOT, ACCT_QUERY, a=(0, RECORD), payload=bytes(FILTER))
