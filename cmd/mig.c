@@ -58,6 +58,7 @@ static const char usage[] =
 #include "cmd.h"
 #include "common.h"
 #include "mig/verbs.h"
+#include "vgpu/gpu_cache.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
 #include "vgpu/json.h"
@@ -212,6 +213,10 @@ static int run_verb(const struct opts *op, int argc, char **argv, const char **v
         rc = mig_apply(&cx, args[0]);
     else
         rc = mig_export(&cx);
+    /* A change, made or half made, is one vgpu run's kept GPU list does not describe. */
+    if (!strcmp(verb, "enable") || !strcmp(verb, "disable") || !strcmp(verb, "create") || !strcmp(verb, "destroy") ||
+        !strcmp(verb, "apply"))
+        vgpu_gpu_cache_forget();
     free(cx.list);
     free(cx.mg);
     vgpu_nvml_close(nv);

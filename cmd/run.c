@@ -93,6 +93,9 @@ static const char usage[] =
     "(--mem 1G --mem 2G). Change a running job's limit with vgpu limit.\n"
     "When CMD ends, vgpu ps shows the job as ended, and vgpu wait gets its status, for 60 s;\n"
     "its accounting record (GPU time, memory, status) is kept in STATEDIR/acct.db (vgpu acct).\n"
+    "Without a daemon, the GPU list NVML gave a job is kept in STATEDIR/gpus.cache while the\n"
+    "driver shows the same GPUs (at most VGPU_GPU_CACHE_S s, default 60; 0: never), and checked\n"
+    "against NVML while the next job runs.\n"
     "Environment: VGPU_LIBRARY (the libvgpu.so to preload), VGPU_STATE_DIR, VGPU_LOG;\n"
     "VGPU_FAIL_CLOSED=1 in vgpu run's environment works as --fail-closed.\n"
     "\n"
@@ -121,6 +124,7 @@ static const char usage[] =
 #include "run/detach.h"
 #include "run/finisher.h"
 #include "run/gpus.h"
+#include "run/kept_list.h"
 #include "run/library.h"
 #include "vgpu/acct.h"
 #include "vgpu/arbiter.h"
@@ -131,6 +135,7 @@ static const char usage[] =
 #include "vgpu/log.h"
 #include "vgpu/machinedir.h"
 #include "vgpu/nvml.h"
+#include "vgpu/gpu_cache.h"
 #include "vgpu/overlimit.h"
 #include "vgpu/placement.h"
 #include "vgpu/region.h"
@@ -496,7 +501,12 @@ static int cmd_run(int argc, char **argv)
      * (issue 34); the accounting loads it at its first look, 200 ms into the job. A job of several
      * GPUs (their topology), an oversubscribed one (each GPU's memory in use now) and an MPS client
      * ask NVML themselves. */
-    bool listed = list && gpus_n <= 1 && !oversub && !mps && vgpu_place_gpus_from_arbiter(list) == 1;
+    bool one_gpu = list && gpus_n <= 1 && !oversub && !mps;
+    bool listed = one_gpu && vgpu_place_gpus_from_arbiter(list) == 1;
+    /* Without one, the list NVML gave an earlier job, while the driver shows the same GPUs
+     * (vgpu/gpu_cache.h): checked against NVML while the command runs (run/kept_list.h). */
+    bool kept = one_gpu && !listed && vgpu_run_kept_list(list);
+    listed |= kept;
     struct vgpu_nvml *nv = listed ? NULL : vgpu_nvml_open(&e);
     if (!nv && !listed) {
         free(list);
@@ -520,6 +530,8 @@ static int cmd_run(int argc, char **argv)
         rc = run_fail(&e);
         goto out;
     }
+    if (!listed)
+        vgpu_gpu_cache_store(list);     /* for the next job's start (only a list that may be kept) */
     if (sel.count == 0) {
         vgpu_fail(rc, "no GPU selected%s", gpu ? "" : ": the driver lists none");
         goto out;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "run/asuser.h"
+#include "run/kept_list.h"
 #include "vgpu/acct.h"
 #include "vgpu/exitcode.h"
 #include "vgpu/gpu.h"
@@ -123,6 +124,8 @@ static int wait_reaping(struct vgpu_region *r, pid_t pid, int *status)
              * are read every half window, between walks (lib/core/acct/nvml_sample.c). */
             int nv = vgpu_acct_nvml_every_ms(), wait = nv > 0 && nv < to_walk ? nv : to_walk;
             int n = poll(&p, 1, wait);
+            if (n == 0)
+                vgpu_run_kept_list_check(r);   /* once, before the accounting's first NVML look */
             if (n == 0 && wait < to_walk) {
                 to_walk -= wait;
                 vgpu_acct_sample_nvml(r);

@@ -81,6 +81,9 @@ export VGPU_MACHINE_DIR=$T_DIR/machine
 export VGPU_FAKE_STATE=$T_DIR/fakegpu.state
 export VGPU_FAKE_SCENARIO=$VGPU_SRC/tests/fakegpu/scenarios/h100.json
 export VGPU_FAKE_LIBDIR=$VGPU_BUILD/fakegpu
+# The driver's /proc files (vgpu/gpu_cache.h): none, so that no test keeps a GPU list by a real
+# driver's files on a GPU machine; tests/cli/run_kept_list.sh makes its own.
+export VGPU_NVIDIA_PROC=$T_DIR/no-driver-proc
 # The simulated GPU's shared mode (VGPU_FAKE_SHARED, for tests that run commands as another user):
 # in a directory of this script's, made by its user. In the default /tmp/vgpu-fakegpu, whichever
 # user came first owned the directory, and the other user's side then failed (outside.sh's
