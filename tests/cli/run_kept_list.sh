@@ -15,10 +15,15 @@ printf 'Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t %s\nBus Location: \t %s\
 export VGPU_NVIDIA_PROC=$proc
 kept=$VGPU_STATE_DIR/gpus.cache
 # The file's header: magic(8) entry_size(4) count(4) fingerprint(8) written_s(8, CLOCK_BOOTTIME) boot_id.
-set_written() { python3 - "$kept" "$1" <<'PY'
+# Python, not dd: dd dies under make asan's preloaded runtimes (an aligned_alloc it makes).
+patch_kept() { python3 - "$kept" "$@" <<'PY'
 import struct, sys, time
-with open(sys.argv[1], 'r+b') as f:
-    f.seek(24); f.write(struct.pack('<Q', max(0, int(time.clock_gettime(time.CLOCK_BOOTTIME)) - int(sys.argv[2]))))
+path, what, arg = sys.argv[1:4]
+with open(path, 'r+b') as f:
+    if what == 'boot':
+        f.seek(32); f.write(arg.encode())
+    else:   # 'age': written_s ARG seconds ago
+        f.seek(24); f.write(struct.pack('<Q', max(0, int(time.clock_gettime(time.CLOCK_BOOTTIME)) - int(arg))))
 PY
 }
 
@@ -52,11 +57,11 @@ assert_rc "a damaged kept list: the job runs" 0
 assert_contains "... NVML is asked, saying why" "damaged or from another vgpu" "$err"
 run env VGPU_LOG=debug vgpu run --mem 1G -- true
 assert_contains "... and a good list replaces it" "placing by the GPU list kept" "$err"
-printf '00000000-0000-0000-0000-000000000000' | dd of="$kept" bs=1 seek=32 conv=notrunc status=none
+must patch_kept boot 00000000-0000-0000-0000-000000000000
 run env VGPU_LOG=debug vgpu run --mem 1G -- true
 assert_contains "a list from another boot is not used" "from another boot" "$err"
 must vgpu run --mem 1G -- true
-set_written 30
+must patch_kept age 30
 run env VGPU_LOG=debug VGPU_GPU_CACHE_S=5 vgpu run --mem 1G -- true
 assert_contains "a list older than VGPU_GPU_CACHE_S is not used" "too old" "$err"
 rm -f "$kept"
@@ -78,7 +83,7 @@ fakegpu-ctl find 0 >/dev/null
 
 # A list that agrees is kept again by the check: its age starts over.
 must vgpu run --mem 1G -- true
-set_written 30
+must patch_kept age 30
 run env VGPU_LOG=debug vgpu run --mem 1G -- sleep 0.6
 assert_contains "a list 30 s old is used" "placing by the GPU list kept 30 s ago" "$err"
 run env VGPU_LOG=debug vgpu run --mem 1G -- true
