@@ -115,17 +115,19 @@ start_rows() { # suffix
 ms() { local a z; a=$(date +%s%N); T 30 "$@" >/dev/null 2>&1; z=$(date +%s%N); echo $(( (z - a) / 1000000 )); }
 # Where a job's start goes (not gated: a timeline for the next fix): vgpu run with no CUDA at all,
 # the library alone (preloaded, no job), vgpu run recording before it returns (the order before
-# the finisher), and NVML's initialisation by itself; interleaved, medians of 7.
+# the finisher), vgpu run without the GPU list kept from the job before (VGPU_GPU_CACHE_S=0: NVML
+# loaded before the command), and NVML's initialisation by itself; interleaved, medians of 7.
 start_parts() {
-  local t=() v=() l=() f=() n=() i
+  local t=() v=() l=() f=() n=() k=() i
   for i in 1 2 3 4 5 6 7; do
     t+=("$(ms true)")
     v+=("$(ms vgpu run --gpu 0 --mem 4096M -- true)")
+    k+=("$(ms env VGPU_GPU_CACHE_S=0 vgpu run --gpu 0 --mem 4096M -- alloc_probe alloc 1M)")
     l+=("$(ms env LD_PRELOAD="$B/libvgpu.so" alloc_probe alloc 1M)")
     f+=("$(ms env VGPU_RUN_FINISH_NOW=1 vgpu run --gpu 0 --mem 4096M -- alloc_probe alloc 1M)")
     n+=("$(ms python3 -c 'import ctypes; n = ctypes.CDLL("libnvidia-ml.so.1"); assert n.nvmlInit_v2() == 0; n.nvmlShutdown()')")
   done
-  info "job start parts (ms, medians of 7)" "-" "true $(med "${t[@]}"), vgpu run -- true $(med "${v[@]}"), library preloaded alone $(med "${l[@]}"), vgpu run recording before it returns $(med "${f[@]}"), python3 + nvmlInit $(med "${n[@]}")"
+  info "job start parts (ms, medians of 7)" "-" "true $(med "${t[@]}"), vgpu run -- true $(med "${v[@]}"), library preloaded alone $(med "${l[@]}"), vgpu run recording before it returns $(med "${f[@]}"), vgpu run loading NVML before the command (no kept GPU list) $(med "${k[@]}"), python3 + nvmlInit $(med "${n[@]}")"
 }
 if ! skip start; then
   gpu_clean start
