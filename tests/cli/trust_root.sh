@@ -37,6 +37,8 @@ assert_rc "VGPU_LIBRARY=nobody's copy, vgpu run: refused (125)" 125
 assert_contains "... saying why" "refusing VGPU_LIBRARY=$nb/libvgpu.so as root" "$err"
 run env VGPU_MACHINE_DIR="$nb/machine" vgpu ps
 refused "VGPU_MACHINE_DIR under nobody's directory" "refusing VGPU_MACHINE_DIR=$nb/machine"
+run env VGPU_NVIDIA_PROC="$nb/proc" vgpu ps
+refused "VGPU_NVIDIA_PROC under nobody's directory (the kept GPU list's check), vgpu ps" "refusing VGPU_NVIDIA_PROC=$nb/proc"
 
 # A group-writable directory above a root-owned library.
 gw=$T_DIR/gw; mkdir -m 0775 "$gw"; cp "$ok_dir/evil.so" "$gw/"

@@ -201,6 +201,7 @@ int vgpu_trust_env(struct vgpu_err *e)
         { "VGPU_MPS_CONTROL", VGPU_TRUST_SEARCHED },
         { "VGPU_LIBRARY", 0 },
         { "VGPU_MACHINE_DIR", VGPU_TRUST_DIR | VGPU_TRUST_MAY_BE_MISSING },
+        { "VGPU_NVIDIA_PROC", VGPU_TRUST_DIR | VGPU_TRUST_MAY_BE_MISSING },
     };
     if (!vgpu_trust_applies())
         return 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "vgpu/statedir.h"
+#include "vgpu/trust.h"
 
 #define CACHE_FILE "gpus.cache"
 #define CACHE_NEW "gpus.cache.new"
@@ -43,7 +44,16 @@ static unsigned keep_s(void)
 static const char *proc_root(void)
 {
     const char *p = getenv("VGPU_NVIDIA_PROC");
-    return p && *p ? p : "/proc/driver/nvidia";
+    if (!p || !*p)
+        return "/proc/driver/nvidia";
+    /* As root, only files nobody else can change say the driver is unchanged (vgpu/trust.h; the
+     * dispatcher refused such a variable already, this is for callers that bypass it). */
+    struct vgpu_err e;
+    if (vgpu_trust_path(p, "VGPU_NVIDIA_PROC", VGPU_TRUST_DIR | VGPU_TRUST_MAY_BE_MISSING, &e) != 0) {
+        vgpu_debug("GPU list: %s", e.msg);
+        return NULL;
+    }
+    return p;
 }
 
 static uint64_t boot_s(void)
@@ -143,6 +153,8 @@ static bool driver_fingerprint(uint64_t *out, unsigned *gpus)
 {
     const char *root = proc_root();
     char path[4096];
+    if (!root)
+        return false;
     uint64_t h = 0xcbf29ce484222325ull;
     snprintf(path, sizeof path, "%s/version", root);
     if (!hash_file(path, &h))

@@ -47,7 +47,7 @@ bool vgpu_trust_applies(void);
 int vgpu_trust_path(const char *path, const char *source, unsigned flags, struct vgpu_err *e);
 
 /* Every path variable of vgpu's own (VGPU_NVML_LIB, VGPU_NVIDIA_SMI, VGPU_MPS_CONTROL,
- * VGPU_LIBRARY, VGPU_MACHINE_DIR; VGPU_STATE_DIR is statedir.c's, whose messages say more) that is set, checked at once: vgpu refuses any
+ * VGPU_LIBRARY, VGPU_MACHINE_DIR, VGPU_NVIDIA_PROC; VGPU_STATE_DIR is statedir.c's, whose messages say more) that is set, checked at once: vgpu refuses any
  * command as root before it starts when one fails, whether that command would use it or not.
  * Each place that uses one checks it again (libvgpu.so and the Slurm plugin do not go through
  * vgpu's dispatcher). 0, or -1 with e set. */
