@@ -242,7 +242,7 @@ int vgpu_gpu_cache_load(struct vgpu_gpu_list *out)
         why = "too old";
     else if (!why && (!driver_fingerprint(&fp, &proc_gpus) || fp != h.fingerprint))
         why = "the driver's GPUs changed since";
-    got.count = h.count;
+    got.count = why ? 0 : h.count;      /* a header not read whole says nothing */
     for (unsigned i = 0; !why && i < got.count; i++)
         if (!strings_ok(&got.gpu[i]))
             why = "damaged";
