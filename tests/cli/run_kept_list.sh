@@ -85,7 +85,8 @@ fakegpu-ctl find 0 >/dev/null
 must vgpu run --mem 1G -- true
 must patch_kept age 30
 run env VGPU_LOG=debug vgpu run --mem 1G -- sleep 0.6
-assert_contains "a list 30 s old is used" "placing by the GPU list kept 30 s ago" "$err"
+# 30 s, or 31 where a second turned between the patch and the look (CI's make test).
+assert_match "a list 30 s old is used" "placing by the GPU list kept 3[01] s ago" "$err"
 run env VGPU_LOG=debug vgpu run --mem 1G -- true
 assert_match "a list the check found right is kept again (its age starts over)" "placing by the GPU list kept [0-9] s ago" "$err"
 
