@@ -231,7 +231,7 @@ int vgpu_run_child(struct vgpu_region *r, char **argv, const char *place_dir, co
         return VGPU_EXIT_RUN_FAILED;
     }
     child_pid = 0;
-    vgpu_acct_sample(r);
+    vgpu_acct_sample_end(r);
     restore_signals();
     /* A region damaged meanwhile (truncated) is fenced off by set_state: the command's status
      * still becomes ours, and the lost record is said. */

@@ -751,6 +751,18 @@ static void test_failure_injection(void **state)
     assert_int_equal(run_child("nvml_init=no_permission"), NVML_ERROR_NO_PERMISSION);
     assert_int_equal(run_child("gpu_lost=0"), 100 + NVML_ERROR_GPU_IS_LOST);
     assert_int_equal(run_child("slow=nvmlDeviceGetCount_v2:300"), 99);
+    /* slow_while: slow only while its path exists */
+    char spec[4400], flag[4096];
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(flag, sizeof flag, "%s/fakenvml-slow-%d", tmp, (int)getpid());
+    unlink(flag);
+    snprintf(spec, sizeof spec, "slow=nvmlDeviceGetCount_v2:300,slow_while=%s", flag);
+    assert_int_equal(run_child(spec), 0);
+    int fd = open(flag, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(run_child(spec), 99);
+    unlink(flag);
     assert_int_equal(run_child("bogus=1"), NVML_ERROR_DRIVER_NOT_LOADED); /* and a message on stderr */
 
     /* a GPU lost at run time, seen by this (already initialised) process */

@@ -117,7 +117,7 @@ static void hand_over_once(void)
         vgpu_debug("accounting: your own store's records stay there for now: %s", e.msg);
 }
 
-void vgpu_acct_sample(struct vgpu_region *r)
+static void sample(struct vgpu_region *r, bool look_at_nvml)
 {
     /* The file may have been cut short under us (truncated.sh): look before touching it, which
      * also puts private memory in place of a damaged file's pages. */
@@ -151,9 +151,22 @@ void vgpu_acct_sample(struct vgpu_region *r)
         oversub |= (atomic_load(&r->hdr->dev[d].flags) & VGPU_DEV_OVERSUB) != 0;
     /* An oversubscribed job from its start (its first allocations migrate at once: the link's
      * counters must be read before), others from their 200th millisecond. */
-    if (oversub || now - first_sample_ns >= 200000000ULL)
+    if (look_at_nvml && (oversub || now - first_sample_ns >= 200000000ULL))
         vgpu_acct_nvml_poll(r);
     atomic_store(&r->hdr_rw->acct_seen_ns, clock_ns(CLOCK_REALTIME));
+}
+
+void vgpu_acct_sample(struct vgpu_region *r)
+{
+    sample(r, true);
+}
+
+void vgpu_acct_sample_end(struct vgpu_region *r)
+{
+    /* No NVML: the last look reads it (vgpu_acct_nvml_finish), in vgpu run's finisher. A poll
+     * here read the energy counter on vgpu run's path after the command's end, which the
+     * finisher exists to take off it (tests/cli/run_end.sh: a 1 s read held vgpu run 1 s). */
+    sample(r, false);
 }
 
 void vgpu_acct_sample_nvml(struct vgpu_region *r)

@@ -260,6 +260,9 @@ void vgpu_acct_record_from_region(const struct vgpu_region *r, struct vgpu_acct_
 /* vgpu run's wait loop, every 250 ms and once at the end: integrates the job's memory into the
  * region (acct_mem_byte_s) and notes the time (acct_seen_ns). r opened ADMIN. */
 void vgpu_acct_sample(struct vgpu_region *r);
+/* The same once the command has ended, without NVML's look: the job's last look at NVML is
+ * vgpu_acct_nvml_finish's (the finisher's, cmd/run/finisher.c), off vgpu run's return. */
+void vgpu_acct_sample_end(struct vgpu_region *r);
 
 /* NVML's view of the job (nvml_sample.c): GPU time of GPUs the schedule does not measure, from
  * per-process utilisation samples, and each GPU's energy apportioned by GPU-time share, written

@@ -248,6 +248,7 @@ struct fs_failures {                     /* injected failures; 0 = none (see REA
     unsigned gpu_lost_mask;              /* bit i: GPU i is lost (besides fs_gpu.lost) */
     unsigned nslow;
     struct fs_slow slow[FS_MAX_SLOW];
+    char slow_while[256];                /* non-empty: the slow calls are slow only while this path exists */
 };
 
 struct fs_state {                        /* the whole file */

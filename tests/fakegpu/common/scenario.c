@@ -57,7 +57,7 @@ bool fs_failures_parse(const char *spec, struct fs_failures *f, struct fs_state 
         char *val = strchr(item, '=');
         if (!val) {
             snprintf(err, errlen, "'%s' is not key=value (keys: nvml_init, cuda_init, gpu_lost, slow, "
-                                  "mig_create_fail_after)", item);
+                                  "slow_while, mig_create_fail_after)", item);
             ok = false;
             break;
         }
@@ -93,11 +93,18 @@ bool fs_failures_parse(const char *spec, struct fs_failures *f, struct fs_state 
                 *colon = 0;
                 ok = add_slow(f, val, strtol(colon + 1, NULL, 10), err, errlen);
             }
+        } else if (strcmp(item, "slow_while") == 0) { /* slow_while=/tmp/x: slow only while it exists */
+            if (!*val || strlen(val) >= sizeof f->slow_while) {
+                snprintf(err, errlen, "slow_while=%s: expected a path shorter than %zu bytes", val, sizeof f->slow_while);
+                ok = false;
+            } else {
+                snprintf(f->slow_while, sizeof f->slow_while, "%s", val);
+            }
         } else if (strcmp(item, "mig_create_fail_after") == 0) {
             f->mig_create_fail_after = (int)strtol(val, NULL, 10);
         } else {
             snprintf(err, errlen, "unknown failure key '%s' (keys: nvml_init, cuda_init, gpu_lost, slow, "
-                                  "mig_create_fail_after)", item);
+                                  "slow_while, mig_create_fail_after)", item);
             ok = false;
         }
     }
